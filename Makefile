@@ -1,0 +1,57 @@
+# fedgen-debug: the two commands a newcomer runs are `make demo` and `make test`.
+# Both create the pinned virtualenv (.venv, Python 3.11) when it is missing.
+SHELL := /bin/sh
+VENV ?= .venv
+BIN := $(VENV)/bin
+RUNS ?= runs
+PIP_QUIET ?= -q
+
+PROJECT_SOURCES := $(shell find fedgen_debug models selectors app -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
+
+.PHONY: venv install demo test test-all bench lock clean
+
+# The stack does not resolve by itself (TFF 0.87 pins a jaxlib the registry lacks, Streamlit's
+# newest deps break TF 2.14), so the venv installs a fully pinned lock file without resolving.
+$(VENV)/.stack-installed: requirements/lock.txt scripts/find-python311.sh
+	@py=$$(sh scripts/find-python311.sh) || exit 1; \
+	  echo "Creating $(VENV) with $$py"; \
+	  rm -rf $(VENV) && "$$py" -m venv $(VENV)
+	$(BIN)/pip install $(PIP_QUIET) --no-deps -r requirements/lock.txt
+	@touch $@
+
+venv: $(VENV)/.stack-installed
+
+# Non-editable install: `models/` and `selectors/` only exist as fedgen_debug.models and
+# fedgen_debug.selectors inside the installed package (see setup.cfg), never as top-level modules.
+$(VENV)/.project-installed: $(VENV)/.stack-installed $(PROJECT_SOURCES)
+	rm -rf build
+	$(BIN)/pip install $(PIP_QUIET) --no-deps --no-build-isolation --force-reinstall .
+	rm -rf build *.egg-info
+	@touch $@
+
+install: $(VENV)/.project-installed
+
+demo: install
+	$(BIN)/fedgen-debug demo --out $(RUNS)/demo
+
+# The default run excludes tests marked `slow`; `make test-all` runs them too.
+test: install
+	$(BIN)/pytest
+
+test-all: install
+	$(BIN)/pytest -m "slow or not slow"
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py
+
+# Re-resolve the stack into requirements/lock.txt (needs the package registry).
+lock:
+	@py=$$(sh scripts/find-python311.sh) || exit 1; \
+	  rm -rf .venv-lock && "$$py" -m venv .venv-lock && \
+	  .venv-lock/bin/pip install $(PIP_QUIET) -r requirements/stack.in -c requirements/constraints.txt && \
+	  .venv-lock/bin/pip install $(PIP_QUIET) --no-deps tensorflow-federated==0.87.0 && \
+	  { sed -n '1,3p' requirements/lock.txt; .venv-lock/bin/pip freeze --all | sort -f; } > requirements/lock.txt.new && \
+	  mv requirements/lock.txt.new requirements/lock.txt && rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""The `fedgen-debug` command line. Flags only build the library's config objects."""

@@ -1,0 +1,51 @@
+"""`fedgen-debug doctor`: versions of the stack and one real federated computation through TFF."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    doctor = sub.add_parser("doctor", help="check the installed stack and run a tiny TFF computation")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(handler=run)
+
+
+def federated_mean_check(values=(1.0, 2.0, 6.0)) -> float:
+    """Runs `federated_mean` over len(values) clients on TFF's C++ runtime (starts worker_binary)."""
+    import numpy as np
+    import tensorflow_federated as tff
+
+    @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+    def mean(client_values):
+        return tff.federated_mean(client_values)
+
+    return float(mean([np.float32(v) for v in values]))
+
+
+def run(args) -> int:
+    import dp_accounting
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_federated as tff
+    import tensorflow_privacy
+
+    from fedgen_debug import __version__
+
+    report = {
+        "fedgen_debug": __version__,
+        "tensorflow": tf.__version__,
+        "tensorflow_federated": tff.__version__,
+        "tensorflow_privacy": getattr(tensorflow_privacy, "__version__", "?"),
+        "dp_accounting": getattr(dp_accounting, "__version__", "?"),
+        "numpy": np.__version__,
+        "gpus": len(tf.config.list_physical_devices("GPU")),
+        "federated_mean_of_1_2_6": federated_mean_check(),
+    }
+    report["ok"] = abs(report["federated_mean_of_1_2_6"] - 3.0) < 1e-6
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for k, v in report.items():
+            print(f"{k:28s} {v}")
+    return 0 if report["ok"] else 1

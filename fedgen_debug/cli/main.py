@@ -1,0 +1,58 @@
+"""`fedgen-debug` entry point: argument parsing, logging, and turning errors into clear messages."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+logger = logging.getLogger("fedgen_debug")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from fedgen_debug import __version__
+    from fedgen_debug.cli import data_cmd, demo_cmd, doctor_cmd
+
+    parser = argparse.ArgumentParser(
+        prog="fedgen-debug",
+        description="Debug private, decentralized data with DP federated generative models.",
+    )
+    parser.add_argument("--version", action="version", version=f"fedgen-debug {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    data_cmd.register(sub)
+    demo_cmd.register(sub)
+    doctor_cmd.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    # TF's C++ start-up chatter (CUDA plugin probes, CPU feature notes) drowns the CLI's output on a
+    # CPU machine; it is shown again with -vv. Must be set before TensorFlow is imported.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose >= 2 else "3")
+    logging.basicConfig(
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    # Imported here so that `--help` stays fast; TF/TFF load only for real work.
+    from fedgen_debug import runtime
+    from fedgen_debug.data.errors import DataError
+
+    runtime.install_worker_cleanup()
+    try:
+        return int(args.handler(args) or 0)
+    except (DataError, ValueError, FileNotFoundError) as e:
+        if args.verbose >= 2:
+            logger.exception("failed")
+        print(f"fedgen-debug: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fedgen-debug: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The text `.jsonl` contract: one object per line, `{"client_id": ..., "text": ...}`.
+
+Each line holds one sentence or post. Blank lines are ignored; anything else that is not such an
+object is an error naming the line.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import tensorflow_federated as tff
+from fedgen_debug.progress import progress
+
+from fedgen_debug.data import client_data as cd
+from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.data.errors import DataError
+
+
+def read_jsonl(path: str) -> cd.ArrayClientData:
+    sentences = collections.defaultdict(list)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(path, "file not found.") from None
+    except OSError as e:
+        raise DataError(path, f"cannot be read ({e.strerror}).") from None
+    with f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(path, f"line {line_no}: invalid UTF-8 at byte {e.start}.") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(path, f"line {line_no}: not valid JSON ({e.msg}).") from None
+            if not isinstance(record, dict):
+                raise DataError(path, f"line {line_no}: expected an object with 'client_id' and 'text'.")
+            if "client_id" not in record:
+                raise DataError(path, f"line {line_no}: missing 'client_id'.")
+            client_id, text = record["client_id"], record.get("text")
+            if not isinstance(client_id, (str, int)) or isinstance(client_id, bool) or str(client_id) == "":
+                raise DataError(path, f"line {line_no}: 'client_id' must be a non-empty string or integer.")
+            if not isinstance(text, str):
+                raise DataError(path, f"line {line_no}: 'text' must be a string.")
+            if not text.strip():
+                raise DataError(path, f"line {line_no}: empty 'text' for client {client_id!r}.")
+            sentences[str(client_id)].append(text)
+    if not sentences:
+        raise DataError(path, "contains no examples.")
+    return cd.ArrayClientData({cid: cd.text_examples(s) for cid, s in sentences.items()})
+
+
+def write_jsonl(client_data: tff.simulation.datasets.ClientData, path: str) -> int:
+    n = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for cid in progress(client_data.client_ids, desc="writing jsonl", unit="client"):
+            for text in cd.client_numpy(client_data, cid)["text"]:
+                f.write(json.dumps({"client_id": cid, "text": text.decode("utf-8")}, ensure_ascii=False))
+                f.write("\n")
+                n += 1
+    return n

@@ -1,0 +1,105 @@
+"""Data specs: the one string every command uses to name a federated dataset (see `SPEC_HELP`).
+
+Paths may not contain commas. CACHE_DIR defaults to TFF's own (~/.tff).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow_federated as tff
+
+from fedgen_debug.data import client_data as cd
+
+_SOURCES = {
+    # source: (modality, positional argument, {option: (type, default)})
+    "synthetic-images": (cd.IMAGES, None, {"writers": (int, 3400), "seed": (int, 0)}),
+    "synthetic-text": (cd.TEXT, None, {"users": (int, 1000), "seed": (int, 0)}),
+    "npz": (cd.IMAGES, "PATH", {"background": (str, "white")}),
+    "jsonl": (cd.TEXT, "PATH", {}),
+    "tff-emnist": (cd.IMAGES, "CACHE_DIR", {}),
+    "tff-stackoverflow": (cd.TEXT, "CACHE_DIR", {}),
+}
+_REQUIRED_PATH = {"npz", "jsonl"}
+SPEC_HELP = """\
+  synthetic-images[:writers=N,seed=S]  FEMNIST-like handwriting (default 3,400 writers, as the paper)
+  synthetic-text[:users=N,seed=S]      Stack-Overflow-like sentences (default 1,000 users)
+  npz:PATH[,background=black]          images .npz contract (see README)
+  jsonl:PATH                           text .jsonl contract (see README)
+  tff-emnist[:CACHE_DIR]               TFF's Federated EMNIST (62 classes), offline from CACHE_DIR
+  tff-stackoverflow[:CACHE_DIR]        TFF's Stack Overflow, offline from CACHE_DIR"""
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+    source: str
+    path: str | None = None
+    options: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def modality(self) -> str:
+        return _SOURCES[self.source][0]
+
+    def option(self, name: str):
+        return dict(self.options).get(name, _SOURCES[self.source][2][name][1])
+
+    def __str__(self) -> str:
+        parts = ([self.path] if self.path else []) + [f"{k}={v}" for k, v in self.options]
+        return self.source + (":" + ",".join(parts) if parts else "")
+
+
+def _usage() -> str:
+    return "valid data specs:\n" + SPEC_HELP
+
+
+def parse_data_spec(text: str) -> DataSpec:
+    """Parses and validates a data spec; raises ValueError naming the problem and the valid forms."""
+    source, _, rest = text.strip().partition(":")
+    if source not in _SOURCES:
+        raise ValueError(f"Unknown data source {source!r} in spec {text!r}.\n{_usage()}")
+    _, positional, allowed = _SOURCES[source]
+    path, options = None, {}
+    for part in [p for p in rest.split(",") if p] if rest else []:
+        key, eq, value = part.partition("=")
+        if eq and key in allowed:
+            kind = allowed[key][0]
+            try:
+                options[key] = kind(value)
+            except ValueError:
+                raise ValueError(f"{source}: option {key} must be an integer. Found {value!r}.") from None
+        elif positional and path is None and not eq:
+            path = part
+        else:
+            valid = ", ".join(allowed) or "none"
+            raise ValueError(f"{source}: unexpected {part!r} in spec {text!r} (options: {valid}).\n{_usage()}")
+    if source in _REQUIRED_PATH and not path:
+        raise ValueError(f"{source} needs a path, e.g. {source}:data/file.{source}.")
+    for key in ("writers", "users"):
+        if key in options and options[key] < 1:
+            raise ValueError(f"{source}: {key} must be >= 1. Found {options[key]}.")
+    if options.get("background", "white") not in ("white", "black"):
+        raise ValueError(f"npz: background must be white or black. Found {options['background']!r}.")
+    return DataSpec(source, path, tuple(sorted(options.items())))
+
+
+def load_client_data(spec: DataSpec | str) -> tff.simulation.datasets.ClientData:
+    """The dataset a spec names, as a TFF `ClientData` in the canonical element format."""
+    from fedgen_debug.data import jsonl, npz, synthetic_images, synthetic_text, tff_sqlite
+
+    if isinstance(spec, str):
+        spec = parse_data_spec(spec)
+    if spec.source == "synthetic-images":
+        return synthetic_images.generate(
+            synthetic_images.SyntheticImagesConfig(writers=spec.option("writers"), seed=spec.option("seed"))
+        )
+    if spec.source == "synthetic-text":
+        return synthetic_text.generate(
+            synthetic_text.SyntheticTextConfig(users=spec.option("users"), seed=spec.option("seed"))
+        )
+    if spec.source == "npz":
+        return npz.read_npz(spec.path, background=spec.option("background"))
+    if spec.source == "jsonl":
+        return jsonl.read_jsonl(spec.path)
+    if spec.source == "tff-emnist":
+        return tff_sqlite.load_tff_emnist(spec.path)
+    return tff_sqlite.load_tff_stackoverflow(spec.path)

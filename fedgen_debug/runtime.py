@@ -1,0 +1,121 @@
+"""TFF execution-context hygiene.
+
+TFF's local C++ execution context starts a `worker_binary` subprocess the first time a federated
+computation runs. TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the
+worker outlives Python and keeps the inherited stdout/stderr pipes open: `fedgen-debug ... | tail`
+and CI then hang. Every entry point that may run a TFF computation calls
+`install_worker_cleanup()` (idempotent); it stops our own worker children at exit, on SIGTERM/SIGHUP
+(turned into SystemExit) and on Ctrl-C (KeyboardInterrupt unwinds to the same exit hooks).
+
+Children are found through /proc rather than TFF internals, so this keeps working if TFF changes how
+it holds the process handle.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+WORKER_BINARY_NAME = "worker_binary"
+_install_lock = threading.Lock()
+_installed = False
+
+
+def _read_stat_ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: the ppid follows the last ')'.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0", 1)[0]
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    # A zombie (state Z) has already exited; it only waits to be reaped.
+    return os.path.basename(argv0).decode(errors="replace") == WORKER_BINARY_NAME and state != b"Z"
+
+
+def worker_processes(parent_pid: int | None = None) -> list[int]:
+    """PIDs of live TFF worker_binary processes; children of `parent_pid` if given."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if parent_pid is not None and _read_stat_ppid(pid) != parent_pid:
+            continue
+        if _is_worker(pid):
+            pids.append(pid)
+    return pids
+
+
+def shutdown_workers(timeout_s: float = 5.0) -> list[int]:
+    """Stops the worker_binary children of this process. Returns the PIDs that were stopped.
+
+    SIGINT first (what TFF itself sends), SIGKILL after `timeout_s`. Zombies are reaped so that no
+    `<defunct>` entry lingers.
+    """
+    pids = worker_processes(os.getpid())
+    if not pids:
+        return []
+    for pid in pids:
+        _signal(pid, signal.SIGINT)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_is_worker(p) for p in pids):
+        _reap(pids)
+        time.sleep(0.05)
+    for pid in pids:
+        if _is_worker(pid):
+            logger.warning("TFF worker %d ignored SIGINT; killing it.", pid)
+            _signal(pid, signal.SIGKILL)
+    _reap(pids, block=True)
+    logger.debug("Stopped TFF workers %s", pids)
+    return pids
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pids: list[int], block: bool = False) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            pass  # Already reaped (e.g. by TFF's own Popen.wait).
+
+
+def _exit_on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise SystemExit(128 + signum)
+
+
+def install_worker_cleanup() -> None:
+    """Makes sure no TFF worker_binary outlives this process (idempotent)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        atexit.register(shutdown_workers)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                    signal.signal(sig, _exit_on_signal)
+        _installed = True
