@@ -8,7 +8,7 @@ PIP_QUIET ?= -q
 
 PROJECT_SOURCES := $(shell find fedgen_debug models selectors app -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: venv install demo test test-all bench lock clean
+.PHONY: venv install demo test test-all lock clean
 
 # The stack does not resolve by itself (TFF 0.87 pins a jaxlib the registry lacks, Streamlit's
 # newest deps break TF 2.14), so the venv installs a fully pinned lock file without resolving.
@@ -40,9 +40,6 @@ test: install
 
 test-all: install
 	$(BIN)/pytest -m "slow or not slow"
-
-bench: install
-	$(BIN)/python benchmarks/run_all.py
 
 # Re-resolve the stack into requirements/lock.txt (needs the package registry).
 lock:

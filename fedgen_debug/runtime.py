@@ -3,20 +3,23 @@
 TFF's local C++ execution context starts a `worker_binary` subprocess the first time a federated
 computation runs. TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the
 worker outlives Python and keeps the inherited stdout/stderr pipes open: `fedgen-debug ... | tail`
-and CI then hang. Every entry point that may run a TFF computation calls
-`install_worker_cleanup()` (idempotent); it stops our own worker children at exit, on SIGTERM/SIGHUP
-(turned into SystemExit) and on Ctrl-C (KeyboardInterrupt unwinds to the same exit hooks).
+and CI then hang. Every entry point that may run a TFF computation calls `install_shutdown_hooks()`
+(idempotent): `shutdown()` then runs at exit, on SIGTERM/SIGHUP (turned into SystemExit) and on
+Ctrl-C (KeyboardInterrupt unwinds to the same exit hooks).
 
-Children are found through /proc rather than TFF internals, so this keeps working if TFF changes how
-it holds the process handle.
+`shutdown()` first drops TFF's execution context while the interpreter is intact, so TFF's own
+service manager stops its worker; then it stops any worker child still alive, found through /proc
+rather than TFF internals, so this keeps working if TFF changes how it holds the process handle.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -103,17 +106,37 @@ def _reap(pids: list[int], block: bool = False) -> None:
             pass  # Already reaped (e.g. by TFF's own Popen.wait).
 
 
+def shutdown(restore_context: bool = False) -> list[int]:
+    """Shuts TFF's execution context down and stops every worker_binary child of this process.
+
+    With `restore_context`, installs a fresh local C++ context afterwards so that this process can
+    run federated computations again (it starts a new worker on first use). Returns the PIDs of the
+    workers that had to be stopped by signal (not those TFF stopped itself).
+    """
+    tff = sys.modules.get("tensorflow_federated")
+    if tff is not None:
+        # Pinned TFF 0.87 exposes this only internally; it installs a context that raises on use.
+        from tensorflow_federated.python.core.impl.context_stack import set_default_context
+
+        set_default_context.set_no_default_context()
+        gc.collect()  # runs TFF's ServiceManager.__del__, which SIGINTs and waits for its worker
+    stopped = shutdown_workers()
+    if tff is not None and restore_context:
+        tff.backends.native.set_sync_local_cpp_execution_context()
+    return stopped
+
+
 def _exit_on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
     raise SystemExit(128 + signum)
 
 
-def install_worker_cleanup() -> None:
+def install_shutdown_hooks() -> None:
     """Makes sure no TFF worker_binary outlives this process (idempotent)."""
     global _installed
     with _install_lock:
         if _installed:
             return
-        atexit.register(shutdown_workers)
+        atexit.register(shutdown)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 if signal.getsignal(sig) in (signal.SIG_DFL, None):

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from fedgen_debug import runtime
     from fedgen_debug.data.errors import DataError
 
-    runtime.install_worker_cleanup()
+    runtime.install_shutdown_hooks()
     try:
         return int(args.handler(args) or 0)
     except (DataError, ValueError, FileNotFoundError) as e:

@@ -58,7 +58,7 @@ def glyph_bank() -> np.ndarray:
     font_dir = os.path.join(matplotlib.get_data_path(), "fonts", "ttf")
     bank = np.zeros((len(FONTS), len(CLASS_CHARS), _CANVAS, _CANVAS), np.float32)
     for f, name in enumerate(FONTS):
-        font = ImageFont.truetype(os.path.join(font_dir, name), size=46)
+        font = ImageFont.truetype(os.path.join(font_dir, name), size=40)
         for c, char in enumerate(CLASS_CHARS):
             image = Image.new("L", (_CANVAS * 2, _CANVAS * 2), 0)
             ImageDraw.Draw(image).text((_CANVAS // 2, _CANVAS // 2), char, fill=255, font=font)
@@ -88,7 +88,7 @@ def _writer_style(rng: np.random.Generator) -> WriterStyle:
     return WriterStyle(
         font=int(rng.integers(len(FONTS))),
         slant=float(rng.normal(0.0, 0.22)),
-        stroke=int(rng.choice([0, 0, 1, 1, 2])),
+        stroke=int(rng.choice([0, 0, 0, 1, 1, 2])),
         scale=float(rng.uniform(0.8, 1.1)),
         aspect=float(rng.uniform(0.85, 1.15)),
         rotation=float(rng.normal(0.0, 0.06)),

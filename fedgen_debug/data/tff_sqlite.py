@@ -5,8 +5,10 @@ download `*.sqlite.lzma` unless `D/emnist_all.sqlite` / `D/stackoverflow.sqlite`
 files hold two tables: `examples(split_name, client_id, serialized_example_proto)` with one serialized
 `tf.train.Example` per row, and `client_metadata(client_id, split_name, num_examples)`.
 
-`write_*` produce such files (all examples in the train split, the other splits empty), so tests and
-offline users exercise the real TFF loaders; `load_tff_*` check the file before TFF sees it, so a
+`write_*` produce such files, so tests and offline users exercise the real TFF loaders. As in TFF's
+EMNIST, each client's examples are split: the last `holdout_fraction` (at least one example of every
+client with two or more) go to the evaluation split(s), the rest to train; TFF's loaders need every
+split to have clients. fedgen-debug itself reads the train split; `load_tff_*` check the file before TFF sees it, so a
 missing or truncated cache gives one clear `DataError` instead of a download attempt or a traceback.
 """
 
@@ -71,54 +73,88 @@ def _stackoverflow_example(text: bytes) -> bytes:
     })).SerializeToString()
 
 
-def _write(path: str, rows_by_client, splits_per_client) -> int:
-    total = 0
+def holdout_split(n: int, holdout_fraction: float, num_holdout_splits: int = 1) -> list[int]:
+    """Split index of each of a client's n examples: 0 = train, 1.. = the evaluation splits."""
+    if not 0.0 <= holdout_fraction < 1.0:
+        raise ValueError(f"holdout_fraction must be in [0, 1). Found {holdout_fraction}.")
+    k = max(1, int(round(holdout_fraction * n))) if holdout_fraction > 0 else 0
+    assignment = [0] * n
+    position = n
+    for split in range(num_holdout_splits, 0, -1):
+        take = min(k, position - 1)  # train always keeps at least one example
+        for i in range(position - take, position):
+            assignment[i] = split
+        position -= take
+    return assignment
+
+
+def _write(path: str, rows_by_client, split_names, required_splits: int) -> None:
+    """rows_by_client yields (client_id, [(split_index, proto), ...]).
+
+    The first `required_splits` splits must get clients (TFF's loaders fail on an empty split).
+    """
+    clients_per_split = [0] * len(split_names)
     with atomic_path(path) as tmp:
         os.remove(tmp)  # sqlite creates the file itself
         connection = sqlite3.connect(tmp)
         try:
             connection.executescript(_SCHEMA)
-            for client_id, protos in rows_by_client:
-                for split in splits_per_client(client_id):
+            for client_id, rows in rows_by_client:
+                for split_index, split in enumerate(split_names):
+                    protos = [p for s, p in rows if s == split_index]
+                    if not protos:
+                        continue
+                    clients_per_split[split_index] += 1
                     connection.executemany(
                         "INSERT INTO examples VALUES (?, ?, ?)", ((split, client_id, p) for p in protos)
                     )
                     connection.execute(
                         "INSERT INTO client_metadata VALUES (?, ?, ?)", (client_id, split, len(protos))
                     )
-                total += len(protos)
             connection.commit()
         finally:
             connection.close()
-    return total
+        empty = [name for name, n in zip(split_names[:required_splits], clients_per_split) if n == 0]
+        if empty:
+            raise ValueError(f"too few examples for TFF's splits: {empty} would be empty (TFF's loaders "
+                             "need clients in every split; use clients with at least 2-3 examples).")
 
 
-def write_emnist_sqlite(client_data: tff.simulation.datasets.ClientData, directory: str) -> str:
-    """Writes image `client_data` as `directory/emnist_all.sqlite` (train split). Returns the path."""
-    digits_only = {
-        cid for cid in client_data.client_ids
-        if (cd.client_numpy(client_data, cid)["label"] < 10).all()
-    }
+def write_emnist_sqlite(client_data: tff.simulation.datasets.ClientData, directory: str,
+                        holdout_fraction: float = 0.1) -> str:
+    """Writes image `client_data` as `directory/emnist_all.sqlite`. Returns the path.
+
+    The digits-only splits hold each client's digit examples (labels 0-9), as in TFF's file.
+    """
 
     def rows():
         for cid in progress(client_data.client_ids, desc="writing emnist sqlite", unit="client"):
             arrays = cd.client_numpy(client_data, cid)
-            yield cid, [_emnist_example(p, l) for p, l in zip(arrays["pixels"], arrays["label"])]
+            splits = holdout_split(len(arrays["label"]), holdout_fraction)
+            protos = [_emnist_example(p, l) for p, l in zip(arrays["pixels"], arrays["label"])]
+            digits = arrays["label"] < 10
+            # split indices: 0 all_train, 1 all_test, 2 digits_only_train, 3 digits_only_test
+            yield cid, [(s, p) for s, p in zip(splits, protos)] + [
+                (s + 2, p) for s, p, d in zip(splits, protos, digits) if d
+            ]
 
     path = os.path.join(directory, EMNIST_FILENAME)
-    _write(path, rows(), lambda cid: ("all_train", "digits_only_train") if cid in digits_only else ("all_train",))
+    _write(path, rows(), EMNIST_SPLITS, required_splits=2)  # the digits-only splits may be empty
     return path
 
 
-def write_stackoverflow_sqlite(client_data: tff.simulation.datasets.ClientData, directory: str) -> str:
-    """Writes text `client_data` as `directory/stackoverflow.sqlite` (train split)."""
+def write_stackoverflow_sqlite(client_data: tff.simulation.datasets.ClientData, directory: str,
+                               holdout_fraction: float = 0.1) -> str:
+    """Writes text `client_data` as `directory/stackoverflow.sqlite`. Returns the path."""
 
     def rows():
         for cid in progress(client_data.client_ids, desc="writing stackoverflow sqlite", unit="client"):
-            yield cid, [_stackoverflow_example(t) for t in cd.client_numpy(client_data, cid)["text"]]
+            texts = cd.client_numpy(client_data, cid)["text"]
+            splits = holdout_split(len(texts), holdout_fraction, num_holdout_splits=2)
+            yield cid, [(s, _stackoverflow_example(t)) for s, t in zip(splits, texts)]
 
     path = os.path.join(directory, STACKOVERFLOW_FILENAME)
-    _write(path, rows(), lambda cid: ("train",))
+    _write(path, rows(), STACKOVERFLOW_SPLITS, required_splits=3)
     return path
 
 

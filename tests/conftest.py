@@ -1,0 +1,84 @@
+"""Shared fixtures, and the suite-wide check that no TFF worker_binary outlives the tests."""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np
+import pytest
+
+import fedgen_debug
+from fedgen_debug import runtime
+
+# The suite runs TFF computations in-process too: the same exit hooks as the CLI.
+runtime.install_shutdown_hooks()
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+if os.path.dirname(os.path.abspath(fedgen_debug.__file__)) == os.path.join(REPO_ROOT, "fedgen_debug"):
+    raise pytest.UsageError(
+        "fedgen_debug was imported from the source tree, not the installed package (models/ and "
+        "selectors/ only exist as fedgen_debug.models/.selectors once installed). Run `make test`, "
+        "or `.venv/bin/pytest` rather than `python -m pytest`."
+    )
+
+
+def fedgen_cli() -> str:
+    path = os.path.join(os.path.dirname(sys.executable), "fedgen-debug")
+    assert os.path.exists(path), f"console script not installed at {path}"
+    return path
+
+
+def run_cli(*args, timeout=300, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([fedgen_cli(), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, **kwargs)
+
+
+def hand_built_images() -> dict:
+    """Three writers with exactly known pixels (multiples of 1/255, so uint8 round trips are exact)."""
+    rng = np.random.default_rng(7)
+
+    def client(n, label0):
+        pixels = rng.integers(0, 256, size=(n, 28, 28)).astype(np.float32) / 255.0
+        labels = (np.arange(n) + label0) % 62
+        return collections.OrderedDict(label=labels.astype(np.int32), pixels=pixels)
+
+    return {"alice": client(3, 0), "bob": client(1, 10), "carol": client(2, 61)}
+
+
+def hand_built_text() -> dict:
+    sentences = {
+        "u1": ["I have a problem.", "Good day to you.", "Hello"],
+        "u2": ["Is there a way to use regex in Python?"],
+        "u3": ["You can't do that, jsfiddle says.", "Über café – naïve 😀 text"],
+    }
+    return {cid: collections.OrderedDict(text=np.array([s.encode() for s in ss], dtype=object))
+            for cid, ss in sentences.items()}
+
+
+@pytest.fixture
+def image_client_data():
+    from fedgen_debug.data.client_data import ArrayClientData
+
+    return ArrayClientData(hand_built_images())
+
+
+@pytest.fixture
+def text_client_data():
+    from fedgen_debug.data.client_data import ArrayClientData
+
+    return ArrayClientData(hand_built_text())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    runtime.shutdown()
+    alive = runtime.worker_processes(os.getpid())
+    if alive:
+        session.exitstatus = 1
+        print(f"\nERROR: TFF worker_binary children still alive after the tests: {alive}", file=sys.stderr)

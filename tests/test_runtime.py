@@ -1,0 +1,74 @@
+"""No TFF worker_binary survives the CLI, an in-process run, SIGINT or SIGTERM."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import fedgen_cli
+from fedgen_debug import runtime
+from fedgen_debug.cli.doctor_cmd import federated_mean_check
+
+
+def _all_workers() -> set[int]:
+    return set(runtime.worker_processes())
+
+
+def test_in_process_computation_then_shutdown_leaves_no_worker():
+    assert federated_mean_check((1.0, 2.0, 6.0)) == pytest.approx(3.0)
+    assert runtime.worker_processes(os.getpid()), "the computation should have started a worker"
+    runtime.shutdown(restore_context=True)
+    assert runtime.worker_processes(os.getpid()) == []
+    # The restored context works again (and starts a new worker, stopped at session end).
+    assert federated_mean_check((2.0, 4.0)) == pytest.approx(3.0)
+
+
+def test_cli_through_a_pipe_finishes_and_leaves_no_worker():
+    before = _all_workers()
+    # stdout is a pipe read to EOF: a surviving worker holding it open would hang this call.
+    result = subprocess.run([fedgen_cli(), "doctor", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=180,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr
+    assert '"ok": true' in result.stdout
+    time.sleep(0.5)
+    assert _all_workers() - before == set()
+
+
+_HOLD_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from fedgen_debug import runtime
+    from fedgen_debug.cli.doctor_cmd import federated_mean_check
+    runtime.install_shutdown_hooks()
+    federated_mean_check()
+    print("READY", runtime.worker_processes(__import__("os").getpid()), flush=True)
+    time.sleep(120)
+""")
+
+
+# An uncaught KeyboardInterrupt ends Python by re-raising SIGINT (exit -2) after the exit hooks ran.
+@pytest.mark.parametrize("sig, exit_codes", [(signal.SIGINT, {-signal.SIGINT}), (signal.SIGTERM, {128 + 15})])
+def test_signals_stop_the_worker(sig, exit_codes):
+    before = _all_workers()
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("READY"), line
+        started = _all_workers() - before
+        assert started, "the child should have a live worker before the signal"
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) in exit_codes
+        proc.stdout.read()  # EOF arrives only once no process holds the pipe
+        deadline = time.monotonic() + 10
+        while started & _all_workers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert started & _all_workers() == set()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

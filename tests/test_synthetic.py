@@ -1,0 +1,93 @@
+"""Synthetic generators: deterministic per seed, different across seeds, realistic statistics."""
+
+import numpy as np
+import pytest
+
+from fedgen_debug.data import client_data as cd, synthetic_images as si, synthetic_text as st
+from fedgen_debug.data.text import Vocabulary, oov_rate, tokenize
+
+
+def _images(writers, seed):
+    return si.generate(si.SyntheticImagesConfig(writers=writers, seed=seed))
+
+
+def test_images_are_deterministic_per_seed_and_differ_across_seeds():
+    a, b, c = _images(3, 0), _images(3, 0), _images(3, 1)
+    for cid in a.client_ids:
+        np.testing.assert_array_equal(a.client_arrays(cid)["pixels"], b.client_arrays(cid)["pixels"])
+        np.testing.assert_array_equal(a.client_arrays(cid)["label"], b.client_arrays(cid)["label"])
+    assert any(
+        a.num_examples(cid) != c.num_examples(cid)
+        or not np.array_equal(a.client_arrays(cid)["pixels"], c.client_arrays(cid)["pixels"])
+        for cid in a.client_ids
+    )
+
+
+def test_a_smaller_image_dataset_is_a_prefix_of_a_larger_one():
+    small, large = _images(2, 5), _images(4, 5)
+    assert large.client_ids[:2] == small.client_ids
+    np.testing.assert_array_equal(small.client_arrays("writer_00001")["pixels"],
+                                  large.client_arrays("writer_00001")["pixels"])
+
+
+def test_images_look_like_femnist():
+    data = _images(40, 0)
+    sizes = np.array(list(cd.client_sizes(data).values()))
+    assert sizes.min() >= 50 and sizes.max() <= 400
+    assert 140 <= np.median(sizes) <= 260  # FEMNIST: ~198 per writer
+    labels = np.concatenate([data.client_arrays(c)["label"] for c in data.client_ids])
+    assert set(np.unique(labels)) == set(range(62))
+    assert 0.45 <= np.mean(labels < 10) <= 0.55  # digits are about half, as in FEMNIST
+    pixels = data.client_arrays("writer_00000")["pixels"]
+    assert pixels.dtype == np.float32 and pixels.min() >= 0.0 and pixels.max() <= 1.0
+    # White background (1.0) with dark ink: corners are background, the centre carries ink.
+    assert pixels[:, :3, :3].mean() > 0.9
+    assert pixels.min(axis=(1, 2)).mean() < 0.4
+    # Writers have styles: mean ink coverage differs between writers far more than within noise.
+    ink = [1 - data.client_arrays(c)["pixels"].mean() for c in data.client_ids]
+    assert np.std(ink) > 0.01
+
+
+def test_image_config_is_validated():
+    with pytest.raises(ValueError, match="writers must be >= 1. Found 0."):
+        si.SyntheticImagesConfig(writers=0)
+
+
+def _sentences(data):
+    return [tokenize(s) for s in st.all_sentences(data)]
+
+
+def test_text_is_deterministic_per_seed_and_differs_across_seeds():
+    a = list(st.all_sentences(st.generate(st.SyntheticTextConfig(users=5, seed=0))))
+    b = list(st.all_sentences(st.generate(st.SyntheticTextConfig(users=5, seed=0))))
+    c = list(st.all_sentences(st.generate(st.SyntheticTextConfig(users=5, seed=1))))
+    assert a == b
+    assert a != c
+
+
+def test_text_oov_rate_at_10k_vocabulary_is_realistic():
+    data = st.generate(st.SyntheticTextConfig(users=1000, seed=3))
+    sentences = _sentences(data)
+    vocab = Vocabulary.from_sentences(sentences, 10_000)
+    rate = oov_rate(sentences, vocab)
+    assert 0.05 <= rate <= 0.08, rate  # paper Table 6: 6.52%
+    # Users are Stack-Overflow-like: many sentences open with the common openers the bug glues.
+    first_two = [" ".join(s[:2]) for s in sentences]
+    assert np.mean([f in st.OPENERS for f in first_two]) > 0.4
+    # The OOV tail has identifiers and typos, not only random strings.
+    oov = {t for s in sentences for t in vocab.oov_tokens(s)}
+    assert any("_" in t for t in oov)
+
+
+def test_text_users_have_different_topic_mixtures():
+    data = st.generate(st.SyntheticTextConfig(users=30, seed=0))
+    topic_of = {w: name for name, words in st.TOPICS.items() for w in words.split()}
+    dominant = set()
+    for cid in data.client_ids:
+        counts = {}
+        for s in cd.client_numpy(data, cid)["text"]:
+            for t in tokenize(s.decode()):
+                if t in topic_of:
+                    counts[topic_of[t]] = counts.get(topic_of[t], 0) + 1
+        dominant.add(max(counts, key=counts.get))
+    assert len(dominant) >= 4
