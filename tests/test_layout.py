@@ -41,3 +41,26 @@ def test_card_folders_have_no_init_and_install_as_subpackages():
     for module in (fedgen_debug.models, fedgen_debug.selectors):
         (path,) = list(module.__path__)
         assert "site-packages" in path, path
+
+
+def _fake_python(directory, version: str):
+    fake = directory / "python3"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; sys.exit(0 if '{version}' == '3.11' else 1)\"\n")
+    fake.chmod(0o755)
+
+
+def test_missing_python311_gives_a_clear_message(tmp_path):
+    _fake_python(tmp_path, "3.12")
+    result = subprocess.run(["/bin/sh", os.path.join(REPO_ROOT, "scripts", "find-python311.sh")],
+                            env={"PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "fedgen-debug needs Python 3.11" in result.stderr
+    assert "make PYTHON=/path/to/python3.11" in result.stderr
+
+
+def test_python311_is_found_on_path(tmp_path):
+    _fake_python(tmp_path, "3.11")
+    result = subprocess.run(["/bin/sh", os.path.join(REPO_ROOT, "scripts", "find-python311.sh")],
+                            env={"PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "python3")
