@@ -74,6 +74,11 @@ def test_bad_parameters_are_clear_errors(kwargs, message):
         DPFedAvgPrivacy(**params)
 
 
+def test_zero_noise_is_not_private():
+    assert dp_fedavg_epsilon(DPFedAvgPrivacy(5, 10, 0.0, 3), 1e-5).epsilon == float("inf")
+    assert dp_fedavg_epsilon(DPFedAvgPrivacy(5, 10, 0.0, 3), 1e-5, "tight").epsilon == float("inf")
+
+
 @pytest.mark.parametrize("delta", [0.0, 1.0, -0.1, 2.0])
 def test_delta_must_be_in_open_unit_interval(delta):
     with pytest.raises(ValueError, match=rf"delta must be in \(0, 1\). Found {delta}"):

@@ -62,6 +62,8 @@ class DPFedAvgPrivacy:
         return self.clients_per_round / self.population
 
     def dp_event(self) -> dp_accounting.DpEvent:
+        if self.noise_multiplier == 0:
+            return dp_accounting.NonPrivateDpEvent()  # no noise: ε = ∞
         gaussian = dp_accounting.GaussianDpEvent(self.noise_multiplier)
         if self.sampling == POISSON:
             round_event = dp_accounting.PoissonSampledDpEvent(self.sampling_probability, gaussian)

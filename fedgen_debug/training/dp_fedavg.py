@@ -1,0 +1,84 @@
+"""DP-FedAvg: pure-TF client and server updates, and the thin TFF layer that builds the process.
+
+The process is `tff.learning.algorithms.build_unweighted_fed_avg` (every sampled client weighs the
+same, as DP-FedAvg's fixed-qN average requires) with the DP aggregator of `dp_query` and the server
+optimizer of `optimizers`. `client_update` / `server_update` are the same computation in plain TF:
+tests check one against the other, and benchmarks use them as the no-TFF baseline.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Callable
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from fedgen_debug.training.config import TrainingConfig
+from fedgen_debug.training.dp_query import dp_aggregator
+from fedgen_debug.training.optimizers import server_optimizer
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A Keras model family trained by DP-FedAvg. Batches are `(x, y)` matching `input_spec`."""
+
+    keras_model_fn: Callable[[], tf.keras.Model]
+    loss_fn: Callable[[], tf.keras.losses.Loss]
+    input_spec: tuple
+    metrics_fn: Callable[[], list] = list
+
+    def tff_model_fn(self):
+        def model_fn():
+            return tff.learning.models.from_keras_model(
+                self.keras_model_fn(), loss=self.loss_fn(), input_spec=self.input_spec, metrics=self.metrics_fn()
+            )
+        return model_fn
+
+
+def client_dataset(dataset: tf.data.Dataset, config: TrainingConfig) -> tf.data.Dataset:
+    """The on-device training pipeline: E epochs of batches of B examples."""
+    return dataset.batch(config.client.batch_size).repeat(config.client.epochs)
+
+
+# ---- pure TF -------------------------------------------------------------------------------------
+
+ClientOutput = collections.namedtuple("ClientOutput", ["update", "num_examples", "mean_loss"])
+
+
+def client_update(model: tf.keras.Model, loss_fn, dataset: tf.data.Dataset, initial_weights, learning_rate: float):
+    """Local SGD from `initial_weights`; returns the update `initial − final` (TFF's sign convention:
+    the server treats the averaged update as a pseudo-gradient)."""
+    for variable, value in zip(model.trainable_variables, initial_weights):
+        variable.assign(value)
+    num_examples = tf.constant(0, tf.int64)
+    loss_sum = tf.constant(0.0)
+    batches = 0
+    for x, y in dataset:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        for variable, grad in zip(model.trainable_variables, grads):
+            variable.assign_sub(learning_rate * grad)
+        num_examples += tf.shape(y, out_type=tf.int64)[0]
+        loss_sum += loss
+        batches += 1
+    update = [w0 - w for w0, w in zip(initial_weights, model.trainable_variables)]
+    return ClientOutput(update, num_examples, loss_sum / max(batches, 1))
+
+
+def server_update(optimizer: tff.learning.optimizers.Optimizer, optimizer_state, weights, aggregated_update):
+    """Applies the (noised) mean client update to the global weights. Returns (state, weights)."""
+    return optimizer.next(optimizer_state, weights, aggregated_update)
+
+
+# ---- TFF layer -----------------------------------------------------------------------------------
+
+def build_process(model: ModelSpec, config: TrainingConfig) -> tff.learning.templates.LearningProcess:
+    return tff.learning.algorithms.build_unweighted_fed_avg(
+        model.tff_model_fn(),
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate=config.client.learning_rate),
+        server_optimizer_fn=server_optimizer(config.server),
+        model_aggregator=dp_aggregator(config.dp, config.seed),
+    )

@@ -1,0 +1,118 @@
+"""The run directory: the run store the analysis and the app read. Layout (stable):
+
+    RUN_DIR/
+      config.json            what was trained: {"training": TrainingConfig, "population": spec, ...}
+      privacy.json           the privacy record (see fedgen_debug.privacy.ledger)
+      metrics.csv            one row per finished round: round, clients, seconds, train metrics
+      eval.csv               one row per evaluation: round, eval metrics
+      tensorboard/           the same scalars for TensorBoard
+      checkpoints/round_NNNNNN.npz   the full process state (model, optimizer, DP noise seed)
+      model_weights.npz      the final global model's weights (trainable then non-trainable)
+      status.json            {"state": "running"|"finished", "rounds_completed": k, "rounds": T}
+
+Everything is written atomically: a crash leaves the last complete checkpoint and rows up to it.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from fedgen_debug.data.atomic import atomic_path
+
+CONFIG = "config.json"
+STATUS = "status.json"
+METRICS = "metrics.csv"
+EVAL = "eval.csv"
+CHECKPOINTS = "checkpoints"
+TENSORBOARD = "tensorboard"
+MODEL_WEIGHTS = "model_weights.npz"
+
+
+def write_json(path: str, data: dict) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+
+
+def read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_checkpoint(run_dir: str, state, round_num: int, keep: int = 2) -> str:
+    directory = os.path.join(run_dir, CHECKPOINTS)
+    os.makedirs(directory, exist_ok=True)
+    leaves = [np.asarray(x) for x in tf.nest.flatten(state)]
+    path = os.path.join(directory, f"round_{round_num:06d}.npz")
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, *leaves)
+    for old in sorted(glob.glob(os.path.join(directory, "round_*.npz")))[:-keep]:
+        os.remove(old)
+    return path
+
+
+def latest_checkpoint(run_dir: str) -> tuple[int, str] | None:
+    paths = sorted(glob.glob(os.path.join(run_dir, CHECKPOINTS, "round_*.npz")))
+    if not paths:
+        return None
+    return int(re.search(r"round_(\d+)\.npz$", paths[-1]).group(1)), paths[-1]
+
+
+def load_checkpoint(path: str, like):
+    """The state saved at `path`, structured like `like` (e.g. the process's initial state)."""
+    with np.load(path) as f:
+        leaves = [f[f"arr_{i}"] for i in range(len(f.files))]
+    template = tf.nest.flatten(like)
+    if len(leaves) != len(template):
+        raise ValueError(f"{path}: checkpoint has {len(leaves)} tensors, the process state {len(template)}; "
+                         "it belongs to a different model or configuration.")
+    return tf.nest.pack_sequence_as(like, leaves)
+
+
+class CsvLog:
+    """Append-only CSV of per-round rows; on resume, rows after the restored round are dropped."""
+
+    def __init__(self, path: str, resume_round: int):
+        self.path = path
+        self.fieldnames = None
+        rows = []
+        if os.path.exists(path):
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                self.fieldnames = reader.fieldnames
+                rows = [r for r in reader if int(r["round"]) <= resume_round]
+            with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=self.fieldnames)
+                writer.writeheader()
+                writer.writerows(rows)
+
+    def append(self, row: dict) -> None:
+        new = self.fieldnames is None
+        if new:
+            self.fieldnames = list(row)
+        with open(self.path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fieldnames, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def flatten_metrics(metrics, prefix: str = "") -> dict:
+    out = {}
+    for key, value in (metrics or {}).items():
+        name = f"{prefix}{key}"
+        if hasattr(value, "items"):
+            out.update(flatten_metrics(value, name + "/"))
+        else:
+            array = np.asarray(value)
+            if array.size == 1 and array.dtype.kind in "fiub":
+                out[name] = float(array)
+    return out

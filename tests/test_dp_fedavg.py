@@ -1,0 +1,229 @@
+"""DP-FedAvg: the DP query (exact values, clipping, noise statistics), the TFF process against the
+pure-TF updates, fixed-size sampling, config validation, run directory and exact crash-resume."""
+
+import collections
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_privacy.privacy.dp_query import test_utils
+
+from fedgen_debug.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from fedgen_debug.training import dp_fedavg, loop
+from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
+from fedgen_debug.training.dp_query import dp_query
+from fedgen_debug.training.optimizers import NesterovSGD
+from fedgen_debug.training.sampling import sample_clients
+
+# ---- the DP query, without TFF -------------------------------------------------------------------
+
+RECORDS = [tf.constant([1.0, 2.0]), tf.constant([0.5, -4.0]), tf.constant([3.0, 0.5])]
+
+
+def test_no_clip_and_zero_noise_is_exactly_the_plain_mean():
+    result, _ = test_utils.run_query(dp_query(DPConfig(clients_per_round=3), seed=0), RECORDS)
+    np.testing.assert_array_equal(result.numpy(), np.array([1.5, -0.5], np.float32))  # (1+0.5+3)/3, (2-4+0.5)/3
+    plain_mean = np.mean(np.stack([r.numpy() for r in RECORDS]), axis=0)
+    np.testing.assert_array_equal(result.numpy(), plain_mean)
+
+
+def test_clipping_matches_the_closed_form():
+    records = [tf.zeros(3), tf.constant([6.0, 8.0, 0.0]), tf.constant([0.3, 0.0, -0.4])]  # norms 0, 10, 0.5
+    clip = 1.0
+    result, _ = test_utils.run_query(dp_query(DPConfig(clients_per_round=4, clip=clip), seed=0), records)
+    expected = (np.zeros(3) + np.array([6.0, 8.0, 0.0]) * clip / 10.0 + np.array([0.3, 0.0, -0.4])) / 4  # fixed qN=4
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-6)
+
+
+def test_noise_std_is_z_clip_over_qn_and_streams_are_seeded():
+    config = DPConfig(clients_per_round=10, noise_multiplier=1.5, clip=0.2)
+    query = dp_query(config, seed=42)
+    zero_records = [tf.zeros(500)] * 2
+    draws, state = [], None
+    for _ in range(4):  # 4 rounds x 500 coordinates = 2000 draws, the seed advancing each round
+        result, state = test_utils.run_query(query, zero_records, global_state=state)
+        draws.append(result.numpy())
+    noise = np.concatenate(draws)
+    expected_std = 1.5 * 0.2 / 10  # zS/qN = 0.03
+    assert abs(noise.std() - expected_std) / expected_std < 0.10
+    assert abs(noise.mean()) < 4 * expected_std / np.sqrt(noise.size)
+    assert not np.allclose(draws[0], draws[1])  # fresh noise every round
+    again, _ = test_utils.run_query(dp_query(config, seed=42), zero_records)
+    np.testing.assert_array_equal(again.numpy(), draws[0])  # the same seed, the same stream
+    other, _ = test_utils.run_query(dp_query(config, seed=43), zero_records)
+    assert not np.allclose(other.numpy(), draws[0])
+    assert config.noise_stddev == pytest.approx(expected_std)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(clients_per_round=5, clip=-1.0), r"clip must be > 0. Found -1.0."),
+    (dict(clients_per_round=5, clip=0.0), r"clip must be > 0. Found 0.0."),
+    (dict(clients_per_round=5, clip=1.0, noise_multiplier=-0.5), r"noise_multiplier must be >= 0. Found -0.5."),
+    (dict(clients_per_round=0), r"clients_per_round must be >= 1. Found 0."),
+    (dict(clients_per_round=5, noise_multiplier=1.0), r"noise_multiplier > 0 needs a clip"),
+])
+def test_dp_config_validation(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DPConfig(**kwargs)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: TrainingConfig(rounds=0, dp=DPConfig(2)), r"rounds must be >= 1. Found 0."),
+    (lambda: ClientConfig(batch_size=0), r"client batch_size must be >= 1. Found 0."),
+    (lambda: ClientConfig(learning_rate=-1), r"client learning_rate must be > 0. Found -1."),
+    (lambda: ServerConfig(optimizer="adam"), r"server optimizer must be one of"),
+    (lambda: ServerConfig(momentum=1.0), r"server momentum must be in \[0, 1\). Found 1.0."),
+])
+def test_training_config_validation(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+# ---- sampling ------------------------------------------------------------------------------------
+
+def test_every_round_has_exactly_qn_distinct_clients_and_is_reproducible():
+    ids = [f"c{i:03d}" for i in range(100)]
+    seen = collections.Counter()
+    for round_num in range(200):
+        sampled = sample_clients(ids, 10, seed=7, round_num=round_num)
+        assert len(sampled) == 10 and len(set(sampled)) == 10 and set(sampled) <= set(ids)
+        assert sampled == sample_clients(list(reversed(ids)), 10, seed=7, round_num=round_num)
+        seen.update(sampled)
+    assert len(seen) == 100  # everyone takes part eventually
+    assert max(seen.values()) < 45  # ~20 expected each; no client is favoured
+    assert sample_clients(ids, 10, 7, 0) != sample_clients(ids, 10, 7, 1)
+    with pytest.raises(ValueError, match=r"clients_per_round must be in \[1, 100\]"):
+        sample_clients(ids, 101, 7, 0)
+
+
+# ---- the TFF process against the pure-TF updates -----------------------------------------------
+
+def _keras_model():
+    return tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros", input_shape=(2,))])
+
+
+SPEC = dp_fedavg.ModelSpec(_keras_model, tf.keras.losses.MeanSquaredError,
+                           (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([None, 1], tf.float32)))
+
+
+def _client_data(n_clients=3, n=6):
+    data = {}
+    for i in range(n_clients):
+        x = np.random.default_rng(i).normal(size=(n, 2)).astype(np.float32)
+        y = x @ np.array([[1.0], [-2.0]], np.float32) + 0.5 * (i + 1)
+        data[f"c{i}"] = tf.data.Dataset.from_tensor_slices((x, y))
+    return data
+
+
+def _one_round_reference(data, config, clip=None):
+    """Initial weights minus the mean (optionally clipped) pure-TF client update, server SGD lr=1."""
+    model = _keras_model()
+    initial = [tf.zeros_like(v) for v in model.trainable_variables]
+    updates = []
+    for ds in data.values():
+        out = dp_fedavg.client_update(model, tf.keras.losses.MeanSquaredError(), dp_fedavg.client_dataset(ds, config),
+                                      initial, config.client.learning_rate)
+        update = [u.numpy() for u in out.update]
+        if clip is not None:
+            norm = np.sqrt(sum(np.sum(u ** 2) for u in update))
+            update = [u * min(1.0, clip / norm) for u in update]
+        updates.append(update)
+    mean = [sum(u[k] for u in updates) / config.dp.clients_per_round for k in range(len(initial))]
+    return [w.numpy() - m for w, m in zip(initial, mean)]
+
+
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_a_tff_round_equals_the_pure_tf_round(clip):
+    data = _client_data()
+    config = TrainingConfig(rounds=1, dp=DPConfig(clients_per_round=3, clip=clip),
+                            client=ClientConfig(epochs=2, batch_size=4, learning_rate=0.1))
+    process = dp_fedavg.build_process(SPEC, config)
+    state = process.initialize()
+    output = process.next(state, [dp_fedavg.client_dataset(ds, config) for ds in data.values()])
+    got = process.get_model_weights(output.state).trainable
+    expected = _one_round_reference(data, config, clip)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-7)
+    if clip is not None:  # the clip is active: the update is far smaller than the unclipped one
+        unclipped = _one_round_reference(data, config)
+        assert np.abs(unclipped[0]).max() > 3 * np.abs(expected[0]).max()
+
+
+def test_nesterov_matches_keras():
+    weights = [tf.constant([1.0, -2.0]), tf.constant([0.5])]
+    grads = [[tf.constant([0.1, 0.3]), tf.constant([-0.2])], [tf.constant([-0.4, 0.1]), tf.constant([0.05])]]
+    optimizer = NesterovSGD(0.5, 0.9)
+    state = optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
+    keras_vars = [tf.Variable(w) for w in weights]
+    keras_opt = tf.keras.optimizers.SGD(0.5, momentum=0.9, nesterov=True)
+    ours = weights
+    for g in grads:
+        state, ours = optimizer.next(state, ours, g)
+        keras_opt.apply_gradients(zip(g, keras_vars))
+    for a, b in zip(ours, keras_vars):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+
+
+# ---- training loop, run directory, crash-resume ---------------------------------------------------
+
+def _train_config(rounds=4):
+    return TrainingConfig(rounds=rounds, dp=DPConfig(clients_per_round=2, noise_multiplier=1.0, clip=0.5),
+                          client=ClientConfig(batch_size=3, learning_rate=0.1),
+                          server=ServerConfig("nesterov", 1.0, 0.9), seed=3, checkpoint_every=1, eval_every=2)
+
+
+def _run(run_dir, config, after_round=None):
+    data = _client_data(n_clients=5)
+    process = dp_fedavg.build_process(SPEC, config)
+    return loop.train(process, list(data), lambda cid: dp_fedavg.client_dataset(data[cid], config), config,
+                      str(run_dir), "toy-population", evaluate_fn=lambda w: {"kernel_norm": float(np.linalg.norm(w.trainable[0]))},
+                      after_round=after_round)
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_crash_and_resume_gives_exactly_the_uninterrupted_weights(tmp_path):
+    config = _train_config()
+    straight = _run(tmp_path / "straight", config)
+
+    def crash_after_two(round_num):
+        if round_num == 2:
+            raise _Crash()
+
+    with pytest.raises(_Crash):
+        _run(tmp_path / "crashed", config, after_round=crash_after_two)
+    assert json.load(open(tmp_path / "crashed" / "status.json"))["state"] == "running"
+    resumed = _run(tmp_path / "crashed", config)
+    assert resumed.resumed_from == 2
+    for a, b in zip(straight.model_weights.trainable, resumed.model_weights.trainable):
+        np.testing.assert_array_equal(a, b)
+    rows = list(csv.DictReader(open(tmp_path / "crashed" / "metrics.csv")))
+    assert [int(r["round"]) for r in rows] == [1, 2, 3, 4] and all(r["clients"] == "2" for r in rows)
+    evals = list(csv.DictReader(open(tmp_path / "crashed" / "eval.csv")))
+    assert [int(r["round"]) for r in evals] == [2, 4]
+    assert sorted(os.listdir(tmp_path / "crashed" / "checkpoints")) == ["round_000003.npz", "round_000004.npz"]
+    # The noise is real: the same run with z=0 ends elsewhere.
+    quiet = _run(tmp_path / "quiet", TrainingConfig(**{**config.__dict__, "dp": DPConfig(2, 0.0, 0.5)}))
+    assert not np.allclose(quiet.model_weights.trainable[0], straight.model_weights.trainable[0])
+
+
+def test_run_directory_records_privacy_and_refuses_conflicts(tmp_path):
+    config = _train_config(rounds=2)
+    _run(tmp_path / "a", config)
+    saved = json.load(open(tmp_path / "a" / "config.json"))
+    assert saved["training"]["dp"] == {"clients_per_round": 2, "noise_multiplier": 1.0, "clip": 0.5}
+    assert json.load(open(tmp_path / "a" / "status.json")) == {"state": "finished", "rounds_completed": 2, "rounds": 2}
+    (total,) = PrivacyLedger(str(tmp_path)).totals(delta=1e-3)
+    assert total.population == "toy-population" and total.population_size == 5 and total.runs == ("a",)
+    with pytest.raises(ValueError, match="already holds a run with a different configuration"):
+        _run(tmp_path / "a", _train_config(rounds=3))
+    (tmp_path / "privacy_budget.json").write_text(json.dumps({"*": {"epsilon": total.guarantee.epsilon * 1.01,
+                                                                    "delta": 1e-3}}))
+    with pytest.raises(PrivacyBudgetExceeded, match="Refusing to start"):
+        _run(tmp_path / "b", config)
+    assert not (tmp_path / "b").exists()
