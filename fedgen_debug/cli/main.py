@@ -28,12 +28,23 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _verbosity(argv: list[str]) -> int:
+    count = 0
+    for arg in argv:
+        if arg == "--verbose":
+            count += 1
+        elif arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) == {"v"}:
+            count += len(arg) - 1
+    return count
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # TF's C++ start-up chatter (CUDA plugin probes, CPU feature notes) drowns the CLI's output on a
+    # CPU machine; -vv shows it again. Must be set before anything imports TensorFlow.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if _verbosity(argv) >= 2 else "3")
     parser = _build_parser()
     args = parser.parse_args(argv)
-    # TF's C++ start-up chatter (CUDA plugin probes, CPU feature notes) drowns the CLI's output on a
-    # CPU machine; it is shown again with -vv. Must be set before TensorFlow is imported.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose >= 2 else "3")
     logging.basicConfig(
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",

@@ -5,9 +5,18 @@ Entry points: `parse_data_spec` / `load_client_data` (spec strings), the file co
 tokenizer and vocabulary in `text`.
 """
 
-from fedgen_debug.data.client_data import ArrayClientData, client_sizes, modality
-from fedgen_debug.data.errors import DataError
-from fedgen_debug.data.spec import DataSpec, load_client_data, parse_data_spec
+import importlib
 
-__all__ = ["ArrayClientData", "DataError", "DataSpec", "client_sizes", "load_client_data", "modality",
-           "parse_data_spec"]
+# Re-exported lazily (PEP 562) so that importing a light submodule, e.g. for `--help`, does not load
+# TensorFlow.
+_EXPORTS = {
+    "ArrayClientData": "client_data", "client_sizes": "client_data", "modality": "client_data",
+    "DataError": "errors", "DataSpec": "spec", "load_client_data": "spec", "parse_data_spec": "spec",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

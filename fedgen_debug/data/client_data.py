@@ -15,11 +15,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from fedgen_debug.data.spec import IMAGES, TEXT  # noqa: F401 - re-exported; defined where parsing needs them
+
 IMAGE_SIZE = 28
 NUM_IMAGE_CLASSES = 62
-
-IMAGES = "images"
-TEXT = "text"
 
 
 class ArrayClientData(tff.simulation.datasets.ClientData):

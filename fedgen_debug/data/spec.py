@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 
-import tensorflow_federated as tff
-
-from fedgen_debug.data import client_data as cd
+IMAGES = "images"  # == client_data.IMAGES, repeated so that parsing does not import TensorFlow
+TEXT = "text"
 
 _SOURCES = {
     # source: (modality, positional argument, {option: (type, default)})
-    "synthetic-images": (cd.IMAGES, None, {"writers": (int, 3400), "seed": (int, 0)}),
-    "synthetic-text": (cd.TEXT, None, {"users": (int, 1000), "seed": (int, 0)}),
-    "npz": (cd.IMAGES, "PATH", {"background": (str, "white")}),
-    "jsonl": (cd.TEXT, "PATH", {}),
-    "tff-emnist": (cd.IMAGES, "CACHE_DIR", {}),
-    "tff-stackoverflow": (cd.TEXT, "CACHE_DIR", {}),
+    "synthetic-images": (IMAGES, None, {"writers": (int, 3400), "seed": (int, 0)}),
+    "synthetic-text": (TEXT, None, {"users": (int, 1000), "seed": (int, 0)}),
+    "npz": (IMAGES, "PATH", {"background": (str, "white")}),
+    "jsonl": (TEXT, "PATH", {}),
+    "tff-emnist": (IMAGES, "CACHE_DIR", {}),
+    "tff-stackoverflow": (TEXT, "CACHE_DIR", {}),
 }
 _REQUIRED_PATH = {"npz", "jsonl"}
 SPEC_HELP = """\
@@ -82,7 +81,7 @@ def parse_data_spec(text: str) -> DataSpec:
     return DataSpec(source, path, tuple(sorted(options.items())))
 
 
-def load_client_data(spec: DataSpec | str) -> tff.simulation.datasets.ClientData:
+def load_client_data(spec: DataSpec | str):
     """The dataset a spec names, as a TFF `ClientData` in the canonical element format."""
     from fedgen_debug.data import jsonl, npz, synthetic_images, synthetic_text, tff_sqlite
 

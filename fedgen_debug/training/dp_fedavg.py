@@ -52,9 +52,10 @@ def client_update(model: tf.keras.Model, loss_fn, dataset: tf.data.Dataset, init
     the server treats the averaged update as a pseudo-gradient)."""
     for variable, value in zip(model.trainable_variables, initial_weights):
         variable.assign(value)
+    # Tensors, not Python numbers, so the loop also runs under tf.function (AutoGraph).
     num_examples = tf.constant(0, tf.int64)
     loss_sum = tf.constant(0.0)
-    batches = 0
+    batches = tf.constant(0.0)
     for x, y in dataset:
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
@@ -63,9 +64,9 @@ def client_update(model: tf.keras.Model, loss_fn, dataset: tf.data.Dataset, init
             variable.assign_sub(learning_rate * grad)
         num_examples += tf.shape(y, out_type=tf.int64)[0]
         loss_sum += loss
-        batches += 1
+        batches += 1.0
     update = [w0 - w for w0, w in zip(initial_weights, model.trainable_variables)]
-    return ClientOutput(update, num_examples, loss_sum / max(batches, 1))
+    return ClientOutput(update, num_examples, loss_sum / tf.maximum(batches, 1.0))
 
 
 def server_update(optimizer: tff.learning.optimizers.Optimizer, optimizer_state, weights, aggregated_update):
