@@ -101,21 +101,7 @@ def test_every_round_has_exactly_qn_distinct_clients_and_is_reproducible():
 
 # ---- the TFF process against the pure-TF updates -----------------------------------------------
 
-def _keras_model():
-    return tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros", input_shape=(2,))])
-
-
-SPEC = dp_fedavg.ModelSpec(_keras_model, tf.keras.losses.MeanSquaredError,
-                           (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([None, 1], tf.float32)))
-
-
-def _client_data(n_clients=3, n=6):
-    data = {}
-    for i in range(n_clients):
-        x = np.random.default_rng(i).normal(size=(n, 2)).astype(np.float32)
-        y = x @ np.array([[1.0], [-2.0]], np.float32) + 0.5 * (i + 1)
-        data[f"c{i}"] = tf.data.Dataset.from_tensor_slices((x, y))
-    return data
+from toy_training import SPEC, keras_model as _keras_model, client_data as _client_data  # noqa: E402
 
 
 def _one_round_reference(data, config, clip=None):
@@ -169,18 +155,7 @@ def test_nesterov_matches_keras():
 
 # ---- training loop, run directory, crash-resume ---------------------------------------------------
 
-def _train_config(rounds=4):
-    return TrainingConfig(rounds=rounds, dp=DPConfig(clients_per_round=2, noise_multiplier=1.0, clip=0.5),
-                          client=ClientConfig(batch_size=3, learning_rate=0.1),
-                          server=ServerConfig("nesterov", 1.0, 0.9), seed=3, checkpoint_every=1, eval_every=2)
-
-
-def _run(run_dir, config, after_round=None):
-    data = _client_data(n_clients=5)
-    process = dp_fedavg.build_process(SPEC, config)
-    return loop.train(process, list(data), lambda cid: dp_fedavg.client_dataset(data[cid], config), config,
-                      str(run_dir), "toy-population", evaluate_fn=lambda w: {"kernel_norm": float(np.linalg.norm(w.trainable[0]))},
-                      after_round=after_round)
+from toy_training import run as _run, train_config as _train_config  # noqa: E402
 
 
 class _Crash(Exception):
@@ -227,3 +202,37 @@ def test_run_directory_records_privacy_and_refuses_conflicts(tmp_path):
     with pytest.raises(PrivacyBudgetExceeded, match="Refusing to start"):
         _run(tmp_path / "b", config)
     assert not (tmp_path / "b").exists()
+
+
+def test_sigkill_mid_training_then_resume_gives_the_uninterrupted_weights(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from fedgen_debug import runtime
+
+    straight = _run(tmp_path / "straight", _train_config(rounds=6))
+    before = set(runtime.worker_processes())
+    script = os.path.join(os.path.dirname(__file__), "toy_training.py")
+    proc = subprocess.Popen([sys.executable, script, str(tmp_path / "killed"), "6"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        for line in proc.stdout:
+            if line.strip() == "ROUND 3":
+                break
+        proc.send_signal(signal.SIGKILL)  # no exit hooks run: the worst crash
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        # A SIGKILLed parent cannot stop its TFF worker; this test cleans up after it.
+        for pid in set(runtime.worker_processes()) - before:
+            os.kill(pid, signal.SIGKILL)
+    status = json.load(open(tmp_path / "killed" / "status.json"))
+    assert status["state"] == "running" and 3 <= status["rounds_completed"] < 6
+    resumed = _run(tmp_path / "killed", _train_config(rounds=6))
+    assert 3 <= resumed.resumed_from < 6
+    for a, b in zip(straight.model_weights.trainable, resumed.model_weights.trainable):
+        np.testing.assert_array_equal(a, b)
+    rows = list(csv.DictReader(open(tmp_path / "killed" / "metrics.csv")))
+    assert [int(r["round"]) for r in rows] == [1, 2, 3, 4, 5, 6]

@@ -95,9 +95,12 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
                 if k != "round":
                     tf.summary.scalar(f"eval/{k}", v, step=round_num)
 
+    def write_status(state_name, completed):
+        rd.write_json(status_path, {"state": state_name, "rounds_completed": completed, "rounds": config.rounds})
+
+    write_status("running", start)
     for round_num in progress(range(start, config.rounds), desc="DP-FedAvg rounds", unit="round",
                               total=config.rounds - start):
-        rd.write_json(status_path, {"state": "running", "rounds_completed": round_num, "rounds": config.rounds})
         started = time.perf_counter()
         sampled = sample_clients(client_ids, config.dp.clients_per_round, config.seed, round_num, config.sampling)
         output = process.next(state, [client_dataset_fn(cid) for cid in sampled])
@@ -111,6 +114,7 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
                     tf.summary.scalar(k, v, step=round_num + 1)
         if (round_num + 1) % config.checkpoint_every == 0 or round_num + 1 == config.rounds:
             rd.save_checkpoint(run_dir, state, round_num + 1)
+        write_status("running", round_num + 1)
         if config.eval_every and (round_num + 1) % config.eval_every == 0 and round_num + 1 < config.rounds:
             evaluate(round_num + 1)
         if after_round is not None:
@@ -120,5 +124,5 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
     weights = process.get_model_weights(state)
     with rd.atomic_path(os.path.join(run_dir, rd.MODEL_WEIGHTS)) as tmp, open(tmp, "wb") as f:
         np.savez(f, *[np.asarray(w) for w in list(weights.trainable) + list(weights.non_trainable)])
-    rd.write_json(status_path, {"state": "finished", "rounds_completed": config.rounds, "rounds": config.rounds})
+    write_status("finished", config.rounds)
     return TrainingResult(run_dir, config.rounds, weights, start)

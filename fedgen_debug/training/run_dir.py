@@ -86,7 +86,9 @@ class CsvLog:
             with open(path, newline="") as f:
                 reader = csv.DictReader(f)
                 self.fieldnames = reader.fieldnames
-                rows = [r for r in reader if int(r["round"]) <= resume_round]
+                # A row cut short by a crash mid-write has missing fields: drop it with the later ones.
+                rows = [r for r in reader
+                        if None not in r.values() and len(r) == len(self.fieldnames) and int(r["round"]) <= resume_round]
             with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
                 writer = csv.DictWriter(f, fieldnames=self.fieldnames)
                 writer.writeheader()
