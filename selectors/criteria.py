@@ -32,7 +32,7 @@ class RandomExamples(Selector):
 @dataclasses.dataclass(frozen=True)
 class ByExampleCorrectness(Selector):
     """T2, debugging the classifier: the examples it misclassified (or classified correctly); a client
-    with fewer than `min_count` of them opts out (paper App. C.4: 5)."""
+    with fewer than `min_count` of them opts out (5 in the paper's appendix C.4)."""
 
     keep: str = "misclassified"
     min_count: int = 5

@@ -1,8 +1,10 @@
-"""A public explicit-likelihood model for T6: a word unigram LM with add-k smoothing.
+"""A public explicit-likelihood model for T6: a word unigram LM with a character-trigram backoff.
 
 It is trained on public text at the server and shipped to devices, which score their own sentences
-with `log_prob_per_token` (the `public_log_prob` output `PublicDensity` reads). Unseen words share
-the mass of an open vocabulary of `unseen_words` types, so no sentence gets probability 0.
+with `log_prob_per_token` (the `public_log_prob` output `PublicDensity` reads). A word seen in public
+text has probability λ·count/total + (1 − λ)·p_char(word); an unseen word only the character part,
+so unseen words that *look like* public words (typos, identifiers made of public words) score higher
+than words whose spelling public text never shows (a new topic's jargon). No probability is 0.
 """
 
 from __future__ import annotations
@@ -14,28 +16,53 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+_BOW, _EOW = "\x02", "\x03"
+
 
 @dataclasses.dataclass(frozen=True)
-class UnigramLM:
-    counts: dict
+class PublicWordLM:
+    word_counts: dict
     total: int
-    k: float = 0.1
-    unseen_words: int = 100_000
+    trigrams: dict
+    bigrams: dict
+    alphabet_size: int
+    word_weight: float = 0.95
+    char_smoothing: float = 0.01
 
     @classmethod
-    def fit(cls, sentences: Iterable[Sequence[str]], k: float = 0.1, unseen_words: int = 100_000) -> "UnigramLM":
-        if k <= 0:
-            raise ValueError(f"k must be > 0. Found {k}.")
+    def fit(cls, sentences: Iterable[Sequence[str]], word_weight: float = 0.95,
+            char_smoothing: float = 0.01) -> "PublicWordLM":
+        if not 0.0 < word_weight < 1.0:
+            raise ValueError(f"word_weight must be in (0, 1). Found {word_weight}.")
+        if char_smoothing <= 0:
+            raise ValueError(f"char_smoothing must be > 0. Found {char_smoothing}.")
         counts = collections.Counter()
         for tokens in sentences:
             counts.update(tokens)
         if not counts:
             raise ValueError("the public corpus is empty.")
-        return cls(dict(counts), sum(counts.values()), k, unseen_words)
+        trigrams, bigrams, alphabet = collections.Counter(), collections.Counter(), set()
+        for word in counts:  # over word types, so the character model describes spellings
+            chars = _BOW * 2 + word + _EOW
+            alphabet.update(chars)
+            for i in range(2, len(chars)):
+                trigrams[chars[i - 2:i + 1]] += 1
+                bigrams[chars[i - 2:i]] += 1
+        # Room for characters public text never used (digits, accents, ...).
+        return cls(dict(counts), sum(counts.values()), dict(trigrams), dict(bigrams), len(alphabet) + 64,
+                   word_weight, char_smoothing)
 
-    def log_prob(self, token: str) -> float:
-        types = len(self.counts) + self.unseen_words
-        return math.log((self.counts.get(token, 0) + self.k) / (self.total + self.k * types))
+    def char_log_prob(self, word: str) -> float:
+        chars = _BOW * 2 + word + _EOW
+        k = self.char_smoothing
+        return sum(
+            math.log((self.trigrams.get(chars[i - 2:i + 1], 0) + k) / (self.bigrams.get(chars[i - 2:i], 0) + k * self.alphabet_size))
+            for i in range(2, len(chars))
+        )
+
+    def log_prob(self, word: str) -> float:
+        p_word = self.word_counts.get(word, 0) / self.total
+        return math.log(self.word_weight * p_word + (1 - self.word_weight) * math.exp(self.char_log_prob(word)))
 
     def log_prob_per_token(self, tokens: Sequence[str]) -> float:
         """Mean log-probability per token: log of the geometric-mean token probability."""

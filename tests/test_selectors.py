@@ -9,7 +9,7 @@ from fedgen_debug.selectors.base import AllOf, AnyOf
 from fedgen_debug.selectors.criteria import (ByExampleCorrectness, ByUserMetric, OutOfVocabulary, PublicDensity,
                                              RandomExamples, Unlabeled)
 from fedgen_debug.selectors.population import keep, select_population
-from fedgen_debug.selectors.public_lm import UnigramLM
+from fedgen_debug.selectors.public_lm import PublicWordLM
 from fedgen_debug.selectors.registry import REGISTRY, describe_all, parse_selector
 
 N = 12
@@ -184,10 +184,10 @@ def test_population_reports_only_which_clients_take_part_and_counts():
 
 # ---- T6: public density ----------------------------------------------------------------------------
 
-def test_public_unigram_lm_flags_the_topic_public_text_lacks():
+def test_public_lm_flags_the_topic_public_text_lacks():
     public = [tokenize(s) for s in ["i have a problem with python .", "you can use a list in python .",
                                     "this is a simple question about lists ."] * 20]
-    lm = UnigramLM.fit(public)
+    lm = PublicWordLM.fit(public)
     private = ["I have a problem with python.", "How do I join two mysql tables with sql?",
                "This is a simple question.", "My postgresql index is slow."]
     log_probs = np.array([lm.log_prob_per_token(tokenize(s)) for s in private])
@@ -195,7 +195,7 @@ def test_public_unigram_lm_flags_the_topic_public_text_lacks():
     np.testing.assert_array_equal(mask, [False, True, False, True])
     assert lm.log_prob("python") > lm.log_prob("mysql")
     with pytest.raises(ValueError, match="the public corpus is empty"):
-        UnigramLM.fit([])
+        PublicWordLM.fit([])
 
 
 def test_selectors_cli_lists_t1_to_t6():

@@ -1,0 +1,1 @@
+"""End-to-end scenarios: data → selector → DP-FedAvg auxiliary → analysis."""
