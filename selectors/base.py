@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import hashlib
 from collections.abc import Mapping
 
 import numpy as np
+
 
 Mask = np.ndarray  # bool [n]
 
@@ -29,11 +29,6 @@ def num_examples(examples: Mapping[str, np.ndarray]) -> int:
     if len(lengths) > 1:
         raise ValueError(f"all example arrays must have the same length. Found {sorted(lengths)}.")
     return lengths.pop() if lengths else 0
-
-
-def client_rng(seed: int, client_id: str, stream: int) -> np.random.Generator:
-    digest = hashlib.sha256(client_id.encode("utf-8")).digest()
-    return np.random.default_rng([seed, stream, int.from_bytes(digest[:8], "little")])
 
 
 class Selector(abc.ABC):

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from fedgen_debug.selectors.base import Selector, client_rng
+from fedgen_debug.seeding import client_rng
+from fedgen_debug.selectors.base import Selector
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.bugs._seeding import client_rng
+from fedgen_debug.seeding import client_rng
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.training import dp_fedavg, loop
 from fedgen_debug.training.config import TrainingConfig

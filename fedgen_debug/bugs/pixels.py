@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from fedgen_debug.bugs._seeding import check_fraction
+from fedgen_debug.bugs._validation import check_fraction
 from fedgen_debug.data import client_data as cd
 
 

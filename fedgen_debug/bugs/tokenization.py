@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedgen_debug.bugs._seeding import check_fraction, client_rng
+from fedgen_debug.bugs._validation import check_fraction
+from fedgen_debug.seeding import client_rng
 from fedgen_debug.data.text import tokenize
 
 _STREAM = 0x70C
