@@ -20,7 +20,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-
 Mask = np.ndarray  # bool [n]
 
 
