@@ -1,0 +1,71 @@
+"""Char-LM data and analysis: words as byte sequences, joint probability (paper Eq. 1), sampling.
+
+A word is [BOW] + its UTF-8 bytes + [EOW]. Its joint probability is the product of the model's
+conditional probabilities of every symbol after BOW, end-of-word included, so shorter and longer
+words compete on equal terms (paper Tables 2/8 rank generated OOV words by it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from fedgen_debug.models.lm import BOW, CHAR_VOCAB, EOW
+
+
+def encode_word(word: str) -> list[int]:
+    return [BOW] + list(word.encode("utf-8")) + [EOW]
+
+
+def decode_symbols(symbols) -> str:
+    return bytes(s for s in symbols if s < 256).decode("utf-8", errors="replace")
+
+
+def word_sequences(words, max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """x = BOW + bytes, y = bytes + EOW, padded with EOW (and cut) to max_length."""
+    x = np.full((len(words), max_length), EOW, np.int32)
+    y = np.full((len(words), max_length), EOW, np.int32)
+    for i, word in enumerate(words):
+        ids = encode_word(word)[: max_length + 1]
+        x[i, : len(ids) - 1] = ids[:-1]
+        y[i, : len(ids) - 1] = ids[1:]
+    return x, y
+
+
+def joint_log_prob(model: tf.keras.Model, words) -> np.ndarray:
+    """log p(word) = Σ_t log p(s_{t+1} | s_0..s_t), over bytes and the end-of-word (Eq. 1)."""
+    encoded = [encode_word(w) for w in words]
+    length = max(len(e) for e in encoded)
+    x = np.full((len(words), length - 1), EOW, np.int32)
+    for i, e in enumerate(encoded):
+        x[i, : len(e) - 1] = e[:-1]
+    log_probs = tf.nn.log_softmax(model(x, training=False), axis=-1).numpy()
+    out = np.zeros(len(words))
+    for i, e in enumerate(encoded):
+        out[i] = sum(log_probs[i, t, e[t + 1]] for t in range(len(e) - 1))
+    return out
+
+
+def sample_words(model: tf.keras.Model, count: int, max_length: int, seed: int) -> list[str]:
+    """Monte-Carlo samples; each stops at its first end-of-word (or after max_length bytes)."""
+    rng = np.random.default_rng(seed)
+    prefix = np.full((count, 1), BOW, np.int32)
+    words = [[] for _ in range(count)]
+    done = np.zeros(count, bool)
+    for _ in range(max_length + 1):
+        logits = model(prefix, training=False)[:, -1, :].numpy().astype(np.float64)
+        logits[:, BOW] = -np.inf  # never generated
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        draws = (probs.cumsum(axis=1) < rng.random((count, 1))).sum(axis=1).clip(0, CHAR_VOCAB - 1)
+        for i, symbol in enumerate(draws):
+            if done[i]:
+                continue
+            if symbol == EOW:
+                done[i] = True
+            else:
+                words[i].append(int(symbol))
+        if done.all():
+            break
+        prefix = np.concatenate([prefix, draws[:, None].astype(np.int32)], axis=1)
+    return [decode_symbols(w) for w in words]

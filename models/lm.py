@@ -1,0 +1,63 @@
+"""The paper's language models (augenstein2020 App. B.2) built on the CIFG cell, with presets.
+
+- word-LM: embedding 96 → CIFG 670 with projection 96 → softmax over the vocabulary's ids
+  (10K words + pad/oov/bos/eos).
+- char-LM: embedding 128 → 3 × CIFG 256 with projection 128 → softmax over 258 symbols: the 256
+  UTF-8 byte values plus begin- and end-of-word. Sequences are padded with end-of-word, so the model
+  learns that nothing follows it and sampling stops there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from fedgen_debug.models.cifg import CIFGCell
+
+
+@dataclasses.dataclass(frozen=True)
+class LMConfig:
+    vocab_size: int            # number of output symbols (ids)
+    embedding_dim: int
+    units: int
+    projection_units: int | None
+    layers: int = 1
+
+    def __post_init__(self):
+        for name in ("vocab_size", "embedding_dim", "units", "layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+
+
+CHAR_VOCAB = 258
+BOW, EOW = 256, 257
+
+
+def word_lm_config(preset: str, num_ids: int) -> LMConfig:
+    presets = {"paper": LMConfig(num_ids, 96, 670, 96, 1), "demo": LMConfig(num_ids, 32, 128, 32, 1),
+               "test": LMConfig(num_ids, 8, 16, 8, 1)}
+    return _preset(presets, preset)
+
+
+def char_lm_config(preset: str) -> LMConfig:
+    presets = {"paper": LMConfig(CHAR_VOCAB, 128, 256, 128, 3), "demo": LMConfig(CHAR_VOCAB, 32, 128, 64, 2),
+               "test": LMConfig(CHAR_VOCAB, 16, 32, 16, 1)}
+    return _preset(presets, preset)
+
+
+def _preset(presets: dict, preset: str) -> LMConfig:
+    if preset not in presets:
+        raise ValueError(f"preset must be one of {sorted(presets)}. Found {preset!r}.")
+    return presets[preset]
+
+
+def build_lm(config: LMConfig, seed: int = 0) -> tf.keras.Model:
+    layers = [tf.keras.layers.Embedding(config.vocab_size, config.embedding_dim,
+                                        embeddings_initializer=tf.keras.initializers.RandomUniform(-0.05, 0.05, seed=seed))]
+    for layer in range(config.layers):
+        layers.append(tf.keras.layers.RNN(CIFGCell(config.units, config.projection_units, seed=seed + layer),
+                                          return_sequences=True))
+    layers.append(tf.keras.layers.Dense(config.vocab_size,
+                                        kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed)))
+    return tf.keras.Sequential(layers)
