@@ -1,0 +1,84 @@
+"""`fedgen-debug train-lm` and `analyze-lm`: the tokenization-bug scenario (paper §5)."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    train = sub.add_parser("train-lm", help="train a DP-FedAvg word- or char-LM on text data")
+    train.add_argument("--kind", choices=("char", "word"), required=True)
+    train.add_argument("--data", required=True, help="text data spec, e.g. synthetic-text:users=300")
+    train.add_argument("--bug", default=None, metavar="concat:FRACTION",
+                       help="tokenization bug on the devices: glue the first two tokens of FRACTION of sentences")
+    train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
+    train.add_argument("--rounds", type=int)
+    train.add_argument("--clients-per-round", type=int)
+    train.add_argument("--vocab-size", type=int, default=10_000)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
+    train.set_defaults(handler=run_train)
+
+    analyze = sub.add_parser("analyze-lm", help="tables and the tokenization-bug verdict of an LM run")
+    analyze.add_argument("run_dir")
+    analyze.add_argument("--baseline", help="run directory of the same kind trained before the change")
+    analyze.add_argument("--samples", type=int, default=2000)
+    analyze.add_argument("--top-k", type=int, default=20)
+    analyze.add_argument("--json", action="store_true")
+    analyze.set_defaults(handler=run_analyze)
+
+
+def parse_bug(text: str | None) -> float:
+    if text is None:
+        return 0.0
+    kind, _, fraction = text.partition(":")
+    if kind != "concat" or not fraction:
+        raise ValueError(f"--bug must look like concat:0.1. Found {text!r}.")
+    try:
+        return float(fraction)
+    except ValueError:
+        raise ValueError(f"--bug fraction must be a number. Found {fraction!r}.") from None
+
+
+def run_train(args) -> int:
+    from fedgen_debug.scenarios.lm import LMRun, train_lm
+
+    run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug), preset=args.preset,
+                rounds=args.rounds, clients_per_round=args.clients_per_round, seed=args.seed,
+                vocab_size=args.vocab_size)
+    result = train_lm(run, args.out)
+    print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
+          + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
+    return 0
+
+
+def run_analyze(args) -> int:
+    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+
+    report = analyze_lm(args.run_dir, args.baseline, samples=args.samples, top_k=args.top_k)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    current = report["current"]
+    print(f"{current['kind']}-LM {args.run_dir}: device-reported OOV rate {current['device_reported_oov_rate']:.2%}")
+    if current["kind"] == "char":
+        columns = [("current", current)] + ([("baseline", report["baseline"])] if "baseline" in report else [])
+        print("  ".join(f"{name + ' top ' + str(args.top_k):<34}" for name, _ in columns))
+        for i in range(args.top_k):
+            cells = []
+            for _, r in columns:
+                row = r["top_k"][i] if i < len(r["top_k"]) else None
+                cells.append(f"{row['word']!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
+            print("  ".join(cells))
+        for name, r in columns:
+            print(f"{name}: {r['space_mass']:.2%} of sampled OOV words contain a space; "
+                  f"{r['top_k_with_space']} of the top {args.top_k}")
+    else:
+        for name in ("current", "baseline"):
+            if name in report:
+                rates = [f"{p['oov'] / max(p['tokens'], 1):.1%}" for p in report[name]["oov_by_position"]]
+                print(f"{name} OOV rate by position 1-8: {' '.join(rates)}")
+    e = report["evidence"]
+    print(f"tokenization bug suspected: {'YES' if report['tokenization_bug_suspected'] else 'no'} "
+          f"({e['test']}: z = {e['z']:.1f}, threshold {3.0})")
+    return 0

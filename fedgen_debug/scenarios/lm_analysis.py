@@ -1,0 +1,117 @@
+"""Analysis of LM runs (paper App. B.3) and the automatic tokenization-bug verdict.
+
+char-LM: Monte-Carlo samples, deduplicated and ranked by joint probability (Eq. 1) → top-k table
+(Tables 2/8); the sampled probability mass of "words" with a space, and of those that split into
+in-vocabulary words. word-LM: sampled phrases → OOV rate by position 1..8 (Fig. 1/4) and phrases
+with UNK (Table 7). The verdict tests, with a one-sided two-proportion z-test, whether the current
+run's space mass (char) or position-1 OOV rate (word) exceeds the baseline's; without a baseline,
+the char-LM's space mass is tested against a 1% noise floor (correctly tokenized OOV words never
+contain a space) and the word-LM's position-1 OOV rate against its positions 2-8.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import math
+import os
+
+import numpy as np
+
+from fedgen_debug.models.char_lm import joint_log_prob, sample_words
+from fedgen_debug.models.word_lm import sample_sentences
+from fedgen_debug.scenarios.lm import load_lm
+from fedgen_debug.training import run_dir as rd
+
+ANALYSIS = "analysis.json"
+Z_THRESHOLD = 3.0  # one-sided p ≈ 0.0013
+SPACE_NOISE_FLOOR = 0.01
+
+
+def _z_two_proportions(k1: int, n1: int, k2: int, n2: int) -> float:
+    """z of p1 > p2 (pooled standard error)."""
+    p = (k1 + k2) / (n1 + n2)
+    se = math.sqrt(max(p * (1 - p) * (1 / n1 + 1 / n2), 1e-12))
+    return (k1 / n1 - k2 / n2) / se
+
+
+def _z_one_proportion(k: int, n: int, p0: float) -> float:
+    return (k / n - p0) / math.sqrt(p0 * (1 - p0) / n)
+
+
+def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict:
+    words = sample_words(model, samples, run.max_length, seed)
+    counts = collections.Counter(words)
+    unique = sorted(counts)
+    log_probs = np.concatenate([joint_log_prob(model, unique[i:i + 512]) for i in range(0, len(unique), 512)])
+    # An immediate end-of-word is no word: it counts in the mass, not in the table.
+    ranked = sorted(((w, lp) for w, lp in zip(unique, log_probs) if w.strip()), key=lambda x: -x[1])
+    with_space = sum(c for w, c in counts.items() if " " in w.strip())
+    splits = sum(c for w, c in counts.items() if " " in w.strip() and all(p in vocab for p in w.split()))
+    top = [{"word": w, "probability": float(np.exp(lp)), "sampled": counts[w]} for w, lp in ranked[:top_k]]
+    return {"samples": samples, "space_count": with_space, "space_mass": with_space / samples,
+            "split_into_vocabulary_mass": splits / samples,
+            "top_k_with_space": sum(" " in t["word"] for t in top), "top_k": top}
+
+
+def analyze_word(model, vocab, run, samples: int, seed: int, positions: int = 8) -> dict:
+    phrases = sample_sentences(model, vocab, samples, run.max_length, seed)
+    by_position = []
+    for p in range(positions):
+        present = [s[p] for s in phrases if len(s) > p]
+        by_position.append({"position": p + 1, "tokens": len(present),
+                            "oov": sum(t == vocab.oov_id for t in present)})
+    id_to_word = {i + 1: w for i, w in enumerate(vocab.words)}
+    with_unk = [" ".join(id_to_word.get(t, "UNK") for t in s) for s in phrases if vocab.oov_id in s][:10]
+    return {"samples": samples, "oov_by_position": by_position, "phrases_with_unk": with_unk}
+
+
+def _char_verdict(current: dict, baseline: dict | None) -> dict:
+    if baseline is None:
+        z = _z_one_proportion(current["space_count"], current["samples"], SPACE_NOISE_FLOOR)
+        test = f"space mass vs a {SPACE_NOISE_FLOOR:.0%} noise floor"
+    else:
+        z = _z_two_proportions(current["space_count"], current["samples"], baseline["space_count"], baseline["samples"])
+        test = "space mass vs baseline"
+    return {"statistic": "space_mass", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
+
+
+def _word_verdict(current: dict, baseline: dict | None) -> dict:
+    first = current["oov_by_position"][0]
+    if baseline is None:
+        rest = current["oov_by_position"][1:]
+        k2, n2 = sum(r["oov"] for r in rest), sum(r["tokens"] for r in rest)
+        test = "position-1 OOV rate vs positions 2-8"
+    else:
+        base_first = baseline["oov_by_position"][0]
+        k2, n2 = base_first["oov"], base_first["tokens"]
+        test = "position-1 OOV rate vs baseline"
+    z = _z_two_proportions(first["oov"], max(first["tokens"], 1), k2, max(n2, 1))
+    return {"statistic": "position_1_oov_rate", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
+
+
+def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 2000, top_k: int = 20,
+               seed: int = 0) -> dict:
+    """Writes analysis.json (and a top-k CSV for char runs) into run_dir; returns the report."""
+    reports = {}
+    for name, directory in (("current", run_dir), ("baseline", baseline_dir)):
+        if directory is None:
+            continue
+        model, vocab, run = load_lm(directory)
+        if name == "baseline" and run.kind != reports["current"]["kind"]:
+            raise ValueError(f"baseline {directory} is a {run.kind}-LM; {run_dir} is a {reports['current']['kind']}-LM.")
+        body = (analyze_char(model, vocab, run, samples, top_k, seed) if run.kind == "char"
+                else analyze_word(model, vocab, run, samples, seed))
+        data_metrics = rd.read_json(os.path.join(directory, "data_metrics.json"))
+        reports[name] = {"run_dir": directory, "kind": run.kind, "device_reported_oov_rate": data_metrics["oov_rate"],
+                         **body}
+    current, baseline = reports["current"], reports.get("baseline")
+    verdict = (_char_verdict if current["kind"] == "char" else _word_verdict)(current, baseline)
+    report = {"tokenization_bug_suspected": bool(verdict["suspected"]), "evidence": verdict, **reports}
+    rd.write_json(os.path.join(run_dir, ANALYSIS), report)
+    if current["kind"] == "char":
+        with rd.atomic_path(os.path.join(run_dir, "top_oov_words.csv")) as tmp, open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["word", "probability", "sampled"])
+            writer.writeheader()
+            writer.writerows(current["top_k"])
+    return report
