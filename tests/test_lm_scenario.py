@@ -47,3 +47,19 @@ def test_analyze_lm_cli_prints_the_verdict(char_runs):
     bad = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=5", "--bug", "invert:0.1",
                   "--out", os.path.join(char_runs[0.0], "x"))
     assert bad.returncode == 2 and "--bug must look like concat:0.1" in bad.stderr
+
+
+def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
+    runs = {}
+    for fraction in (0.0, 0.5):
+        runs[fraction] = str(tmp_path / f"word-{fraction}")
+        train_lm(LMRun(kind="word", data="synthetic-text:users=40,seed=1", bug_fraction=fraction, preset="test",
+                       rounds=8, vocab_size=400), runs[fraction])
+    report = analyze_lm(runs[0.5], runs[0.0], samples=2500)
+    position_one = {name: report[name]["oov_by_position"][0] for name in ("current", "baseline")}
+    rate = {k: v["oov"] / v["tokens"] for k, v in position_one.items()}
+    assert rate["current"] > rate["baseline"]
+    assert report["tokenization_bug_suspected"] is True
+    assert report["evidence"]["test"] == "position-1 OOV rate vs baseline"
+    assert os.path.getsize(os.path.join(runs[0.5], "analysis.png")) > 1000
+    assert analyze_lm(runs[0.0], samples=2500)["tokenization_bug_suspected"] is False

@@ -90,6 +90,38 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
     return {"statistic": "position_1_oov_rate", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
 
 
+def _plot(report: dict, path: str) -> None:
+    """char: the top-k words' joint probabilities; word: OOV rate by position (paper Fig. 4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [(n, report[n]) for n in ("current", "baseline") if n in report]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    if report["current"]["kind"] == "char":
+        for offset, (name, r) in enumerate(runs):
+            words = [t["word"] for t in r["top_k"]]
+            ax.barh([i + 0.4 * offset for i in range(len(words))], [t["probability"] for t in r["top_k"]],
+                    height=0.4, label=name)
+        ax.set_yticks(range(len(runs[0][1]["top_k"])), [t["word"] for t in runs[0][1]["top_k"]])
+        ax.invert_yaxis()
+        ax.set_xlabel("joint probability (Eq. 1)")
+    else:
+        for name, r in runs:
+            positions = r["oov_by_position"]
+            ax.plot([p["position"] for p in positions], [p["oov"] / max(p["tokens"], 1) for p in positions],
+                    marker="o", label=name)
+        ax.set_xlabel("position in sampled phrase")
+        ax.set_ylabel("OOV rate")
+    ax.set_title(f"tokenization bug suspected: {report['tokenization_bug_suspected']}")
+    ax.legend()
+    fig.tight_layout()
+    with rd.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+
+
 def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 2000, top_k: int = 20,
                seed: int = 0) -> dict:
     """Writes analysis.json (and a top-k CSV for char runs) into run_dir; returns the report."""
@@ -109,6 +141,7 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
     verdict = (_char_verdict if current["kind"] == "char" else _word_verdict)(current, baseline)
     report = {"tokenization_bug_suspected": bool(verdict["suspected"]), "evidence": verdict, **reports}
     rd.write_json(os.path.join(run_dir, ANALYSIS), report)
+    _plot(report, os.path.join(run_dir, "analysis.png"))
     if current["kind"] == "char":
         with rd.atomic_path(os.path.join(run_dir, "top_oov_words.csv")) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["word", "probability", "sampled"])
