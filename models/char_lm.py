@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.models.lm import BOW, CHAR_VOCAB, EOW
+from fedgen_debug.models.lm import BOW, EOW
+from fedgen_debug.models.sampling import sample_until
 
 
 def encode_word(word: str) -> list[int]:
@@ -48,24 +49,4 @@ def joint_log_prob(model: tf.keras.Model, words) -> np.ndarray:
 
 def sample_words(model: tf.keras.Model, count: int, max_length: int, seed: int) -> list[str]:
     """Monte-Carlo samples; each stops at its first end-of-word (or after max_length bytes)."""
-    rng = np.random.default_rng(seed)
-    prefix = np.full((count, 1), BOW, np.int32)
-    words = [[] for _ in range(count)]
-    done = np.zeros(count, bool)
-    for _ in range(max_length + 1):
-        logits = model(prefix, training=False)[:, -1, :].numpy().astype(np.float64)
-        logits[:, BOW] = -np.inf  # never generated
-        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        draws = (probs.cumsum(axis=1) < rng.random((count, 1))).sum(axis=1).clip(0, CHAR_VOCAB - 1)
-        for i, symbol in enumerate(draws):
-            if done[i]:
-                continue
-            if symbol == EOW:
-                done[i] = True
-            else:
-                words[i].append(int(symbol))
-        if done.all():
-            break
-        prefix = np.concatenate([prefix, draws[:, None].astype(np.int32)], axis=1)
-    return [decode_symbols(w) for w in words]
+    return [decode_symbols(w) for w in sample_until(model, BOW, EOW, [BOW], count, max_length + 1, seed)]

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.data.text import Vocabulary
+from fedgen_debug.models.sampling import sample_until
 
 
 def build_word_lm(num_ids: int, embedding_dim: int = 32, units: int = 64, seed: int = 0) -> tf.keras.Model:
@@ -38,25 +39,4 @@ def sequences(token_lists, vocab: Vocabulary, max_length: int) -> tuple[np.ndarr
 def sample_sentences(model: tf.keras.Model, vocab: Vocabulary, count: int, max_length: int,
                      seed: int) -> list[list[int]]:
     """`count` Monte-Carlo samples of id sequences (bos excluded), each stopped at eos or max_length."""
-    rng = np.random.default_rng(seed)
-    prefix = np.full((count, 1), vocab.bos_id, np.int32)
-    done = np.zeros(count, bool)
-    out = [[] for _ in range(count)]
-    for _ in range(max_length):
-        logits = model(prefix, training=False)[:, -1, :].numpy().astype(np.float64)
-        logits[:, vocab.pad_id] = -np.inf  # never generate padding
-        logits[:, vocab.bos_id] = -np.inf
-        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        cumulative = probs.cumsum(axis=1)
-        next_ids = (cumulative < rng.random((count, 1))).sum(axis=1).clip(0, probs.shape[1] - 1)
-        for i, token in enumerate(next_ids):
-            if not done[i]:
-                if token == vocab.eos_id:
-                    done[i] = True
-                else:
-                    out[i].append(int(token))
-        if done.all():
-            break
-        prefix = np.concatenate([prefix, next_ids[:, None].astype(np.int32)], axis=1)
-    return out
+    return sample_until(model, vocab.bos_id, vocab.eos_id, [vocab.pad_id, vocab.bos_id], count, max_length, seed)

@@ -29,7 +29,7 @@ def register(sub) -> None:
     demo.set_defaults(handler=run)
 
 
-def _oov_rates(client_data, vocab_size: int, bug, seed: int) -> dict:
+def _oov_rates(client_data, vocab_size: int, bug) -> dict:
     """Device-reported OOV rate (paper Table 6) without the bug, with it, and after the fix."""
     from fedgen_debug.bugs.tokenization import tokenize_client
     from fedgen_debug.data import client_data as cd
@@ -78,7 +78,7 @@ def run(args) -> int:
             "data": f"synthetic-text:users={args.users},seed={args.seed}",
             **size_summary(cd.client_sizes(text)),
             "bug": f"tokenization: first two tokens glued in {args.concat_fraction:.0%} of sentences",
-            "oov_rate": _oov_rates(text, args.vocab_size, concat_bug, args.seed),
+            "oov_rate": _oov_rates(text, args.vocab_size, concat_bug),
         },
         "images": {
             "data": f"synthetic-images:writers={args.writers},seed={args.seed}",
