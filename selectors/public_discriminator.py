@@ -60,7 +60,7 @@ def train_public_discriminator(private, public_pixels: np.ndarray, config: Train
     result = loop.train(dp_fedavg.build_process(SPEC, config), private.client_ids, client_dataset, config, run_dir,
                         population, label="T6 public-vs-private discriminator")
     model = build_discriminator(config.seed)
-    model.set_weights(list(result.model_weights.trainable) + list(result.model_weights.non_trainable))
+    result.model_weights.assign_weights_to(model)
     return model
 
 

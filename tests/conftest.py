@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
 import subprocess
 import sys
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow_privacy.privacy.dp_query import test_utils
 
 from fedgen_debug.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
-from fedgen_debug.training import dp_fedavg, loop
+from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
 from fedgen_debug.training.dp_query import dp_query
 from fedgen_debug.training.optimizers import NesterovSGD

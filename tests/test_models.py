@@ -128,7 +128,7 @@ def test_a_tiny_dp_fedavg_char_lm_learns_a_three_word_vocabulary(tmp_path):
                         str(tmp_path / "char"), "three-words")
     model = spec.keras_model_fn()
     model.build((None, 8))
-    model.set_weights(list(result.model_weights.trainable))
+    result.model_weights.assign_weights_to(model)
     samples = sample_words(model, count=300, max_length=8, seed=1)
     assert np.mean([s in vocabulary for s in samples]) > 0.9
     assert set(vocabulary) <= set(samples)

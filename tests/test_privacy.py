@@ -2,11 +2,9 @@
 
 import json
 
-import dp_accounting
 import pytest
 
 from conftest import run_cli
-from fedgen_debug.privacy import accounting
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events
 from fedgen_debug.privacy.ledger import (PrivacyBudgetExceeded, PrivacyLedger, PrivacyRecord,
                                          event_from_json, event_to_json)

@@ -8,10 +8,8 @@ intensity over devices). Later stages add the primary models, DP auxiliaries and
 
 from __future__ import annotations
 
-import json
 import os
 
-import numpy as np
 from fedgen_debug.progress import progress
 
 
@@ -61,6 +59,7 @@ def run(args) -> int:
     from fedgen_debug.cli.data_cmd import size_summary
     from fedgen_debug.data import client_data as cd
     from fedgen_debug.data import jsonl, npz, synthetic_images, synthetic_text
+    from fedgen_debug.data.atomic import write_json
 
     if args.writers < 1 or args.users < 1:
         raise ValueError(f"--writers and --users must be >= 1. Found {args.writers}, {args.users}.")
@@ -91,8 +90,7 @@ def run(args) -> int:
             },
         },
     }
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(args.out, "summary.json"), summary)
     _print_summary(summary, args.out)
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 
@@ -20,3 +21,9 @@ def atomic_path(path: str):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def write_json(path: str, data, sort_keys: bool = False) -> None:
+    """Writes `data` as indented JSON to `path`, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=sort_keys)

@@ -21,7 +21,7 @@ import os
 
 import dp_accounting
 
-from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.data.atomic import write_json
 from fedgen_debug.privacy.accounting import PAPER, PrivacyGuarantee, epsilon_of_events
 
 RECORD_FILENAME = "privacy.json"
@@ -78,8 +78,7 @@ class PrivacyRecord:
 
     def write(self, run_dir: str) -> None:
         os.makedirs(run_dir, exist_ok=True)
-        with atomic_path(os.path.join(run_dir, RECORD_FILENAME)) as tmp, open(tmp, "w") as f:
-            json.dump(self.to_json(), f, indent=2)
+        write_json(os.path.join(run_dir, RECORD_FILENAME), self.to_json())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,10 +7,8 @@ that `analyze_lm` (in `lm_analysis`) reads back: the model is rebuilt from the r
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
-import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.bugs.tokenization import TokenizationBug
@@ -119,8 +117,7 @@ def load_lm(run_dir: str):
     config_path = os.path.join(run_dir, rd.CONFIG)
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"{run_dir}: not a run directory (no {rd.CONFIG}).")
-    with open(config_path) as f:
-        saved = json.load(f)
+    saved = rd.read_json(config_path)
     if "lm" not in saved:
         raise ValueError(f"{run_dir}: not an LM run.")
     status = rd.read_json(os.path.join(run_dir, rd.STATUS))
@@ -131,6 +128,5 @@ def load_lm(run_dir: str):
     vocab = lm_data.load_vocabulary(run_dir)
     model = model_spec(run, vocab.num_ids if run.kind == "word" else 258).keras_model_fn()
     model.build((None, run.max_length))
-    with np.load(os.path.join(run_dir, rd.MODEL_WEIGHTS)) as f:
-        model.set_weights([f[f"arr_{i}"] for i in range(len(f.files))])
+    model.set_weights(rd.load_arrays(os.path.join(run_dir, rd.MODEL_WEIGHTS)))
     return model, vocab, run

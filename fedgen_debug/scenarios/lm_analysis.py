@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from fedgen_debug.data.atomic import atomic_path
 from fedgen_debug.models.char_lm import joint_log_prob, sample_words
 from fedgen_debug.models.word_lm import sample_sentences
 from fedgen_debug.scenarios.lm import load_lm
@@ -117,7 +118,7 @@ def _plot(report: dict, path: str) -> None:
     ax.set_title(f"tokenization bug suspected: {report['tokenization_bug_suspected']}")
     ax.legend()
     fig.tight_layout()
-    with rd.atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
 
@@ -143,7 +144,7 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
     rd.write_json(os.path.join(run_dir, ANALYSIS), report)
     _plot(report, os.path.join(run_dir, "analysis.png"))
     if current["kind"] == "char":
-        with rd.atomic_path(os.path.join(run_dir, "top_oov_words.csv")) as tmp, open(tmp, "w", newline="") as f:
+        with atomic_path(os.path.join(run_dir, "top_oov_words.csv")) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["word", "probability", "sampled"])
             writer.writeheader()
             writer.writerows(current["top_k"])

@@ -15,7 +15,7 @@ import numpy as np
 
 from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import client_data as cd
-from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.data.atomic import write_json
 from fedgen_debug.data.text import Vocabulary
 from fedgen_debug.selectors.criteria import OutOfVocabulary
 
@@ -42,8 +42,7 @@ def device_oov_words(tokens: list[list[str]], vocab: Vocabulary, client_id: str)
 
 def save_vocabulary(vocab: Vocabulary, run_dir: str) -> None:
     os.makedirs(run_dir, exist_ok=True)
-    with atomic_path(os.path.join(run_dir, VOCAB_FILE)) as tmp, open(tmp, "w") as f:
-        json.dump({"words": list(vocab.words)}, f)
+    write_json(os.path.join(run_dir, VOCAB_FILE), {"words": list(vocab.words)})
 
 
 def load_vocabulary(run_dir: str) -> Vocabulary:

@@ -83,7 +83,7 @@ def _train_auxiliary(name, selector: Selector, tokens_by_client, log_probs_by_cl
                         label=f"T6 experiment: {name} auxiliary")
     model = spec.keras_model_fn()
     model.build((None, config.max_length))
-    model.set_weights(list(result.model_weights.trainable) + list(result.model_weights.non_trainable))
+    result.model_weights.assign_weights_to(model)
     samples = sample_sentences(model, vocab, config.samples, config.max_length, seed=config.seed)
     return population, samples, kept_tokens
 

@@ -9,7 +9,6 @@ import os
 import time
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -85,15 +84,18 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
     writer = tf.summary.create_file_writer(os.path.join(run_dir, rd.TENSORBOARD))
     status_path = os.path.join(run_dir, rd.STATUS)
 
+    def log_scalars(row: dict, prefix: str = "") -> None:
+        with writer.as_default():
+            for k, v in row.items():
+                if k != "round":
+                    tf.summary.scalar(prefix + k, v, step=row["round"])
+
     def evaluate(round_num):
         if evaluate_fn is None:
             return
         metrics = {"round": round_num, **rd.flatten_metrics(evaluate_fn(process.get_model_weights(state)))}
         eval_log.append(metrics)
-        with writer.as_default():
-            for k, v in metrics.items():
-                if k != "round":
-                    tf.summary.scalar(f"eval/{k}", v, step=round_num)
+        log_scalars(metrics, "eval/")
 
     def write_status(state_name, completed):
         rd.write_json(status_path, {"state": state_name, "rounds_completed": completed, "rounds": config.rounds})
@@ -108,10 +110,7 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
         row = {"round": round_num + 1, "clients": len(sampled), "seconds": round(time.perf_counter() - started, 4),
                **rd.flatten_metrics(output.metrics.get("client_work", {}).get("train", {}), "train/")}
         metrics_log.append(row)
-        with writer.as_default():
-            for k, v in row.items():
-                if k != "round":
-                    tf.summary.scalar(k, v, step=round_num + 1)
+        log_scalars(row)
         if (round_num + 1) % config.checkpoint_every == 0 or round_num + 1 == config.rounds:
             rd.save_checkpoint(run_dir, state, round_num + 1)
         write_status("running", round_num + 1)
@@ -122,7 +121,6 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
     evaluate(config.rounds)
     writer.flush()
     weights = process.get_model_weights(state)
-    with rd.atomic_path(os.path.join(run_dir, rd.MODEL_WEIGHTS)) as tmp, open(tmp, "wb") as f:
-        np.savez(f, *[np.asarray(w) for w in list(weights.trainable) + list(weights.non_trainable)])
+    rd.save_model_weights(run_dir, weights)
     write_status("finished", config.rounds)
     return TrainingResult(run_dir, config.rounds, weights, start)

@@ -24,7 +24,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.data import atomic
 
 CONFIG = "config.json"
 STATUS = "status.json"
@@ -36,8 +36,7 @@ MODEL_WEIGHTS = "model_weights.npz"
 
 
 def write_json(path: str, data: dict) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
+    atomic.write_json(path, data, sort_keys=True)
 
 
 def read_json(path: str) -> dict:
@@ -45,13 +44,27 @@ def read_json(path: str) -> dict:
         return json.load(f)
 
 
+def save_arrays(path: str, arrays) -> None:
+    """A list of arrays as an .npz (arr_0, arr_1, ...), atomically."""
+    with atomic.atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, *[np.asarray(a) for a in arrays])
+
+
+def load_arrays(path: str) -> list[np.ndarray]:
+    with np.load(path) as f:
+        return [f[f"arr_{i}"] for i in range(len(f.files))]
+
+
+def save_model_weights(run_dir: str, weights) -> None:
+    """The final `tff.learning.models.ModelWeights`: trainable, then non-trainable."""
+    save_arrays(os.path.join(run_dir, MODEL_WEIGHTS), list(weights.trainable) + list(weights.non_trainable))
+
+
 def save_checkpoint(run_dir: str, state, round_num: int, keep: int = 2) -> str:
     directory = os.path.join(run_dir, CHECKPOINTS)
     os.makedirs(directory, exist_ok=True)
-    leaves = [np.asarray(x) for x in tf.nest.flatten(state)]
     path = os.path.join(directory, f"round_{round_num:06d}.npz")
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, *leaves)
+    save_arrays(path, tf.nest.flatten(state))
     for old in sorted(glob.glob(os.path.join(directory, "round_*.npz")))[:-keep]:
         os.remove(old)
     return path
@@ -66,8 +79,7 @@ def latest_checkpoint(run_dir: str) -> tuple[int, str] | None:
 
 def load_checkpoint(path: str, like):
     """The state saved at `path`, structured like `like` (e.g. the process's initial state)."""
-    with np.load(path) as f:
-        leaves = [f[f"arr_{i}"] for i in range(len(f.files))]
+    leaves = load_arrays(path)
     template = tf.nest.flatten(like)
     if len(leaves) != len(template):
         raise ValueError(f"{path}: checkpoint has {len(leaves)} tensors, the process state {len(template)}; "
@@ -89,7 +101,7 @@ class CsvLog:
                 # A row cut short by a crash mid-write has missing fields: drop it with the later ones.
                 rows = [r for r in reader
                         if None not in r.values() and len(r) == len(self.fieldnames) and int(r["round"]) <= resume_round]
-            with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+            with atomic.atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
                 writer = csv.DictWriter(f, fieldnames=self.fieldnames)
                 writer.writeheader()
                 writer.writerows(rows)
