@@ -16,15 +16,17 @@ _SOURCES = {
     "synthetic-text": (TEXT, None, {"users": (int, 1000), "seed": (int, 0)}),
     "npz": (IMAGES, "PATH", {"background": (str, "white")}),
     "jsonl": (TEXT, "PATH", {}),
+    "play": (TEXT, "PATH", {"min_sentences": (int, 1)}),
     "tff-emnist": (IMAGES, "CACHE_DIR", {}),
     "tff-stackoverflow": (TEXT, "CACHE_DIR", {}),
 }
-_REQUIRED_PATH = {"npz", "jsonl"}
+_REQUIRED_PATH = {"npz", "jsonl", "play"}
 SPEC_HELP = """\
   synthetic-images[:writers=N,seed=S]  FEMNIST-like handwriting (default 3,400 writers, as the paper)
   synthetic-text[:users=N,seed=S]      Stack-Overflow-like sentences (default 1,000 users)
   npz:PATH[,background=black]          images .npz contract (see README)
   jsonl:PATH                           text .jsonl contract (see README)
+  play:PATH[,min_sentences=N]          a play script (Tiny Shakespeare format): speakers are users
   tff-emnist[:CACHE_DIR]               TFF's Federated EMNIST (62 classes), offline from CACHE_DIR
   tff-stackoverflow[:CACHE_DIR]        TFF's Stack Overflow, offline from CACHE_DIR"""
 
@@ -73,7 +75,7 @@ def parse_data_spec(text: str) -> DataSpec:
             raise ValueError(f"{source}: unexpected {part!r} in spec {text!r} (options: {valid}).\n{_usage()}")
     if source in _REQUIRED_PATH and not path:
         raise ValueError(f"{source} needs a path, e.g. {source}:data/file.{source}.")
-    for key in ("writers", "users"):
+    for key in ("writers", "users", "min_sentences"):
         if key in options and options[key] < 1:
             raise ValueError(f"{source}: {key} must be >= 1. Found {options[key]}.")
     if options.get("background", "white") not in ("white", "black"):
@@ -83,7 +85,7 @@ def parse_data_spec(text: str) -> DataSpec:
 
 def load_client_data(spec: DataSpec | str):
     """The dataset a spec names, as a TFF `ClientData` in the canonical element format."""
-    from fedgen_debug.data import jsonl, npz, synthetic_images, synthetic_text, tff_sqlite
+    from fedgen_debug.data import jsonl, npz, plays, synthetic_images, synthetic_text, tff_sqlite
 
     if isinstance(spec, str):
         spec = parse_data_spec(spec)
@@ -99,6 +101,8 @@ def load_client_data(spec: DataSpec | str):
         return npz.read_npz(spec.path, background=spec.option("background"))
     if spec.source == "jsonl":
         return jsonl.read_jsonl(spec.path)
+    if spec.source == "play":
+        return plays.read_play(spec.path, spec.option("min_sentences"))
     if spec.source == "tff-emnist":
         return tff_sqlite.load_tff_emnist(spec.path)
     return tff_sqlite.load_tff_stackoverflow(spec.path)
