@@ -3,8 +3,7 @@ an ε computation for T=2000. Prints numbers, not pass/fail: `.venv/bin/python b
 
 Workload: a small CNN (Conv 32 → MaxPool → Dense 128 → Dense 62) on synthetic handwriting, qN
 clients of ~190 images each, one local epoch with batch 16, clip 0.1, z = 1.0. The plain-TF round
-runs the same client updates (`client_update` compiled with tf.function), the same DP query and
-the same server update, with no TFF in between; the ratio is TFF's overhead.
+runs the same client work with no TFF in between (`round_timing.py`); the ratio is TFF's overhead.
 """
 
 from __future__ import annotations
@@ -17,16 +16,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow_privacy.privacy.dp_query import test_utils  # noqa: E402
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import client_data as cd, synthetic_images  # noqa: E402
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, dp_fedavg_epsilon  # noqa: E402
 from fedgen_debug.training import dp_fedavg  # noqa: E402
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig  # noqa: E402
-from fedgen_debug.training.dp_query import dp_query  # noqa: E402
-from fedgen_debug.training.optimizers import server_optimizer  # noqa: E402
 from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+from round_timing import num_parameters, time_rounds  # noqa: E402
 
 
 def cnn():
@@ -63,36 +60,7 @@ def main() -> None:
     rounds = [sample_clients(data.client_ids, args.clients_per_round, 0, r) for r in range(args.rounds + 1)]
     examples = np.mean([sum(cd.num_examples(data, c) for c in r) for r in rounds])
 
-    # TFF.
-    process = dp_fedavg.build_process(SPEC, config)
-    state = process.initialize()
-    state = process.next(state, [client_ds(c) for c in rounds[0]]).state  # warm-up (tracing, worker start)
-    start = time.perf_counter()
-    for sampled in rounds[1:]:
-        state = process.next(state, [client_ds(c) for c in sampled]).state
-    tff_seconds = (time.perf_counter() - start) / args.rounds
-
-    # Plain TF: the same client work, DP query and server update.
-    model = cnn()
-    loss = SPEC.loss_fn()
-    update_fn = tf.function(lambda ds, w: dp_fedavg.client_update(model, loss, ds, w, config.client.learning_rate))
-    query = dp_query(config.dp, seed=0)
-    optimizer = server_optimizer(config.server)
-    weights = [tf.identity(v) for v in model.trainable_variables]
-    opt_state = optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
-    global_state = None
-
-    def plain_round(sampled, weights, opt_state, global_state):
-        updates = [update_fn(client_ds(c), weights).update for c in sampled]
-        mean_update, global_state = test_utils.run_query(query, updates, global_state=global_state)
-        opt_state, weights = optimizer.next(opt_state, weights, mean_update)
-        return weights, opt_state, global_state
-
-    weights, opt_state, global_state = plain_round(rounds[0], weights, opt_state, global_state)  # warm-up
-    start = time.perf_counter()
-    for sampled in rounds[1:]:
-        weights, opt_state, global_state = plain_round(sampled, weights, opt_state, global_state)
-    tf_seconds = (time.perf_counter() - start) / args.rounds
+    tff_seconds, tf_seconds = time_rounds(SPEC, config, rounds, client_ds)
 
     so = DPFedAvgPrivacy(5000, 342_477, 1.0, 2000)
     timings = {}
@@ -102,7 +70,7 @@ def main() -> None:
         timings[conversion] = (time.perf_counter() - start, eps)
 
     print(f"workload: qN={args.clients_per_round}, ~{examples:.0f} examples/round, {args.rounds} timed rounds, "
-          f"CNN with {sum(int(np.prod(w.shape)) for w in weights)} parameters")
+          f"CNN with {num_parameters(SPEC)} parameters")
     print(f"DP-FedAvg round, TFF process : {tff_seconds:.3f} s")
     print(f"DP-FedAvg round, plain TF    : {tf_seconds:.3f} s")
     print(f"ratio TFF / plain TF         : {tff_seconds / tf_seconds:.2f}")

@@ -63,7 +63,7 @@ def test_bad_inputs_give_one_clear_error_and_write_nothing(tmp_path):
 
 def test_demo_runs_end_to_end_on_tiny_data(tmp_path):
     out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), "--writers", "4", "--users", "40")
+    result = run_cli("demo", "--out", str(out), "--writers", "4", "--users", "40", "--stages", "data")
     assert result.returncode == 0, result.stderr
     assert "OOV rate" in result.stdout and "mean pixel intensity" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -74,3 +74,32 @@ def test_demo_runs_end_to_end_on_tiny_data(tmp_path):
     assert sorted(os.listdir(out / "data")) == ["synthetic_images.npz", "synthetic_text.jsonl"]
     # Modeler-facing output never names the affected devices or sentences.
     assert "writer_0" not in result.stdout and "user_0" not in result.stdout
+
+
+def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(tmp_path):
+    """Test-size models: checks the wiring (runs, tables, verdict, summary), not the demo's numbers."""
+    out = tmp_path / "demo"
+    args = ("demo", "--out", str(out), "--users", "40", "--stages", "lm", "--preset", "test",
+            "--concat-fraction", "0.5", "--vocab-size", "300")
+    result = run_cli(*args, timeout=600)
+    assert result.returncode == 0, result.stderr
+    lm = json.loads((out / "summary.json").read_text())["lm"]
+    assert set(lm) == {"char", "word"}
+    for kind in ("char", "word"):
+        for name in ("before", "after"):
+            assert json.loads((out / "lm" / f"{kind}-lm-{name}" / "status.json").read_text())["state"] == "finished"
+    assert lm["char"]["top20_with_space"]["before"] == 0
+    assert lm["char"]["tokenization_bug_suspected"] is True
+    assert "after (bug) top 20" in result.stdout and "before top 20" in result.stdout
+    assert result.stdout.count("tokenization bug suspected:") == 2
+    # Re-running resumes finished runs instead of training again.
+    metrics = (out / "lm" / "char-lm-after" / "metrics.csv").read_text()
+    again = run_cli(*args, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert (out / "lm" / "char-lm-after" / "metrics.csv").read_text() == metrics
+    assert "tokenization bug suspected:" in again.stdout
+
+
+def test_demo_rejects_unknown_stages(tmp_path):
+    result = run_cli("demo", "--out", str(tmp_path), "--stages", "data,gans")
+    assert result.returncode == 2 and "--stages must be" in result.stderr

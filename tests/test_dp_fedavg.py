@@ -204,6 +204,16 @@ def test_run_directory_records_privacy_and_refuses_conflicts(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_a_run_directory_is_trained_by_one_process_at_a_time(tmp_path):
+    from fedgen_debug.training import run_dir as rd
+
+    with rd.exclusive(str(tmp_path / "a")):  # as another process resuming the same run would
+        with pytest.raises(ValueError, match="being trained by another process"):
+            _run(tmp_path / "a", _train_config(rounds=1))
+    assert not (tmp_path / "a").exists()
+    _run(tmp_path / "a", _train_config(rounds=1))  # released
+
+
 def test_sigkill_mid_training_then_resume_gives_the_uninterrupted_weights(tmp_path):
     import signal
     import subprocess

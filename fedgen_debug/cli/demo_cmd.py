@@ -1,9 +1,12 @@
 """`fedgen-debug demo`: the main job, end to end on synthetic data.
 
-For now (Foundation): generate both synthetic federated datasets, apply both bugs as on-device
-preprocessing, and print what a modeler can see of them: dataset sizes and the federated aggregates
-that signal trouble without showing any example (the OOV rate of paper Table 6; the mean pixel
-intensity over devices). Later stages add the primary models, DP auxiliaries and verdicts.
+Stage `data`: generate both synthetic federated datasets, apply both bugs as on-device preprocessing
+and print what a modeler can see of them: dataset sizes and the federated aggregates that signal
+trouble without showing any example (the OOV rate of paper Table 6; the mean pixel intensity).
+Stage `lm` (paper §5): DP char- and word-LMs before and after the tokenization bug, and the verdict.
+Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
+after the fix, sample grids and the verdict.
+Every stage writes into --out; training runs resume when the demo is re-run.
 """
 
 from __future__ import annotations
@@ -12,18 +15,24 @@ import os
 
 from fedgen_debug.progress import progress
 
+STAGES = ("data", "lm", "gan")
+
 
 def register(sub) -> None:
     demo = sub.add_parser("demo", help="run the main job on synthetic data (the README's first command)")
     demo.add_argument("--out", default="runs/demo", help="directory for datasets and summary.json")
     demo.add_argument("--writers", type=int, default=100, help="synthetic handwriting writers")
-    demo.add_argument("--users", type=int, default=500, help="synthetic text users")
+    demo.add_argument("--users", type=int, default=300, help="synthetic text users")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--concat-fraction", type=float, default=0.10,
                       help="fraction of sentences hit by the tokenization bug (paper §5: 10%%)")
     demo.add_argument("--invert-fraction", type=float, default=0.50,
                       help="fraction of devices hit by the pixel inversion (paper §6: 50%%)")
     demo.add_argument("--vocab-size", type=int, default=10000)
+    demo.add_argument("--preset", choices=("demo", "test"), default="demo",
+                      help="model/training sizes of the auxiliaries (test: seconds, for CI; not meaningful)")
+    demo.add_argument("--stages", default=",".join(STAGES),
+                      help=f"comma-separated subset of {','.join(STAGES)} (default: all)")
     demo.set_defaults(handler=run)
 
 
@@ -55,26 +64,54 @@ def _mean_intensity(client_data) -> float:
 
 
 def run(args) -> int:
+    from fedgen_debug.training.run_dir import read_json, write_json
+
+    if args.writers < 1 or args.users < 1:
+        raise ValueError(f"--writers and --users must be >= 1. Found {args.writers}, {args.users}.")
+    stages = [s for s in args.stages.split(",") if s]
+    if not stages or any(s not in STAGES for s in stages):
+        raise ValueError(f"--stages must be a comma-separated subset of {','.join(STAGES)}. Found {args.stages!r}.")
+    os.makedirs(args.out, exist_ok=True)
+    summary_path = os.path.join(args.out, "summary.json")
+    # Stages may run separately (--stages); each one updates its part of summary.json.
+    summary = read_json(summary_path) if os.path.exists(summary_path) else {}
+    text_spec = f"synthetic-text:users={args.users},seed={args.seed}"
+    if "data" in stages:
+        summary.update(_data_stage(args, text_spec))
+        write_json(summary_path, summary)
+        _print_summary(summary, args.out)
+    if "lm" in stages:
+        from fedgen_debug.cli.demo_lm import run_lm_stage
+
+        summary["lm"] = run_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
+                                     args.preset, args.vocab_size)
+        write_json(summary_path, summary)
+    if "gan" in stages:
+        from fedgen_debug.cli.demo_gan import run_gan_stage
+
+        summary["gan"] = run_gan_stage(f"synthetic-images:writers={args.writers},seed={args.seed}",
+                                       args.invert_fraction, os.path.join(args.out, "gan"), args.seed, args.preset)
+        write_json(summary_path, summary)
+    print(f"\nsummary.json, datasets and run directories are in {args.out}/")
+    return 0
+
+
+def _data_stage(args, text_spec: str) -> dict:
     from fedgen_debug.bugs import PixelInversionBug, TokenizationBug
     from fedgen_debug.cli.data_cmd import size_summary
     from fedgen_debug.data import client_data as cd
     from fedgen_debug.data import jsonl, npz, synthetic_images, synthetic_text
-    from fedgen_debug.data.atomic import write_json
 
-    if args.writers < 1 or args.users < 1:
-        raise ValueError(f"--writers and --users must be >= 1. Found {args.writers}, {args.users}.")
     concat_bug = TokenizationBug(args.concat_fraction, seed=args.seed)
     invert_bug = PixelInversionBug(args.invert_fraction, seed=args.seed)
     os.makedirs(os.path.join(args.out, "data"), exist_ok=True)
-
     text = synthetic_text.generate(synthetic_text.SyntheticTextConfig(users=args.users, seed=args.seed))
     jsonl.write_jsonl(text, os.path.join(args.out, "data", "synthetic_text.jsonl"))
     images = synthetic_images.generate(synthetic_images.SyntheticImagesConfig(writers=args.writers, seed=args.seed))
     npz.write_npz(images, os.path.join(args.out, "data", "synthetic_images.npz"))
-
-    summary = {
+    return {
         "text": {
-            "data": f"synthetic-text:users={args.users},seed={args.seed}",
+            "data": text_spec,
             **size_summary(cd.client_sizes(text)),
             "bug": f"tokenization: first two tokens glued in {args.concat_fraction:.0%} of sentences",
             "oov_rate": _oov_rates(text, args.vocab_size, concat_bug),
@@ -90,9 +127,6 @@ def run(args) -> int:
             },
         },
     }
-    write_json(os.path.join(args.out, "summary.json"), summary)
-    _print_summary(summary, args.out)
-    return 0
 
 
 def _print_summary(summary: dict, out: str) -> None:
@@ -110,5 +144,3 @@ def _print_summary(summary: dict, out: str) -> None:
     m = i["mean_pixel_intensity"]
     print(f"         mean pixel intensity (federated aggregate): without bug {m['without_bug']:.3f} | "
           f"with bug {m['with_bug']:.3f} | after fix {m['after_fix']:.3f}")
-    print(f"\nDatasets and summary.json written to {out}/")
-    print("Next stages (DP auxiliaries, verdicts) arrive with the LM and GAN scenarios.")

@@ -28,23 +28,12 @@ def register(sub) -> None:
     analyze.set_defaults(handler=run_analyze)
 
 
-def parse_bug(text: str | None) -> float:
-    if text is None:
-        return 0.0
-    kind, _, fraction = text.partition(":")
-    if kind != "concat" or not fraction:
-        raise ValueError(f"--bug must look like concat:0.1. Found {text!r}.")
-    try:
-        return float(fraction)
-    except ValueError:
-        raise ValueError(f"--bug fraction must be a number. Found {fraction!r}.") from None
-
-
 def run_train(args) -> int:
+    from fedgen_debug.cli.bug_arg import parse_bug
     from fedgen_debug.scenarios.lm import LMRun, train_lm
 
-    run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug), preset=args.preset,
-                rounds=args.rounds, clients_per_round=args.clients_per_round, seed=args.seed,
+    run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug, "concat", "0.1"),
+                preset=args.preset, rounds=args.rounds, clients_per_round=args.clients_per_round, seed=args.seed,
                 vocab_size=args.vocab_size)
     result = train_lm(run, args.out)
     print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
@@ -59,26 +48,38 @@ def run_analyze(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    for line in format_report(report, args.run_dir, args.top_k):
+        print(line)
+    return 0
+
+
+def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
+    """The analysis as text: top-k tables side by side (char) or OOV rate by position (word), and the verdict."""
+    from fedgen_debug.stats import Z_THRESHOLD
+
     current = report["current"]
-    print(f"{current['kind']}-LM {args.run_dir}: device-reported OOV rate {current['device_reported_oov_rate']:.2%}")
+    lines = [f"{current['kind']}-LM {run_dir}: device-reported OOV rate {current['device_reported_oov_rate']:.2%}"]
     if current["kind"] == "char":
         columns = [("current", current)] + ([("baseline", report["baseline"])] if "baseline" in report else [])
-        print("  ".join(f"{name + ' top ' + str(args.top_k):<34}" for name, _ in columns))
-        for i in range(args.top_k):
+        lines.append("  ".join(f"{name + ' top ' + str(top_k):<34}" for name, _ in columns))
+        for i in range(top_k):
             cells = []
             for _, r in columns:
                 row = r["top_k"][i] if i < len(r["top_k"]) else None
                 cells.append(f"{row['word']!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
-            print("  ".join(cells))
+            lines.append("  ".join(cells).rstrip())
         for name, r in columns:
-            print(f"{name}: {r['space_mass']:.2%} of sampled OOV words contain a space; "
-                  f"{r['top_k_with_space']} of the top {args.top_k}")
+            lines.append(f"{name}: {r['space_mass']:.2%} of sampled OOV words contain a space; "
+                         f"{r['top_k_with_space']} of the top {top_k}")
     else:
         for name in ("current", "baseline"):
             if name in report:
                 rates = [f"{p['oov'] / max(p['tokens'], 1):.1%}" for p in report[name]["oov_by_position"]]
-                print(f"{name} OOV rate by position 1-8: {' '.join(rates)}")
+                lines.append(f"{name} OOV rate by position 1-8: {' '.join(rates)}")
+        if current["phrases_with_unk"]:
+            lines.append("sampled phrases with UNK (paper Table 7):")
+            lines.extend(f"  {p}" for p in current["phrases_with_unk"][:5])
     e = report["evidence"]
-    print(f"tokenization bug suspected: {'YES' if report['tokenization_bug_suspected'] else 'no'} "
-          f"({e['test']}: z = {e['z']:.1f}, threshold {3.0})")
-    return 0
+    lines.append(f"tokenization bug suspected: {'YES' if report['tokenization_bug_suspected'] else 'no'} "
+                 f"({e['test']}: z = {e['z']:.1f}, threshold {Z_THRESHOLD:g})")
+    return lines

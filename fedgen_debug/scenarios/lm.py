@@ -61,7 +61,7 @@ class LMRun:
             defaults = dict(rounds=2000, qn=5000, client=ClientConfig(1, 16, 0.5),
                             server=ServerConfig("nesterov", 1.0, 0.99), clip=0.2 if self.kind == "word" else 0.1, z=1.0)
         else:
-            defaults = dict(rounds=40 if self.preset == "demo" else 12, qn=20, client=ClientConfig(2, 16, 1.0),
+            defaults = dict(rounds=120 if self.preset == "demo" else 12, qn=20, client=ClientConfig(2, 16, 1.0),
                             server=ServerConfig("momentum", 1.0, 0.5), clip=1.0, z=0.1)
         qn = min(self.clients_per_round or defaults["qn"], population)
         return TrainingConfig(rounds=self.rounds or defaults["rounds"], dp=DPConfig(qn, defaults["z"], defaults["clip"]),
@@ -80,7 +80,19 @@ def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:
                                (tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape, tf.int32)))
 
 
-def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
+@dataclasses.dataclass(frozen=True)
+class DeviceData:
+    """What the devices prepared: the training population (T3 opt-outs removed for the char-LM), each
+    client's examples, the model's number of ids, and the device-reported aggregates."""
+
+    vocab: object
+    population: list
+    examples: dict
+    num_ids: int
+    metrics: dict
+
+
+def prepare_devices(run: LMRun) -> DeviceData:
     client_data = data_spec.load_client_data(run.data)
     bug = TokenizationBug(run.bug_fraction, seed=run.seed) if run.bug_fraction > 0 else None
     vocab = lm_data.production_vocabulary(client_data, run.vocab_size)
@@ -96,18 +108,23 @@ def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
             raise ValueError(f"{run.data}: no client has out-of-vocabulary words for the char-LM.")
         examples = {cid: word_sequences(oov[cid], run.max_length) for cid in population}
         num_ids = 258
-    config = run.training_config(len(population))
-    lm_data.save_vocabulary(vocab, out_dir)
     # The device-reported aggregate the modeler monitors (paper Table 6).
-    rd.write_json(os.path.join(out_dir, DATA_METRICS), {
-        "oov_rate": oov_rate((t for toks in tokens.values() for t in toks), vocab),
-        "clients": len(tokens), "population": len(population)})
-    spec = model_spec(run, num_ids)
+    metrics = {"oov_rate": oov_rate((t for toks in tokens.values() for t in toks), vocab),
+               "clients": len(tokens), "population": len(population)}
+    return DeviceData(vocab, population, examples, num_ids, metrics)
+
+
+def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
+    devices = prepare_devices(run)
+    config = run.training_config(len(devices.population))
+    lm_data.save_vocabulary(devices.vocab, out_dir)
+    rd.write_json(os.path.join(out_dir, DATA_METRICS), devices.metrics)
+    spec = model_spec(run, devices.num_ids)
 
     def client_dataset(cid):
-        return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(examples[cid]), config)
+        return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(devices.examples[cid]), config)
 
-    return loop.train(dp_fedavg.build_process(spec, config), population, client_dataset, config, out_dir,
+    return loop.train(dp_fedavg.build_process(spec, config), devices.population, client_dataset, config, out_dir,
                       str(data_spec.parse_data_spec(run.data)), label=f"{run.kind}-LM",
                       extra_config={"lm": run.to_json()})
 

@@ -13,31 +13,19 @@ from __future__ import annotations
 
 import collections
 import csv
-import math
 import os
 
 import numpy as np
 
 from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
 from fedgen_debug.models.char_lm import joint_log_prob, sample_words
 from fedgen_debug.models.word_lm import sample_sentences
 from fedgen_debug.scenarios.lm import load_lm
 from fedgen_debug.training import run_dir as rd
 
 ANALYSIS = "analysis.json"
-Z_THRESHOLD = 3.0  # one-sided p ≈ 0.0013
 SPACE_NOISE_FLOOR = 0.01
-
-
-def _z_two_proportions(k1: int, n1: int, k2: int, n2: int) -> float:
-    """z of p1 > p2 (pooled standard error)."""
-    p = (k1 + k2) / (n1 + n2)
-    se = math.sqrt(max(p * (1 - p) * (1 / n1 + 1 / n2), 1e-12))
-    return (k1 / n1 - k2 / n2) / se
-
-
-def _z_one_proportion(k: int, n: int, p0: float) -> float:
-    return (k / n - p0) / math.sqrt(p0 * (1 - p0) / n)
 
 
 def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict:
@@ -69,10 +57,10 @@ def analyze_word(model, vocab, run, samples: int, seed: int, positions: int = 8)
 
 def _char_verdict(current: dict, baseline: dict | None) -> dict:
     if baseline is None:
-        z = _z_one_proportion(current["space_count"], current["samples"], SPACE_NOISE_FLOOR)
+        z = z_one_proportion(current["space_count"], current["samples"], SPACE_NOISE_FLOOR)
         test = f"space mass vs a {SPACE_NOISE_FLOOR:.0%} noise floor"
     else:
-        z = _z_two_proportions(current["space_count"], current["samples"], baseline["space_count"], baseline["samples"])
+        z = z_two_proportions(current["space_count"], current["samples"], baseline["space_count"], baseline["samples"])
         test = "space mass vs baseline"
     return {"statistic": "space_mass", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
 
@@ -87,7 +75,7 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
         base_first = baseline["oov_by_position"][0]
         k2, n2 = base_first["oov"], base_first["tokens"]
         test = "position-1 OOV rate vs baseline"
-    z = _z_two_proportions(first["oov"], max(first["tokens"], 1), k2, max(n2, 1))
+    z = z_two_proportions(first["oov"], max(first["tokens"], 1), k2, max(n2, 1))
     return {"statistic": "position_1_oov_rate", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
 
 

@@ -56,6 +56,13 @@ def train(process: tff.learning.templates.LearningProcess, client_ids, client_da
     `client_dataset_fn(client_id)` builds a sampled client's training dataset on its device.
     `evaluate_fn(model_weights) -> dict` runs every `config.eval_every` rounds and at the end.
     """
+    with rd.exclusive(run_dir):
+        return _train(process, client_ids, client_dataset_fn, config, run_dir, population, label=label,
+                      evaluate_fn=evaluate_fn, extra_config=extra_config, after_round=after_round)
+
+
+def _train(process, client_ids, client_dataset_fn, config, run_dir, population, *, label, evaluate_fn,
+           extra_config, after_round) -> TrainingResult:
     client_ids = sorted(client_ids)
     config_json = {"training": config.to_json(), "population": population, "label": label, **(extra_config or {})}
     resuming = _check_config(run_dir, config_json)

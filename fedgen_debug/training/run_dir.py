@@ -15,7 +15,9 @@ Everything is written atomically: a crash leaves the last complete checkpoint an
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import glob
 import json
 import os
@@ -130,3 +132,20 @@ def flatten_metrics(metrics, prefix: str = "") -> dict:
             if array.size == 1 and array.dtype.kind in "fiub":
                 out[name] = float(array)
     return out
+
+
+@contextlib.contextmanager
+def exclusive(run_dir: str):
+    """Holds a lock for `run_dir` while a process trains into it: two processes resuming the same run
+    would interleave rounds. The lock file sits next to the run directory (which may not exist yet)."""
+    path = os.path.abspath(run_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock"), "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{run_dir} is being trained by another process; wait for it or stop it.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

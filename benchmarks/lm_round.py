@@ -1,0 +1,58 @@
+"""Benchmark: seconds per DP-FedAvg round of the char- and word-LM at demo and paper model sizes, on
+TFF and in plain TF (same client work, DP query and server update; `round_timing.py`), with the ratio.
+Prints numbers, not pass/fail: `.venv/bin/python benchmarks/lm_round.py [--clients-per-round 10]`.
+
+Workload: synthetic-text:users=300 with the 10% tokenization bug, the demo preset's client work
+(2 local epochs, batch 16). The paper trains with qN = 5000 clients per round; per-client seconds
+(the round time over qN) let that be extrapolated, but here every round has the same small qN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from fedgen_debug import runtime  # noqa: E402
+from fedgen_debug.scenarios.lm import LMRun, model_spec, prepare_devices  # noqa: E402
+from fedgen_debug.training import dp_fedavg  # noqa: E402
+from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+from round_timing import num_parameters, time_rounds  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default="synthetic-text:users=300")
+    parser.add_argument("--clients-per-round", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (after one warm-up round)")
+    args = parser.parse_args()
+    runtime.install_shutdown_hooks()
+    print(f"{'model':<16}{'parameters':>12}{'examples/round':>16}{'TFF s/round':>13}{'plain TF s/round':>18}"
+          f"{'ratio':>7}{'s/client':>10}")
+    for kind in ("char", "word"):
+        devices = prepare_devices(LMRun(kind, args.data, 0.1, "demo"))
+        for preset in ("demo", "paper"):
+            run = LMRun(kind, args.data, 0.1, preset)
+            # The demo preset's client work at both sizes, so only the model size differs.
+            config = dataclasses.replace(LMRun(kind, args.data, 0.1, "demo").training_config(len(devices.population)),
+                                         dp=dataclasses.replace(run.training_config(len(devices.population)).dp,
+                                                                clients_per_round=args.clients_per_round))
+            spec = model_spec(run, devices.num_ids)
+
+            def client_ds(cid):
+                return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(devices.examples[cid]), config)
+
+            rounds = [sample_clients(devices.population, args.clients_per_round, 0, r) for r in range(args.rounds + 1)]
+            examples = np.mean([sum(len(devices.examples[c][0]) for c in r) for r in rounds])
+            tff_s, tf_s = time_rounds(spec, config, rounds, client_ds)
+            print(f"{kind + '-LM ' + preset:<16}{num_parameters(spec):>12,}{examples:>16.0f}{tff_s:>13.2f}{tf_s:>18.2f}"
+                  f"{tff_s / tf_s:>7.2f}{tff_s / args.clients_per_round:>10.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
