@@ -12,7 +12,7 @@ logger = logging.getLogger("fedgen_debug")
 
 def _build_parser() -> argparse.ArgumentParser:
     from fedgen_debug import __version__
-    from fedgen_debug.cli import data_cmd, demo_cmd, doctor_cmd, lm_cmd, privacy_cmd, selectors_cmd
+    from fedgen_debug.cli import data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, privacy_cmd, selectors_cmd
 
     parser = argparse.ArgumentParser(
         prog="fedgen-debug",
@@ -27,6 +27,7 @@ def _build_parser() -> argparse.ArgumentParser:
     privacy_cmd.register(sub)
     selectors_cmd.register(sub)
     lm_cmd.register(sub)
+    gan_cmd.register(sub)
     return parser
 
 

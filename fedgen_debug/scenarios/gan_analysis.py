@@ -1,0 +1,136 @@
+"""Analysis of GAN samples (paper §6, Figs. 3/6/7/8): generated image arrays in, dicts out.
+
+Nothing here sees a client's examples: only generated images and, for the Fréchet distance,
+feature statistics of a reference set (e.g. the public clean data the primary CNN was trained on).
+Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white background
+(`gan_data.to_gan_range`).
+
+- Inversion statistic: each image's background intensity, the median of its outer 3-pixel frame in
+  [0, 1] (characters are centred with a margin, and the median tolerates a stroke touching the
+  edge); an image with background < 0.5 is "dark-background", i.e. looks inverted.
+- Verdict: one-sided two-proportion z-test (as `lm_analysis`) that the current GAN's dark share
+  exceeds the reference GAN's (low- vs high-accuracy users, or before vs after a fix); without a
+  reference, against a 5% noise floor (a GAN trained on clean data rarely draws dark backgrounds).
+- Sample quality: Fréchet distance in the primary CNN's Dense-128 feature space, and the
+  classifier score exp(E[KL(p(y|x) || p(y))]) from the CNN's logits (TF-GAN's EMNIST metrics).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+from PIL import Image
+
+from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
+from fedgen_debug.models import cnn
+
+DARK_NOISE_FLOOR = 0.05
+DARK_BELOW = 0.5
+FRAME = 3
+
+
+def to_unit(images) -> np.ndarray:
+    """[-1, 1] generator output → [n, 28, 28] in [0, 1] (1.0 = white background)."""
+    return np.clip((cnn.as_input(images)[..., 0].astype(np.float64) + 1.0) / 2.0, 0.0, 1.0)
+
+
+def background_intensity(images) -> np.ndarray:
+    """Per image: the median of the outer `FRAME`-pixel frame, in [0, 1]."""
+    unit = to_unit(images)
+    frame = np.ones((28, 28), bool)
+    frame[FRAME:-FRAME, FRAME:-FRAME] = False
+    return np.median(unit[:, frame], axis=1)
+
+
+def dark_background(images) -> dict:
+    background = background_intensity(images)
+    if len(background) == 0:
+        raise ValueError("no images to analyze.")
+    dark = int(np.sum(background < DARK_BELOW))
+    return {"samples": len(background), "dark": dark, "share": dark / len(background),
+            "median_background": float(np.median(background))}
+
+
+def inversion_verdict(current, reference=None) -> dict:
+    """Is a pixel-inversion bug suspected? `current`/`reference` are image arrays of two GANs."""
+    now = dark_background(current)
+    if reference is None:
+        base = None
+        z = z_one_proportion(now["dark"], now["samples"], DARK_NOISE_FLOOR)
+        test = f"dark-background share vs a {DARK_NOISE_FLOOR:.0%} noise floor"
+    else:
+        base = dark_background(reference)
+        z = z_two_proportions(now["dark"], now["samples"], base["dark"], base["samples"])
+        test = "dark-background share vs the reference GAN's"
+    return {"pixel_inversion_suspected": bool(z > Z_THRESHOLD),
+            "evidence": {"statistic": "dark_background_share", "test": test, "z": z, "z_threshold": Z_THRESHOLD,
+                         "current": now, "reference": base}}
+
+
+def sample_grid_png(images, path: str, rows: int = 8, cols: int = 8, scale: int = 2) -> None:
+    """The first rows×cols images as a grayscale grid PNG (1-pixel gray gutters), written atomically."""
+    if rows < 1 or cols < 1 or scale < 1:
+        raise ValueError(f"rows, cols and scale must be >= 1. Found {rows}, {cols}, {scale}.")
+    unit = to_unit(images)[: rows * cols]
+    if len(unit) == 0:
+        raise ValueError("no images to draw.")
+    grid = np.full((rows * 29 + 1, cols * 29 + 1), 0.5)
+    for i, image in enumerate(unit):
+        r, c = divmod(i, cols)
+        grid[1 + r * 29:1 + r * 29 + 28, 1 + c * 29:1 + c * 29 + 28] = image
+    picture = Image.fromarray(np.round(grid * 255).astype(np.uint8), mode="L")
+    picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)
+    with atomic_path(path) as tmp:
+        picture.save(tmp, format="PNG")
+
+
+def feature_statistics(features) -> tuple[np.ndarray, np.ndarray]:
+    """(mean [d], covariance [d, d]) of features [n, d], n >= 2."""
+    features = np.asarray(features, np.float64)
+    if features.ndim != 2 or len(features) < 2:
+        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
+    return features.mean(axis=0), np.cov(features, rowvar=False).reshape(features.shape[1], -1)
+
+
+def frechet_distance_from_statistics(mu1, sigma1, mu2, sigma2) -> float:
+    """||mu1 - mu2||² + Tr(S1 + S2 - 2 (S1 S2)^½) between two Gaussians.
+
+    Tr (S1 S2)^½ is the sum of square roots of the eigenvalues of S1^½ S2 S1^½ (same spectrum as
+    S1 S2, but symmetric): real and stable even for the singular covariances of few samples, where
+    `scipy.linalg.sqrtm` returns complex noise.
+    """
+    mu1, mu2 = np.asarray(mu1, np.float64), np.asarray(mu2, np.float64)
+    sigma1, sigma2 = np.asarray(sigma1, np.float64), np.asarray(sigma2, np.float64)
+    if mu1.shape != mu2.shape or sigma1.shape != sigma2.shape or sigma1.shape != mu1.shape * 2:
+        raise ValueError(f"mismatched statistics: means {mu1.shape}, {mu2.shape}; covariances "
+                         f"{sigma1.shape}, {sigma2.shape}.")
+    w, v = np.linalg.eigh(sigma1)
+    root1 = (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T
+    cross = np.linalg.eigvalsh(root1 @ sigma2 @ root1)
+    trace_sqrt = np.sum(np.sqrt(np.clip(cross, 0.0, None)))
+    value = np.sum((mu1 - mu2) ** 2) + np.trace(sigma1) + np.trace(sigma2) - 2.0 * trace_sqrt
+    return float(max(value, 0.0))
+
+
+def frechet_distance(features_a, features_b) -> float:
+    return frechet_distance_from_statistics(*feature_statistics(features_a), *feature_statistics(features_b))
+
+
+def classifier_score(logits) -> float:
+    """exp(E_x[KL(p(y|x) || p(y))]): from 1 (one class, or uninformative) up to the number of classes."""
+    logits = np.asarray(logits, np.float64)
+    log_p = logits - logits.max(axis=1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+    p = np.exp(log_p)
+    log_marginal = np.log(np.clip(p.mean(axis=0), 1e-300, None))
+    return float(np.exp(np.mean(np.sum(p * (log_p - log_marginal), axis=1))))
+
+
+def sample_quality(model, images, reference_statistics: tuple[np.ndarray, np.ndarray]) -> dict:
+    """Fréchet distance (to the reference feature statistics) and classifier score of GAN samples."""
+    pixels = to_unit(images)
+    return {"samples": len(pixels),
+            "frechet_distance": frechet_distance_from_statistics(
+                *feature_statistics(cnn.features(model, pixels)), *reference_statistics),
+            "classifier_score": classifier_score(cnn.logits(model, pixels))}

@@ -1,0 +1,128 @@
+"""On-device data preparation for the GAN scenario (paper §6, App. C.3 and C.4).
+
+Each device runs the shipped primary CNN on its own (possibly buggy) images: per-example
+correctness and confidence, and the user's accuracy (the share classified correctly). A selector
+(T4 `ByUserMetric` on accuracy, T2 `ByExampleCorrectness`, T1 `RandomExamples`, ...) then decides on
+the device which images train the auxiliary GAN. The server learns only which clients take part and
+how many images they keep (paper Tables 11/12), never the images or the per-example outputs.
+
+T4 thresholds: the modeler's, or DP quantiles of the users' accuracies measured *without* the bug
+(paper: 25th/75th percentile, Table 10), e.g.
+`dp_quantile(user_accuracies(clean, model), QuantileConfig(0.25), population).value`
+(`fedgen_debug.selectors.quantile`; its privacy record belongs in the population's ledger).
+
+The app only classifies characters in the CNN's label set: a digits-only CNN (10 classes) sees a
+device's digits, and letters never enter its metrics or the GAN's data.
+
+GAN images are `2 * pixels - 1`, float32 [n, 28, 28, 1] in [-1, 1] (the generator's tanh range),
+with +1 = white background as in the canonical format: a dark background still means "inverted".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from fedgen_debug.data import client_data as cd
+from fedgen_debug.models import cnn
+from fedgen_debug.progress import progress
+from fedgen_debug.selectors.base import Selector
+from fedgen_debug.selectors.population import Population
+
+
+def to_gan_range(pixels) -> np.ndarray:
+    """Canonical pixels [n, 28, 28(, 1)] in [0, 1] → float32 [n, 28, 28, 1] in [-1, 1]."""
+    return 2.0 * cnn.as_input(pixels) - 1.0
+
+
+def device_examples(client_data, client_id: str, classes: int) -> dict:
+    """The client's examples the app classifies (labels in 0..classes-1), as its device sees them."""
+    arrays = cd.client_numpy(client_data, client_id)
+    known = (arrays["label"] >= 0) & (arrays["label"] < classes)
+    return {"pixels": np.asarray(arrays["pixels"])[known], "label": np.asarray(arrays["label"])[known]}
+
+
+def device_outputs(model, examples: Mapping[str, np.ndarray]) -> dict:
+    """The primary CNN's outputs on one device's examples: `correct` (bool [n]), `confidence` ([n])."""
+    labels = np.asarray(examples["label"])
+    logits = cnn.logits(model, examples["pixels"]).astype(np.float64) if len(labels) else np.zeros((0, 1))
+    # The top-class softmax probability is 1 / sum(exp(logits - max logit)).
+    confidence = 1.0 / np.exp(logits - logits.max(axis=1, keepdims=True)).sum(axis=1)
+    return {"correct": np.argmax(logits, axis=1) == labels, "confidence": confidence}
+
+
+def user_accuracy(outputs: Mapping[str, np.ndarray]) -> float | None:
+    """The share of the user's examples classified correctly; None without examples."""
+    correct = np.asarray(outputs["correct"], bool)
+    return float(correct.mean()) if len(correct) else None
+
+
+def user_accuracies(client_data, model) -> dict[str, float]:
+    """Each user's accuracy, computed on their device (clients with no classified examples omitted).
+
+    The input of `dp_quantile` for T4 thresholds, and of the paper's accuracy histogram (Fig. 5).
+    """
+    classes = cnn.num_classes(model)
+    out = {}
+    for cid in progress(client_data.client_ids, desc="on-device accuracy", unit="client"):
+        value = user_accuracy(device_outputs(model, device_examples(client_data, cid, classes)))
+        if value is not None:
+            out[cid] = value
+    return out
+
+
+def accuracy_percentiles(accuracies: Mapping[str, float], percentiles=(25, 75)) -> dict[str, float]:
+    """Exact percentiles of users' accuracies (paper Table 10). Not DP: simulation ground truth only."""
+    if not accuracies:
+        raise ValueError("no user accuracies.")
+    values = np.fromiter(accuracies.values(), float)
+    return {f"p{p:g}": float(np.percentile(values, p)) for p in percentiles}
+
+
+@dataclasses.dataclass(frozen=True)
+class GanData:
+    """A selected population: who takes part, how much they keep, and (on each device) what.
+
+    `masks` is device-side state in the simulation (each device remembers which of its examples it
+    selected); only `population` (ids and counts) is what the server learns.
+    """
+
+    client_data: object
+    classes: int
+    population: Population
+    masks: Mapping[str, np.ndarray]
+
+    @property
+    def client_ids(self) -> tuple[str, ...]:
+        return self.population.client_ids
+
+    def sizes(self) -> dict:
+        """Subpopulation sizes (paper Tables 11/12): users selected, of all, and examples kept."""
+        return {"users": self.population.size, "users_total": self.population.clients_total,
+                "examples": self.population.examples_kept, "selector": self.population.selector}
+
+    def client_images(self, client_id: str) -> np.ndarray:
+        """The selected images of one device, float32 [k, 28, 28, 1] in [-1, 1]."""
+        pixels = device_examples(self.client_data, client_id, self.classes)["pixels"]
+        return to_gan_range(pixels[self.masks[client_id]])
+
+    def client_dataset(self, client_id: str) -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices(self.client_images(client_id))
+
+
+def select_gan_data(client_data, model, selector: Selector) -> GanData:
+    """Runs the CNN and `selector` on every device; clients that opt out are not in the population."""
+    classes = cnn.num_classes(model)
+    masks, kept = {}, 0
+    ids = list(client_data.client_ids)
+    for cid in progress(ids, desc=f"selecting GAN data ({selector.name})", unit="client"):
+        examples = device_examples(client_data, cid, classes)
+        mask = selector(cid, examples, device_outputs(model, examples))
+        if mask is not None:
+            masks[cid] = mask
+            kept += int(mask.sum())
+    population = Population(selector.describe(), tuple(masks), kept, len(ids))
+    return GanData(client_data, classes, population, masks)

@@ -1,0 +1,334 @@
+"""DP-FedAvg-GAN (augenstein2020 Alg. 1): pure-TF discriminator/generator updates and a thin TFF layer.
+
+A round: the server broadcasts (θ_D, θ_G); each sampled client runs up to n WGAN-GP discriminator
+steps of SGD on its real batches against G's batches and returns Δ = θ_D⁰ − θ_D (TFF's sign); the
+project's DP aggregator clips each Δ to L2 ≤ S, averages over the fixed qN and adds N(0, (zS/qN)²);
+the server applies the mean with its optimizer (SGD, lr 1: θ_D ← θ_D + mean(θ_D − θ_D⁰), as in the
+paper), then runs the generator steps itself on noise only. G never sees client data, so it inherits
+D's guarantee by post-processing.
+
+Cadence (App. C.2): "1:1 discriminator:generator updates" means one federated D update (a round) per
+G phase of `gen_steps` steps; `disc_rounds_per_gen_update = k` runs the G phase after every k-th round.
+
+Randomness is stateless and seeded, so a resumed run repeats an uninterrupted one exactly: client
+step t of the i-th sampled client in round r draws G's noise and the penalty's interpolation
+coefficients from a seed that is a function of (seed, r, i, t), attached to its batch on the Python
+side; the server's noise comes from a seed in the server state, split every round; DP noise from the
+aggregator's own seeded state. Paper code: google-research/federated `gans/` (SGD for D and G).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+import tensorflow_gan as tfgan
+
+from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
+from fedgen_debug.training.dp_query import dp_aggregator
+from fedgen_debug.training.optimizers import server_optimizer
+
+GEN_OPTIMIZERS = ("sgd", "adam")
+_CLIENT_STREAM, _SERVER_STREAM = 0xC1, 0x5E
+
+
+@dataclasses.dataclass(frozen=True)
+class GANTrainingConfig:
+    """`training` holds the rounds, DP (qN, z, S), the client batch size B and learning rate η_D, the
+    server's D optimizer and the seed; the rest is the generator's side and the round structure."""
+
+    training: TrainingConfig
+    disc_steps: int = 6               # n: at most n client D steps (batches of B) per round
+    gen_steps: int = 6                # generator steps per G phase
+    gen_batch_size: int = 32
+    gen_learning_rate: float = 0.005
+    gen_optimizer: str = "sgd"
+    disc_rounds_per_gen_update: int = 1
+    gradient_penalty: float = 10.0
+
+    def __post_init__(self):
+        for name in ("disc_steps", "gen_steps", "gen_batch_size", "disc_rounds_per_gen_update"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+        if not self.gen_learning_rate > 0 or np.isinf(self.gen_learning_rate):
+            raise ValueError(f"gen_learning_rate must be > 0. Found {self.gen_learning_rate}.")
+        if self.gen_optimizer not in GEN_OPTIMIZERS:
+            raise ValueError(f"gen_optimizer must be one of {GEN_OPTIMIZERS}. Found {self.gen_optimizer!r}.")
+        if not self.gradient_penalty >= 0:
+            raise ValueError(f"gradient_penalty must be >= 0. Found {self.gradient_penalty}.")
+        if self.training.client.epochs != 1:
+            raise ValueError(f"client epochs must be 1 (a client runs at most disc_steps batches). "
+                             f"Found {self.training.client.epochs}.")
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "GANTrainingConfig":
+        return cls(**{**data, "training": TrainingConfig.from_json(data["training"])})
+
+
+def gan_training_config(preset: str, seed: int = 0) -> GANTrainingConfig:
+    """"paper": Table 9 (n = 6, B = 32, η_G = 0.005, η_D = 0.0005, S = 0.1, z = 0.01, qN = 10, T = 1000).
+    "demo": the same with 200 rounds. "test": 3 rounds of 2 clients × 2 steps, for tests."""
+    table9 = dict(dp=DPConfig(clients_per_round=10, noise_multiplier=0.01, clip=0.1),
+                  client=ClientConfig(epochs=1, batch_size=32, learning_rate=0.0005),
+                  server=ServerConfig("sgd", 1.0), seed=seed)
+    presets = {"paper": lambda: GANTrainingConfig(TrainingConfig(rounds=1000, **table9)),
+               "demo": lambda: GANTrainingConfig(TrainingConfig(rounds=200, **table9)),
+               "test": lambda: GANTrainingConfig(
+                   TrainingConfig(rounds=3, **{**table9, "dp": DPConfig(2, 0.01, 0.1),
+                                               "client": ClientConfig(1, 8, 0.0005)}),
+                   disc_steps=2, gen_steps=2, gen_batch_size=8)}
+    if preset not in presets:
+        raise ValueError(f"preset must be one of {sorted(presets)}. Found {preset!r}.")
+    return presets[preset]()
+
+
+# ---- pure TF -------------------------------------------------------------------------------------
+
+WGANLosses = collections.namedtuple("WGANLosses", ["disc_loss", "wasserstein", "gradient_penalty", "gen_loss"])
+ClientOutput = collections.namedtuple("ClientOutput", ["update", "metrics"])
+GeneratorOutput = collections.namedtuple("GeneratorOutput", ["weights", "optimizer_state", "gen_loss"])
+
+
+def gradient_penalty(disc: tf.keras.Model, real, generated, alpha, epsilon: float = 1e-10):
+    """tfgan's `wasserstein_gradient_penalty` (target 1, two-sided, batch mean), with the interpolation
+    coefficients `alpha` [batch] passed in: tfgan draws them unseeded and only in graph mode."""
+    alpha = tf.reshape(alpha, tf.concat([tf.shape(alpha), tf.ones([tf.rank(real) - 1], tf.int32)], 0))
+    interpolates = real + alpha * (generated - real)
+    with tf.GradientTape() as tape:
+        tape.watch(interpolates)
+        scores = disc(interpolates, training=True)
+    gradients = tape.gradient(scores, interpolates)
+    slopes = tf.sqrt(tf.reduce_sum(tf.square(gradients), axis=tf.range(1, tf.rank(gradients))) + epsilon)
+    return tf.reduce_mean(tf.square(slopes - 1.0))
+
+
+def wgan_gp_losses(disc: tf.keras.Model, real, generated, alpha, gradient_penalty_weight: float = 10.0) -> WGANLosses:
+    """Improved Wasserstein losses (Gulrajani et al. 2017) through tfgan: D minimizes
+    mean D(fake) − mean D(real) + λ·GP, G minimizes −mean D(fake)."""
+    real_scores, fake_scores = disc(real, training=True), disc(generated, training=True)
+    wasserstein = tfgan.losses.wargs.wasserstein_discriminator_loss(real_scores, fake_scores, loss_collection=None)
+    penalty = gradient_penalty(disc, real, generated, alpha) if gradient_penalty_weight > 0 else tf.constant(0.0)
+    gen_loss = tfgan.losses.wargs.wasserstein_generator_loss(fake_scores, loss_collection=None)
+    return WGANLosses(wasserstein + gradient_penalty_weight * penalty, wasserstein, penalty, gen_loss)
+
+
+def _regularization(model):
+    return tf.add_n(model.losses) if model.losses else tf.constant(0.0)
+
+
+def _assign(variables, values):
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+
+
+def _normal(seed, batch, dim):
+    return tf.random.stateless_normal([batch, dim], seed=tf.random.experimental.stateless_fold_in(seed, 0))
+
+
+def client_discriminator_update(disc, gen, dataset: tf.data.Dataset, initial_disc_weights, gen_weights,
+                                learning_rate: float, max_steps: int, gradient_penalty_weight: float = 10.0):
+    """UserDiscUpdate: up to `max_steps` SGD steps on (real_batch, step_seed) elements; each step's fake
+    batch is G(noise) with G in training mode (batch statistics, as the paper code). Returns the update
+    θ_D⁰ − θ_D (all zeros if non-finite, so one diverged client cannot poison the aggregate) and
+    per-client mean losses."""
+    _assign(disc.trainable_variables, initial_disc_weights)
+    _assign(gen.trainable_variables, gen_weights)
+    noise_dim = gen.input_shape[-1]
+    sums, steps = tf.zeros([3]), tf.constant(0.0)
+    # Over an iterator, not the dataset: AutoGraph turns `for x in dataset` into `dataset.reduce`,
+    # whose body (models, double backprop) is re-instantiated on every call: ~150 ms per client.
+    for real, seed in iter(dataset.take(max_steps)):
+        batch = tf.shape(real)[0]
+        generated = gen(_normal(seed, batch, noise_dim), training=True)
+        alpha = tf.random.stateless_uniform([batch], seed=tf.random.experimental.stateless_fold_in(seed, 1))
+        with tf.GradientTape() as tape:
+            losses = wgan_gp_losses(disc, real, generated, alpha, gradient_penalty_weight)
+            loss = losses.disc_loss + _regularization(disc)
+        for variable, grad in zip(disc.trainable_variables, tape.gradient(loss, disc.trainable_variables)):
+            variable.assign_sub(learning_rate * grad)
+        sums += tf.stack([losses.disc_loss, losses.gradient_penalty, -losses.wasserstein])
+        steps += 1.0
+    update = [w0 - w for w0, w in zip(initial_disc_weights, disc.trainable_variables)]
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+    update = [tf.where(finite, u, tf.zeros_like(u)) for u in update]
+    means = sums / tf.maximum(steps, 1.0)
+    metrics = collections.OrderedDict(disc_loss=means[0], gradient_penalty=means[1], wasserstein_estimate=means[2],
+                                      disc_steps=steps, non_finite_updates=1.0 - tf.cast(finite, tf.float32))
+    return ClientOutput(update, metrics)
+
+
+def server_generator_update(gen, disc, gen_weights: tff.learning.models.ModelWeights, disc_weights,
+                            optimizer: tff.learning.optimizers.Optimizer, optimizer_state, seed, steps, batch_size):
+    """GenUpdate: `steps` generator steps on noise drawn from `seed` against the fixed D. Takes no client
+    data. BN runs in training mode, so its moving statistics advance; both are returned."""
+    _assign(gen.trainable_variables, gen_weights.trainable)
+    _assign(gen.non_trainable_variables, gen_weights.non_trainable)
+    _assign(disc.trainable_variables, disc_weights)
+    noise_dim = gen.input_shape[-1]
+    loss_sum, count = tf.constant(0.0), tf.constant(0.0)
+    for i in tf.range(steps):
+        noise = _normal(tf.random.experimental.stateless_fold_in(seed, tf.cast(i, tf.int64)), batch_size, noise_dim)
+        with tf.GradientTape() as tape:
+            gen_loss = tfgan.losses.wargs.wasserstein_generator_loss(
+                disc(gen(noise, training=True), training=True), loss_collection=None)
+            loss = gen_loss + _regularization(gen)
+        grads = tape.gradient(loss, gen.trainable_variables)
+        optimizer_state, new_weights = optimizer.next(
+            optimizer_state, [v.read_value() for v in gen.trainable_variables], grads)
+        _assign(gen.trainable_variables, new_weights)
+        loss_sum += gen_loss
+        count += 1.0
+    weights = tff.learning.models.ModelWeights([v.read_value() for v in gen.trainable_variables],
+                                               [v.read_value() for v in gen.non_trainable_variables])
+    mean_loss = tf.where(count > 0, loss_sum / tf.maximum(count, 1.0), float("nan"))
+    return GeneratorOutput(weights, optimizer_state, mean_loss)
+
+
+def client_step_seeds(seed: int, round_num: int, client_index: int, steps: int) -> np.ndarray:
+    """[steps, 2] int64 stateless seeds for the `client_index`-th sampled client of `round_num`. The
+    sample is a pure function of (seed, round), so position identifies the client's noise stream."""
+    rng = np.random.default_rng([seed, _CLIENT_STREAM, round_num, client_index])
+    return rng.integers(0, 2**62, size=(steps, 2), dtype=np.int64)
+
+
+def split_server_seed(seed):
+    """(next round's seed, this round's generator seed)."""
+    seeds = tf.random.experimental.stateless_split(seed, num=2)
+    return seeds[0], seeds[1]
+
+
+# ---- TFF layer -----------------------------------------------------------------------------------
+
+GANProcessOutput = collections.namedtuple("GANProcessOutput", ["state", "metrics"])
+_CLIENT_METRICS = ("disc_loss", "gradient_penalty", "wasserstein_estimate", "disc_steps", "non_finite_updates")
+
+
+def _specs(variables):
+    return [tf.TensorSpec(v.shape, v.dtype) for v in variables]
+
+
+def _gen_optimizer(config: GANTrainingConfig) -> tff.learning.optimizers.Optimizer:
+    if config.gen_optimizer == "adam":
+        return tff.learning.optimizers.build_adam(config.gen_learning_rate)
+    return tff.learning.optimizers.build_sgdm(config.gen_learning_rate)
+
+
+class GANProcess:
+    """What `training.loop.train` drives: `initialize()`, `next(state, client_datasets)` and
+    `get_model_weights(state)` (the generator: the private artifact the modeler samples from).
+
+    `client_datasets` are the sampled clients' real batches (elements [b, *data_shape], b ≤ B, as many
+    as they like; at most `disc_steps` are used); `next` attaches each step's noise seed. The state is
+    OrderedDict(server=..., aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it.
+    `iterative_process` takes the seeded (real_batch, step_seed) datasets directly."""
+
+    def __init__(self, iterative_process, server_update, config: GANTrainingConfig):
+        self.iterative_process, self.server_update, self.config = iterative_process, server_update, config
+
+    def initialize(self):
+        return self.iterative_process.initialize()
+
+    def seeded_dataset(self, dataset: tf.data.Dataset, round_num: int, client_index: int) -> tf.data.Dataset:
+        seeds = client_step_seeds(self.config.training.seed, round_num, client_index, self.config.disc_steps)
+        real = dataset.take(self.config.disc_steps).map(lambda x: tf.cast(x, tf.float32))
+        return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds)))
+
+    def next(self, state, client_datasets) -> GANProcessOutput:
+        round_num = int(state["server"]["round"])
+        seeded = [self.seeded_dataset(ds, round_num, i) for i, ds in enumerate(client_datasets)]
+        new_state, metrics = self.iterative_process.next(state, seeded)
+        return GANProcessOutput(new_state, metrics)
+
+    def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
+        generator = state["server"]["generator"]
+        return tff.learning.models.ModelWeights(list(generator["trainable"]), list(generator["non_trainable"]))
+
+    def get_discriminator_weights(self, state) -> list:
+        return list(state["server"]["discriminator"])
+
+
+def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig) -> GANProcess:
+    """`generator_fn()` / `discriminator_fn()` build fresh, seeded Keras models (e.g. `models.gan`'s
+    builders with a fixed seed): every TFF computation builds its own copy, so they must be pure."""
+    gen, disc = generator_fn(), discriminator_fn()
+    if disc.non_trainable_variables:
+        raise ValueError("the discriminator must have no non-trainable variables (e.g. BatchNorm): clients "
+                         f"update, clip and average all of it. Found {len(disc.non_trainable_variables)}.")
+    gen_opt, disc_opt = _gen_optimizer(config), server_optimizer(config.training.server)
+    gen_specs, disc_specs = _specs(gen.trainable_variables), _specs(disc.trainable_variables)
+    data_spec = (tf.TensorSpec([None, *disc.input_shape[1:]], tf.float32), tf.TensorSpec([2], tf.int64))
+    client_config, seed = config.training.client, config.training.seed
+
+    @tff.tensorflow.computation
+    def initial_server_state():
+        g, d = generator_fn(), discriminator_fn()
+        return collections.OrderedDict(
+            generator=collections.OrderedDict(trainable=[v.read_value() for v in g.trainable_variables],
+                                              non_trainable=[v.read_value() for v in g.non_trainable_variables]),
+            discriminator=[v.read_value() for v in d.trainable_variables],
+            gen_optimizer=gen_opt.initialize(gen_specs), disc_optimizer=disc_opt.initialize(disc_specs),
+            gen_seed=tf.constant([seed, _SERVER_STREAM], tf.int64), round=tf.constant(0, tf.int64))
+
+    server_type = initial_server_state.type_signature.result
+
+    @tff.tensorflow.computation(server_type)
+    def broadcast_part(server):
+        return collections.OrderedDict(generator=server["generator"]["trainable"],
+                                       discriminator=server["discriminator"])
+
+    @tff.tensorflow.computation(tff.SequenceType(tff.types.tensorflow_to_type(data_spec)),
+                                broadcast_part.type_signature.result)
+    def client_update(dataset, weights):
+        update_fn = tf.function(client_discriminator_update)
+        return update_fn(discriminator_fn(), generator_fn(), dataset, weights["discriminator"], weights["generator"],
+                         client_config.learning_rate, config.disc_steps, config.gradient_penalty)
+
+    update_type = client_update.type_signature.result[0]
+    aggregator = dp_aggregator(config.training.dp, seed).create(update_type)
+
+    @tff.tensorflow.computation(server_type, update_type)
+    def server_update(server, mean_update):
+        """θ_D ← optimizer(θ_D, mean update); then, every k-th round, the G phase. No client input."""
+        disc_opt_state, disc_weights = disc_opt.next(server["disc_optimizer"], server["discriminator"], mean_update)
+        next_seed, gen_seed = split_server_seed(server["gen_seed"])
+        runs = tf.equal((server["round"] + 1) % config.disc_rounds_per_gen_update, 0)
+        steps = tf.where(runs, config.gen_steps, 0)
+        weights = tff.learning.models.ModelWeights(server["generator"]["trainable"],
+                                                   server["generator"]["non_trainable"])
+        out = tf.function(server_generator_update)(generator_fn(), discriminator_fn(), weights, disc_weights, gen_opt,
+                                                   server["gen_optimizer"], gen_seed, steps, config.gen_batch_size)
+        new_server = collections.OrderedDict(
+            generator=collections.OrderedDict(trainable=out.weights.trainable, non_trainable=out.weights.non_trainable),
+            discriminator=disc_weights, gen_optimizer=out.optimizer_state, disc_optimizer=disc_opt_state,
+            gen_seed=next_seed, round=server["round"] + 1)
+        return collections.OrderedDict(server=new_server, metrics=collections.OrderedDict(
+            gen_loss=out.gen_loss, gen_steps=tf.cast(steps, tf.float32)))
+
+    @tff.federated_computation
+    def initialize():
+        return tff.federated_zip(collections.OrderedDict(
+            server=tff.federated_eval(initial_server_state, tff.SERVER), aggregator=aggregator.initialize()))
+
+    @tff.federated_computation(initialize.type_signature.result,
+                               tff.FederatedType(client_update.type_signature.parameter[0], tff.CLIENTS))
+    def next_fn(state, client_data):
+        weights = tff.federated_broadcast(tff.federated_map(broadcast_part, state.server))
+        client_outputs = tff.federated_map(client_update, (client_data, weights))
+        aggregated = aggregator.next(state.aggregator, client_outputs.update)
+        server_out = tff.federated_map(server_update, (state.server, aggregated.result))
+        client_metrics = tff.federated_mean(client_outputs.metrics)
+        # One flat dict of the round's losses: `loop.train` logs metrics["client_work"]["train"].
+        train = collections.OrderedDict([(k, getattr(client_metrics, k)) for k in _CLIENT_METRICS]
+                                        + [(k, getattr(server_out.metrics, k)) for k in ("gen_loss", "gen_steps")])
+        metrics = collections.OrderedDict(client_work=collections.OrderedDict(train=tff.federated_zip(train)),
+                                          aggregator=aggregated.measurements)
+        new_state = tff.federated_zip(collections.OrderedDict(server=server_out.server, aggregator=aggregated.state))
+        return new_state, tff.federated_zip(metrics)
+
+    return GANProcess(tff.templates.IterativeProcess(initialize, next_fn), server_update, config)

@@ -1,0 +1,126 @@
+"""GAN sample analysis: background statistic, inversion verdict, Fréchet distance, grid PNG."""
+
+import os
+
+import numpy as np
+import pytest
+import scipy.linalg
+from PIL import Image
+
+from fedgen_debug.models import cnn
+from fedgen_debug.scenarios import gan_analysis as ga
+
+
+def _character(background: float, ink: float, touch_edge: bool = False) -> np.ndarray:
+    """A hand-built 28x28 image in the generator's [-1, 1] range: a bar on a flat background."""
+    image = np.full((28, 28), background, np.float32)
+    image[6:22, 12:16] = ink
+    if touch_edge:
+        image[0:28, 13:15] = ink  # a stroke crossing the whole frame
+    return image
+
+
+WHITE = _character(1.0, -1.0)          # canonical: white background, black ink
+BLACK = _character(-1.0, 1.0)          # inverted
+GRAY_WHITE = _character(0.6, -0.8, touch_edge=True)
+
+
+def _samples(n: int, inverted_share: float) -> np.ndarray:
+    k = int(round(n * inverted_share))
+    return np.stack([BLACK] * k + [WHITE] * (n - k))[..., None]
+
+
+def test_background_intensity_of_hand_built_images():
+    values = ga.background_intensity(np.stack([WHITE, BLACK, GRAY_WHITE]))
+    # The frame's median: the stroke crossing the frame does not move it.
+    np.testing.assert_allclose(values, [1.0, 0.0, 0.8], atol=1e-6)
+    stats = ga.dark_background(np.stack([WHITE, BLACK, BLACK, GRAY_WHITE]))
+    assert stats == {"samples": 4, "dark": 2, "share": 0.5, "median_background": pytest.approx(0.4)}
+
+
+def test_verdict_against_a_reference_gan():
+    suspected = ga.inversion_verdict(_samples(100, 0.5), _samples(100, 0.0))
+    assert suspected["pixel_inversion_suspected"] is True
+    evidence = suspected["evidence"]
+    # Pooled p = 0.25: z = 0.5 / sqrt(0.25 * 0.75 * (1/100 + 1/100)).
+    assert evidence["z"] == pytest.approx(0.5 / np.sqrt(0.1875 * 0.02))
+    assert (evidence["current"]["dark"], evidence["reference"]["dark"]) == (50, 0)
+    clean = ga.inversion_verdict(_samples(100, 0.0), _samples(100, 0.0))
+    assert clean["pixel_inversion_suspected"] is False and clean["evidence"]["z"] == 0.0
+    # One-sided: fewer dark samples than the reference is no evidence of inversion.
+    assert ga.inversion_verdict(_samples(100, 0.0), _samples(100, 0.5))["pixel_inversion_suspected"] is False
+    # Small differences stay below z = 3.
+    assert ga.inversion_verdict(_samples(100, 0.08), _samples(100, 0.03))["pixel_inversion_suspected"] is False
+
+
+def test_verdict_against_the_noise_floor():
+    yes = ga.inversion_verdict(_samples(64, 0.5))
+    assert yes["pixel_inversion_suspected"] is True and yes["evidence"]["reference"] is None
+    assert yes["evidence"]["z"] == pytest.approx((0.5 - 0.05) / np.sqrt(0.05 * 0.95 / 64))
+    assert ga.inversion_verdict(_samples(64, 0.0))["pixel_inversion_suspected"] is False
+    assert ga.inversion_verdict(_samples(64, 1 / 64))["pixel_inversion_suspected"] is False
+    with pytest.raises(ValueError, match="no images"):
+        ga.inversion_verdict(np.zeros((0, 28, 28, 1)))
+
+
+def _with_moments(n, mean, cov, seed):
+    """Samples whose sample mean and covariance (ddof=1) are exactly `mean` and `cov`."""
+    z = np.random.default_rng(seed).normal(size=(n, len(mean)))
+    z -= z.mean(axis=0)
+    z = z @ np.linalg.inv(np.linalg.cholesky(np.cov(z, rowvar=False))).T
+    return z @ np.linalg.cholesky(cov).T + mean
+
+
+def test_frechet_distance_closed_forms():
+    rng = np.random.default_rng(0)
+    feats = rng.normal(size=(50, 8))
+    assert ga.frechet_distance(feats, feats) == pytest.approx(0.0, abs=1e-9)
+    # Diagonal covariances: |mu1 - mu2|^2 + sum (sqrt(a_i) - sqrt(b_i))^2.
+    mu1, mu2 = np.array([0.0, 1.0, 2.0]), np.array([1.0, 1.0, 0.0])
+    a, b = np.array([1.0, 4.0, 9.0]), np.array([4.0, 1.0, 9.0])
+    expected = 1 + 0 + 4 + (1 - 2) ** 2 + (2 - 1) ** 2 + 0
+    assert ga.frechet_distance_from_statistics(mu1, np.diag(a), mu2, np.diag(b)) == pytest.approx(expected)
+    # From features with exactly these moments.
+    fa, fb = _with_moments(40, mu1, np.diag(a), 1), _with_moments(30, mu2, np.diag(b), 2)
+    assert ga.frechet_distance(fa, fb) == pytest.approx(expected)
+    # Same eigenvectors (rotated diagonal covariances): the same closed form.
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    assert ga.frechet_distance_from_statistics(q @ mu1, q @ np.diag(a) @ q.T, q @ mu2,
+                                               q @ np.diag(b) @ q.T) == pytest.approx(expected)
+    # Non-commuting covariances: the textbook formula with scipy's matrix square root.
+    s1 = np.cov(rng.normal(size=(20, 4)), rowvar=False)
+    s2 = np.cov(rng.normal(size=(20, 4)) * [1, 2, 3, 4], rowvar=False)
+    textbook = np.trace(s1) + np.trace(s2) - 2 * np.trace(scipy.linalg.sqrtm(s1 @ s2).real)
+    assert ga.frechet_distance_from_statistics(np.zeros(4), s1, np.zeros(4), s2) == pytest.approx(textbook)
+    with pytest.raises(ValueError, match="mismatched statistics"):
+        ga.frechet_distance_from_statistics(np.zeros(3), np.eye(3), np.zeros(4), np.eye(4))
+
+
+def test_classifier_score_bounds():
+    assert ga.classifier_score(np.zeros((10, 5))) == pytest.approx(1.0)
+    confident = np.tile(np.eye(5) * 50, (4, 1))  # each class predicted with certainty, equally often
+    assert ga.classifier_score(confident) == pytest.approx(5.0)
+
+
+def test_sample_quality_with_the_cnn():
+    model = cnn.build_cnn(cnn.cnn_config("test"), seed=0)
+    images = _samples(16, 0.5) * np.linspace(0.5, 1.0, 16)[:, None, None, None]
+    reference = ga.feature_statistics(cnn.features(model, ga.to_unit(images)))
+    same = ga.sample_quality(model, images, reference)
+    assert same["samples"] == 16 and same["frechet_distance"] == pytest.approx(0.0, abs=1e-6)
+    assert 1.0 <= same["classifier_score"] <= 10.0
+    assert ga.sample_quality(model, _samples(16, 0.0) * 0.2, reference)["frechet_distance"] > 1e-3
+
+
+def test_sample_grid_png(tmp_path):
+    path = str(tmp_path / "grid.png")
+    ga.sample_grid_png(np.stack([WHITE, BLACK, WHITE])[..., None], path, rows=2, cols=2, scale=1)
+    pixels = np.asarray(Image.open(path))
+    assert pixels.shape == (2 * 29 + 1, 2 * 29 + 1)
+    assert pixels[0, 0] == 128                  # gutter
+    assert pixels[1, 1] == 255 and pixels[1, 30] == 0   # white and black backgrounds
+    assert pixels[10, 14] == 0 and pixels[10, 43] == 255  # their ink
+    assert pixels[31, 31] == 128                # the missing fourth image stays blank
+    assert os.listdir(tmp_path) == ["grid.png"]  # no partial file left behind
+    with pytest.raises(ValueError, match="rows, cols and scale must be >= 1. Found 0, 2, 1."):
+        ga.sample_grid_png(np.stack([WHITE]), path, rows=0, cols=2, scale=1)

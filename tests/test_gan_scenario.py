@@ -1,0 +1,88 @@
+"""The GAN scenario end to end at test size: on-device selection, DP-FedAvg-GAN training into a run
+directory, the privacy records, analyze-gan's grids/report, and the CLI's errors. The verdict's
+statistics are tested on hand-built images in test_gan_analysis.py; its demo-size behaviour is
+measured by evaluation/gan_pixel_inversion.py."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from fedgen_debug.privacy.ledger import PrivacyLedger
+from fedgen_debug.scenarios.gan import GANRun, generate, load_generator, train_gan
+from fedgen_debug.scenarios.gan_report import analyze_gan
+
+DATA = "synthetic-images:writers=12,seed=3"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gan-runs")
+    low = str(root / "low")
+    train_gan(GANRun(DATA, "by-user-accuracy:low", 0.5, "test", rounds=2, primary_classes=10), low)
+    primary = os.path.join(low, "primary_cnn.npz")
+    high = str(root / "high")
+    train_gan(GANRun(DATA, "by-user-accuracy:high,threshold=0.0", 0.5, "test", rounds=2, primary=primary), high)
+    return root, low, high
+
+
+def test_training_writes_a_resumable_run_with_population_sizes_and_privacy_records(runs):
+    root, low, high = runs
+    for run_dir in (low, high):
+        assert json.load(open(os.path.join(run_dir, "status.json")))["state"] == "finished"
+        population = json.load(open(os.path.join(run_dir, "population.json")))
+        assert 1 <= population["users"] <= population["users_total"] == 12
+        assert population["examples"] > 0
+    # The DP quantile threshold (no threshold given) is a second record; the modeler's threshold is not.
+    assert os.path.exists(os.path.join(low, "t4_threshold", "privacy.json"))
+    assert not os.path.exists(os.path.join(high, "t4_threshold"))
+    (total,) = PrivacyLedger(str(root)).totals(delta=1e-5)
+    assert total.population == "synthetic-images:seed=3,writers=12" and sorted(total.runs) == ["high", "low", os.path.join("low", "t4_threshold")]
+
+
+def test_generator_reloads_and_sampling_is_seeded(runs):
+    _, low, _ = runs
+    generator, run = load_generator(low)
+    assert run.select == "by-user-accuracy:low" and run.bug_fraction == 0.5
+    a, b = generate(generator, 7, seed=1), generate(generator, 7, seed=1)
+    assert a.shape == (7, 28, 28, 1) and np.array_equal(a, b)
+    assert a.min() >= -1.0 and a.max() <= 1.0
+    assert not np.array_equal(a, generate(generator, 7, seed=2))
+
+
+def test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence(runs):
+    _, low, high = runs
+    report = analyze_gan(low, high, samples=50)
+    assert isinstance(report["pixel_inversion_suspected"], bool)
+    assert report["evidence"]["test"] == "dark-background share vs the reference GAN's"
+    assert report["current"]["dark_background"]["samples"] == 50
+    assert np.isfinite(report["current"]["quality"]["frechet_distance"])
+    for run_dir in (low, high):
+        assert os.path.getsize(os.path.join(run_dir, "samples.png")) > 500
+    assert json.load(open(os.path.join(low, "analysis.json")))["evidence"]["z"] == report["evidence"]["z"]
+    result = run_cli("analyze-gan", low, "--compare", high, "--samples", "40", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["current"]["dark_background"]["samples"] == 40
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bug", "concat:0.1"], "--bug must look like invert:0.5"),
+    (["--bug", "invert:1.5"], "fraction"),
+    (["--select", "by-user-accuracy:middle"], "is not one of low, high"),
+    (["--data", "synthetic-text:users=5"], "needs image data"),
+])
+def test_train_gan_rejects_bad_input_with_one_line(tmp_path, args, message):
+    base = {"--data": DATA, "--select": "random", "--preset": "test", "--out": str(tmp_path / "r")}
+    for flag, value in zip(args[::2], args[1::2]):
+        base[flag] = value
+    result = run_cli("train-gan", *[x for kv in base.items() for x in kv])
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_analyze_gan_refuses_an_unfinished_or_foreign_run(tmp_path, runs):
+    _, low, _ = runs
+    result = run_cli("analyze-gan", str(tmp_path))
+    assert result.returncode == 2 and "not a run directory" in result.stderr
