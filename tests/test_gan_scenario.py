@@ -86,3 +86,11 @@ def test_analyze_gan_refuses_an_unfinished_or_foreign_run(tmp_path, runs):
     _, low, _ = runs
     result = run_cli("analyze-gan", str(tmp_path))
     assert result.returncode == 2 and "not a run directory" in result.stderr
+    (tmp_path / "config.json").write_text(json.dumps({"lm": {}}))
+    with pytest.raises(ValueError, match="not a GAN run"):
+        load_generator(str(tmp_path))
+    config = json.load(open(os.path.join(low, "config.json")))
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "status.json").write_text(json.dumps({"state": "running", "rounds_completed": 1, "rounds": 2}))
+    with pytest.raises(ValueError, match=r"has not finished \(1/2 rounds\); re-run train-gan"):
+        load_generator(str(tmp_path))

@@ -139,17 +139,7 @@ def train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
 
 def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
     """The trained generator of a finished GAN run directory, and its GANRun."""
-    config_path = os.path.join(run_dir, rd.CONFIG)
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{run_dir}: not a run directory (no {rd.CONFIG}).")
-    saved = rd.read_json(config_path)
-    if "gan" not in saved:
-        raise ValueError(f"{run_dir}: not a GAN run.")
-    status = rd.read_json(os.path.join(run_dir, rd.STATUS))
-    if status["state"] != "finished":
-        raise ValueError(f"{run_dir}: training has not finished ({status['rounds_completed']}/{status['rounds']} "
-                         "rounds); re-run train-gan with the same arguments to resume.")
-    run = GANRun(**saved["gan"])
+    run = GANRun(**rd.finished_run_config(run_dir, "gan", "train-gan")["gan"])
     generator = build_generator(gan_config(run.preset), run.seed)
     weights = rd.load_arrays(os.path.join(run_dir, rd.MODEL_WEIGHTS))
     generator.set_weights(_keras_order(generator, weights))

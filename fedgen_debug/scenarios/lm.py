@@ -131,17 +131,7 @@ def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
 
 def load_lm(run_dir: str):
     """(model with the run's final weights, vocabulary, LMRun) of a finished LM run directory."""
-    config_path = os.path.join(run_dir, rd.CONFIG)
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{run_dir}: not a run directory (no {rd.CONFIG}).")
-    saved = rd.read_json(config_path)
-    if "lm" not in saved:
-        raise ValueError(f"{run_dir}: not an LM run.")
-    status = rd.read_json(os.path.join(run_dir, rd.STATUS))
-    if status["state"] != "finished":
-        raise ValueError(f"{run_dir}: training has not finished ({status['rounds_completed']}/{status['rounds']} "
-                         "rounds); re-run train-lm with the same arguments to resume.")
-    run = LMRun(**saved["lm"])
+    run = LMRun(**rd.finished_run_config(run_dir, "lm", "train-lm")["lm"])
     vocab = lm_data.load_vocabulary(run_dir)
     model = model_spec(run, vocab.num_ids if run.kind == "word" else 258).keras_model_fn()
     model.build((None, run.max_length))

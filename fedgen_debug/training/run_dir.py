@@ -149,3 +149,19 @@ def exclusive(run_dir: str):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def finished_run_config(run_dir: str, kind: str, command: str) -> dict:
+    """The saved `config.json` of a finished run of `kind` (its extra-config key, e.g. "lm" or "gan");
+    clear errors for a missing, foreign or unfinished run."""
+    config_path = os.path.join(run_dir, CONFIG)
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{run_dir}: not a run directory (no {CONFIG}).")
+    saved = read_json(config_path)
+    if kind not in saved:
+        raise ValueError(f"{run_dir}: not a {kind.upper()} run.")
+    status = read_json(os.path.join(run_dir, STATUS))
+    if status["state"] != "finished":
+        raise ValueError(f"{run_dir}: training has not finished ({status['rounds_completed']}/{status['rounds']} "
+                         f"rounds); re-run {command} with the same arguments to resume.")
+    return saved
