@@ -15,6 +15,7 @@ rather than TFF internals, so this keeps working if TFF changes how it holds the
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import logging
 import os
@@ -26,6 +27,7 @@ import time
 logger = logging.getLogger(__name__)
 
 WORKER_BINARY_NAME = "worker_binary"
+WORKER_EXIT_TIMEOUT_S = 10.0
 _install_lock = threading.Lock()
 _installed = False
 
@@ -106,6 +108,29 @@ def _reap(pids: list[int], block: bool = False) -> None:
             pass  # Already reaped (e.g. by TFF's own Popen.wait).
 
 
+@contextlib.contextmanager
+def killing_workers_after(timeout_s: float):
+    """SIGKILLs this process's workers if the body has not finished after `timeout_s`.
+
+    TFF's ServiceManager.__del__ waits for its worker without a timeout after sending SIGINT; a worker
+    that ignores SIGINT (seen after long runs under load) would hang the exit forever.
+    """
+    parent = os.getpid()
+
+    def kill_workers():
+        for pid in worker_processes(parent):
+            logger.warning("TFF worker %d did not stop within %.0f s; killing it.", pid, timeout_s)
+            _signal(pid, signal.SIGKILL)
+
+    watchdog = threading.Timer(timeout_s, kill_workers)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
+
+
 def shutdown(restore_context: bool = False) -> list[int]:
     """Shuts TFF's execution context down and stops every worker_binary child of this process.
 
@@ -118,8 +143,9 @@ def shutdown(restore_context: bool = False) -> list[int]:
         # Pinned TFF 0.87 exposes this only internally; it installs a context that raises on use.
         from tensorflow_federated.python.core.impl.context_stack import set_default_context
 
-        set_default_context.set_no_default_context()
-        gc.collect()  # runs TFF's ServiceManager.__del__, which SIGINTs and waits for its worker
+        with killing_workers_after(WORKER_EXIT_TIMEOUT_S):
+            set_default_context.set_no_default_context()
+            gc.collect()  # runs TFF's ServiceManager.__del__, which SIGINTs and waits for its worker
     stopped = shutdown_workers()
     if tff is not None and restore_context:
         tff.backends.native.set_sync_local_cpp_execution_context()

@@ -103,3 +103,19 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(tmp_path):
 def test_demo_rejects_unknown_stages(tmp_path):
     result = run_cli("demo", "--out", str(tmp_path), "--stages", "data,gans")
     assert result.returncode == 2 and "--stages must be" in result.stderr
+
+
+def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(tmp_path):
+    """Test-size models: checks the wiring (primary CNN shared, four GAN runs, grids, summary)."""
+    out = tmp_path / "demo"
+    result = run_cli("demo", "--out", str(out), "--writers", "12", "--stages", "gan", "--preset", "test", timeout=900)
+    assert result.returncode == 0, result.stderr
+    gan = json.loads((out / "summary.json").read_text())["gan"]
+    assert set(gan) == {"with_bug", "after_fix"}
+    for phase in gan.values():
+        assert isinstance(phase["pixel_inversion_suspected"], bool) and "z" in phase["evidence"]
+        for run_dir in phase["run_dirs"].values():
+            assert os.path.getsize(os.path.join(run_dir, "samples.png")) > 500
+            population = json.loads(open(os.path.join(run_dir, "population.json")).read())
+            assert population["primary"] == str((out / "gan" / "primary_cnn.npz").resolve())
+    assert result.stdout.count("pixel inversion suspected:") == 2

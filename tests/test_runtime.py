@@ -72,3 +72,17 @@ def test_signals_stop_the_worker(sig, exit_codes):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_worker_that_ignores_sigint_is_killed_instead_of_hanging_the_exit():
+    # A stand-in worker: argv[0] is worker_binary and SIGINT is ignored (SIG_IGN survives exec).
+    fake = subprocess.Popen(["bash", "-c", "trap '' INT; exec -a worker_binary sleep 600"])
+    deadline = time.monotonic() + 10
+    while fake.pid not in runtime.worker_processes(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake.pid in runtime.worker_processes(os.getpid())
+    started = time.monotonic()
+    with runtime.killing_workers_after(1.0):
+        fake.send_signal(signal.SIGINT)  # what TFF's ServiceManager.__del__ does, then waits forever
+        fake.wait()
+    assert fake.returncode == -signal.SIGKILL and time.monotonic() - started < 8
