@@ -138,6 +138,32 @@ def test_a_tff_round_equals_the_pure_tf_round(clip):
         assert np.abs(unclipped[0]).max() > 3 * np.abs(expected[0]).max()
 
 
+def test_client_update_on_an_embedding_model_matches_keras_sgd():
+    """Embedding gradients are IndexedSlices: only the looked-up rows move, exactly as Keras SGD."""
+    def model_fn():
+        embedding = tf.keras.layers.Embedding(6, 3, embeddings_initializer=tf.keras.initializers.RandomUniform(seed=1))
+        return tf.keras.Sequential([embedding, tf.keras.layers.GlobalAveragePooling1D(),
+                                    tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))])
+
+    x = np.array([[1, 2], [2, 3], [1, 1], [0, 2]], np.int32)
+    y = np.array([[1.0], [0.0], [0.5], [2.0]], np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    model, reference = model_fn(), model_fn()
+    model.build((None, 2))
+    reference.build((None, 2))
+    initial = [tf.identity(v) for v in reference.trainable_variables]
+    loss = tf.keras.losses.MeanSquaredError()
+    out = tf.function(lambda ds: dp_fedavg.client_update(model, loss, ds, initial, 0.1))(dataset)
+    sgd = tf.keras.optimizers.SGD(0.1)
+    for bx, by in dataset:
+        with tf.GradientTape() as tape:
+            value = loss(by, reference(bx, training=True))
+        sgd.apply_gradients(zip(tape.gradient(value, reference.trainable_variables), reference.trainable_variables))
+    for u, w0, w in zip(out.update, initial, reference.trainable_variables):
+        np.testing.assert_allclose(u, w0 - w, rtol=1e-5, atol=1e-7)
+    assert np.all(out.update[0][4:] == 0)  # rows 4 and 5 are never looked up
+
+
 def test_nesterov_matches_keras():
     weights = [tf.constant([1.0, -2.0]), tf.constant([0.5])]
     grads = [[tf.constant([0.1, 0.3]), tf.constant([-0.2])], [tf.constant([-0.4, 0.1]), tf.constant([0.05])]]

@@ -56,12 +56,17 @@ def client_update(model: tf.keras.Model, loss_fn, dataset: tf.data.Dataset, init
     num_examples = tf.constant(0, tf.int64)
     loss_sum = tf.constant(0.0)
     batches = tf.constant(0.0)
-    for x, y in dataset:
+    # Over an iterator, not the dataset: under tf.function AutoGraph turns `for x in dataset` into a
+    # dataset reduction whose body is re-instantiated on every call.
+    for x, y in iter(dataset):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         for variable, grad in zip(model.trainable_variables, grads):
-            variable.assign_sub(learning_rate * grad)
+            if isinstance(grad, tf.IndexedSlices):  # embeddings: update only the rows looked up
+                variable.scatter_sub(tf.IndexedSlices(learning_rate * grad.values, grad.indices, grad.dense_shape))
+            else:
+                variable.assign_sub(learning_rate * grad)
         num_examples += tf.shape(y, out_type=tf.int64)[0]
         loss_sum += loss
         batches += 1.0

@@ -20,72 +20,17 @@ aggregator's own seeded state. Paper code: google-research/federated `gans/` (SG
 from __future__ import annotations
 
 import collections
-import dataclasses
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_gan as tfgan
 
-from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
+from fedgen_debug.training.gan_config import GANTrainingConfig, gan_training_config  # noqa: F401 (re-exported)
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
 
-GEN_OPTIMIZERS = ("sgd", "adam")
 _CLIENT_STREAM, _SERVER_STREAM = 0xC1, 0x5E
-
-
-@dataclasses.dataclass(frozen=True)
-class GANTrainingConfig:
-    """`training` holds the rounds, DP (qN, z, S), the client batch size B and learning rate η_D, the
-    server's D optimizer and the seed; the rest is the generator's side and the round structure."""
-
-    training: TrainingConfig
-    disc_steps: int = 6               # n: at most n client D steps (batches of B) per round
-    gen_steps: int = 6                # generator steps per G phase
-    gen_batch_size: int = 32
-    gen_learning_rate: float = 0.005
-    gen_optimizer: str = "sgd"
-    disc_rounds_per_gen_update: int = 1
-    gradient_penalty: float = 10.0
-
-    def __post_init__(self):
-        for name in ("disc_steps", "gen_steps", "gen_batch_size", "disc_rounds_per_gen_update"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
-        if not self.gen_learning_rate > 0 or np.isinf(self.gen_learning_rate):
-            raise ValueError(f"gen_learning_rate must be > 0. Found {self.gen_learning_rate}.")
-        if self.gen_optimizer not in GEN_OPTIMIZERS:
-            raise ValueError(f"gen_optimizer must be one of {GEN_OPTIMIZERS}. Found {self.gen_optimizer!r}.")
-        if not self.gradient_penalty >= 0:
-            raise ValueError(f"gradient_penalty must be >= 0. Found {self.gradient_penalty}.")
-        if self.training.client.epochs != 1:
-            raise ValueError(f"client epochs must be 1 (a client runs at most disc_steps batches). "
-                             f"Found {self.training.client.epochs}.")
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "GANTrainingConfig":
-        return cls(**{**data, "training": TrainingConfig.from_json(data["training"])})
-
-
-def gan_training_config(preset: str, seed: int = 0) -> GANTrainingConfig:
-    """"paper": Table 9 (n = 6, B = 32, η_G = 0.005, η_D = 0.0005, S = 0.1, z = 0.01, qN = 10, T = 1000).
-    "demo": the same with 200 rounds. "test": 3 rounds of 2 clients × 2 steps, for tests."""
-    table9 = dict(dp=DPConfig(clients_per_round=10, noise_multiplier=0.01, clip=0.1),
-                  client=ClientConfig(epochs=1, batch_size=32, learning_rate=0.0005),
-                  server=ServerConfig("sgd", 1.0), seed=seed)
-    presets = {"paper": lambda: GANTrainingConfig(TrainingConfig(rounds=1000, **table9)),
-               "demo": lambda: GANTrainingConfig(TrainingConfig(rounds=200, **table9)),
-               "test": lambda: GANTrainingConfig(
-                   TrainingConfig(rounds=3, **{**table9, "dp": DPConfig(2, 0.01, 0.1),
-                                               "client": ClientConfig(1, 8, 0.0005)}),
-                   disc_steps=2, gen_steps=2, gen_batch_size=8)}
-    if preset not in presets:
-        raise ValueError(f"preset must be one of {sorted(presets)}. Found {preset!r}.")
-    return presets[preset]()
 
 
 # ---- pure TF -------------------------------------------------------------------------------------
