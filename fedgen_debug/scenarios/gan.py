@@ -141,16 +141,8 @@ def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
     """The trained generator of a finished GAN run directory, and its GANRun."""
     run = GANRun(**rd.finished_run_config(run_dir, "gan", "train-gan")["gan"])
     generator = build_generator(gan_config(run.preset), run.seed)
-    weights = rd.load_arrays(os.path.join(run_dir, rd.MODEL_WEIGHTS))
-    generator.set_weights(_keras_order(generator, weights))
+    rd.load_model_weights(run_dir, generator)
     return generator, run
-
-
-def _keras_order(model: tf.keras.Model, weights: list) -> list:
-    """model_weights.npz holds trainable then non-trainable arrays; Keras' get_weights interleaves them."""
-    trainable = {id(v): i for i, v in enumerate(model.trainable_variables)}
-    non_trainable = {id(v): len(trainable) + i for i, v in enumerate(model.non_trainable_variables)}
-    return [weights[trainable.get(id(v), non_trainable.get(id(v)))] for v in model.weights]
 
 
 def generate(generator: tf.keras.Model, samples: int, seed: int) -> np.ndarray:

@@ -138,5 +138,5 @@ def load_lm(run_dir: str):
     vocab = lm_data.load_vocabulary(run_dir)
     model = model_spec(run, vocab.num_ids if run.kind == "word" else 258).keras_model_fn()
     model.build((None, run.max_length))
-    model.set_weights(rd.load_arrays(os.path.join(run_dir, rd.MODEL_WEIGHTS)))
+    rd.load_model_weights(run_dir, model)
     return model, vocab, run

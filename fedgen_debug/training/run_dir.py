@@ -62,6 +62,15 @@ def save_model_weights(run_dir: str, weights) -> None:
     save_arrays(os.path.join(run_dir, MODEL_WEIGHTS), list(weights.trainable) + list(weights.non_trainable))
 
 
+def load_model_weights(run_dir: str, model: tf.keras.Model) -> None:
+    """Assigns the weights `save_model_weights` wrote to a built Keras model of the same architecture."""
+    import tensorflow_federated as tff
+
+    arrays = load_arrays(os.path.join(run_dir, MODEL_WEIGHTS))
+    count = len(model.trainable_variables)
+    tff.learning.models.ModelWeights(arrays[:count], arrays[count:]).assign_weights_to(model)
+
+
 def save_checkpoint(run_dir: str, state, round_num: int, keep: int = 2) -> str:
     directory = os.path.join(run_dir, CHECKPOINTS)
     os.makedirs(directory, exist_ok=True)
