@@ -53,7 +53,8 @@ def main() -> None:
             primary_cnn.train_primary_cnn(data_spec.load_client_data(args.data), cnn.cnn_config("demo"), 0, 3, primary)
         else:
             train_public_primary(primary, "demo", 0)
-    rows = []
+    summary_path = os.path.join(args.out, "summary.json")
+    rows = []  # rows of earlier invocations on other (selection, fraction) pairs are kept below
     for selection in args.selections.split(","):
         for fraction in (float(f) for f in args.fractions.split(",")):
             dirs, seconds = [], 0.0
@@ -73,7 +74,12 @@ def main() -> None:
                                                ("dark_share", round(report[name]["dark_background"]["share"], 4)),
                                                ("fid", round(report[name]["quality"]["frechet_distance"], 1)))}})
             print(json.dumps(rows[-1]), flush=True)
-    write_json(os.path.join(args.out, "summary.json"), {"data": args.data, "primary": primary, "rows": rows})
+    done = {(row["selection"], row["inverted_fraction"]) for row in rows}
+    if os.path.exists(summary_path):
+        with open(summary_path, encoding="utf-8") as f:
+            rows = [row for row in json.load(f)["rows"] if (row["selection"], row["inverted_fraction"]) not in done] + rows
+    rows.sort(key=lambda row: (row["selection"], row["inverted_fraction"]))
+    write_json(summary_path, {"data": args.data, "primary": primary, "rows": rows})
 
 
 if __name__ == "__main__":
