@@ -32,14 +32,17 @@ from fedgen_debug.scenarios.gan import GANRun, train_gan, train_public_primary  
 from fedgen_debug.scenarios.gan_report import analyze_gan  # noqa: E402
 
 SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
-              "t2": ("by-example:misclassified", "by-example:correct")}
+              "t2": ("by-example:misclassified", "by-example:correct"),
+              # T4 & T2: the misclassified images of low-accuracy users vs the correct ones of high-accuracy
+              # users; concentrates a small inverted population (10% of devices) in the first GAN's data.
+              "t4t2": ("by-user-accuracy:low&by-example:misclassified", "by-user-accuracy:high&by-example:correct")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="synthetic-images:writers=100")
     parser.add_argument("--fractions", default="0.5,0")
-    parser.add_argument("--selections", default="t4", help="comma-separated: t4, t2")
+    parser.add_argument("--selections", default="t4", help="comma-separated: t4, t2, t4t2")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--samples", type=int, default=1000)
@@ -59,7 +62,7 @@ def main() -> None:
         for fraction in (float(f) for f in args.fractions.split(",")):
             dirs, seconds = [], 0.0
             for select in SELECTIONS[selection]:
-                run_dir = os.path.join(args.out, f"{select.replace(':', '-')}-{fraction:g}")
+                run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+')}-{fraction:g}")
                 started = time.perf_counter()
                 train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, primary=primary), run_dir)
                 seconds += time.perf_counter() - started

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import run_cli
 from fedgen_debug.privacy.ledger import PrivacyLedger
-from fedgen_debug.scenarios.gan import GANRun, generate, load_generator, train_gan
+from fedgen_debug.scenarios.gan import GANRun, generate, load_generator, train_gan, with_thresholds
+from fedgen_debug.selectors.registry import parse_selector
 from fedgen_debug.scenarios.gan_report import analyze_gan
 
 DATA = "synthetic-images:writers=12,seed=3"
@@ -40,6 +41,21 @@ def test_training_writes_a_resumable_run_with_population_sizes_and_privacy_recor
     assert not os.path.exists(os.path.join(high, "t4_threshold"))
     (total,) = PrivacyLedger(str(root)).totals(delta=1e-5)
     assert total.population == "synthetic-images:seed=3,writers=12" and sorted(total.runs) == ["high", "low", os.path.join("low", "t4_threshold")]
+
+
+def test_t4_thresholds_are_filled_inside_combined_selectors_only_where_missing():
+    asked = []
+
+    def estimate(part):
+        asked.append(part.direction)
+        return 0.25
+
+    combined = with_thresholds(parse_selector("by-user-accuracy:low&by-example:misclassified"), estimate)
+    assert combined.parts[0].threshold == 0.25 and combined.parts[1] == parse_selector("by-example:misclassified")
+    either = with_thresholds(parse_selector("by-user-accuracy:high,threshold=0.9|by-user-accuracy:low"), estimate)
+    assert [p.threshold for p in either.parts] == [0.9, 0.25] and type(either).__name__ == "AnyOf"
+    assert with_thresholds(parse_selector("by-example:correct"), estimate) == parse_selector("by-example:correct")
+    assert asked == ["low", "low"]
 
 
 def test_generator_reloads_and_sampling_is_seeded(runs):

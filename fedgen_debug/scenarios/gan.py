@@ -27,6 +27,7 @@ from fedgen_debug.models.gan import build_discriminator, build_generator, gan_co
 from fedgen_debug.scenarios import gan_data, primary_cnn
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
+from fedgen_debug.selectors.base import AllOf, Selector
 from fedgen_debug.selectors.criteria import ByUserMetric
 from fedgen_debug.selectors.quantile import QuantileConfig, dp_quantile
 from fedgen_debug.training import dp_fedavg_gan, loop
@@ -95,7 +96,11 @@ def _threshold(selector: ByUserMetric, clean_data, model, population: str, out_d
     """A DP quantile of user accuracy before the update; computed once per run directory."""
     path = os.path.join(out_dir, THRESHOLD_DIR)
     if os.path.exists(os.path.join(path, "threshold.json")):
-        return rd.read_json(os.path.join(path, "threshold.json"))["threshold"]
+        saved = rd.read_json(os.path.join(path, "threshold.json"))
+        if saved["target_quantile"] != T4_QUANTILES[selector.direction]:
+            raise ValueError(f"{out_dir} already has a T4 threshold for quantile {saved['target_quantile']}; "
+                             "give the thresholds explicitly (threshold=...) to combine low and high.")
+        return saved["threshold"]
     accuracies = gan_data.user_accuracies(clean_data, model)
     config = QuantileConfig(T4_QUANTILES[selector.direction], clients_per_round=min(100, len(accuracies)),
                             rounds=100, seed=seed)
@@ -107,6 +112,16 @@ def _threshold(selector: ByUserMetric, clean_data, model, population: str, out_d
     return estimate.value
 
 
+def with_thresholds(selector: Selector, estimate) -> Selector:
+    """`selector` with every threshold-less T4 part (also inside AllOf/AnyOf, e.g.
+    `by-user-accuracy:low&by-example:misclassified`) given the threshold `estimate(part)`."""
+    if isinstance(selector, ByUserMetric) and selector.threshold is None:
+        return selector.with_threshold(estimate(selector))
+    if isinstance(selector, AllOf):  # AnyOf is a subclass
+        return dataclasses.replace(selector, parts=tuple(with_thresholds(p, estimate) for p in selector.parts))
+    return selector
+
+
 def train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
     os.makedirs(out_dir, exist_ok=True)
     population_name = str(data_spec.parse_data_spec(run.data))
@@ -114,9 +129,8 @@ def train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
     # What the devices see after the app update: its (possibly buggy) preprocessing.
     app_data = PixelInversionBug(run.bug_fraction, seed=run.seed).apply(clean) if run.bug_fraction else clean
     model, primary_path = _primary(run, out_dir)
-    selector = registry.parse_selector(run.select)
-    if isinstance(selector, ByUserMetric) and selector.threshold is None:
-        selector = selector.with_threshold(_threshold(selector, clean, model, population_name, out_dir, run.seed))
+    selector = with_thresholds(registry.parse_selector(run.select),
+                               lambda part: _threshold(part, clean, model, population_name, out_dir, run.seed))
     selected = gan_data.select_gan_data(app_data, model, selector)
     if selected.population.size == 0:
         raise ValueError(f"{run.select}: no device selected any image; nothing to train the GAN on.")
