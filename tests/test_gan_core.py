@@ -2,6 +2,7 @@
 invariants (G never sees client data, clipped client updates, one TFF round = the pure-TF updates),
 exact resume through `training.loop`, and a tiny 1-D GAN that learns with and without DP."""
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -18,6 +19,7 @@ from fedgen_debug.training import loop
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
 from fedgen_debug.training.dp_query import dp_query
+from fedgen_debug.training.optimizers import server_optimizer
 from fedgen_debug.training.sampling import sample_clients
 
 TEST_GAN = gan.gan_config("test")
@@ -69,6 +71,8 @@ def test_paper_preset_is_table_9_and_configs_round_trip_json():
     assert (c.disc_steps, c.gen_steps, t.client.batch_size, c.gen_batch_size) == (6, 6, 32, 32)
     assert (c.gen_learning_rate, t.client.learning_rate, t.dp.clip, t.dp.noise_multiplier) == (0.005, 0.0005, 0.1, 0.01)
     assert (t.dp.clients_per_round, t.rounds, c.gradient_penalty, c.gen_optimizer) == (10, 1000, 10.0, "sgd")
+    server_state = server_optimizer(t.server).initialize([tf.TensorSpec([1])])  # the paper code: SGD(lr=1.0)
+    assert list(server_state) == ["learning_rate"] and float(server_state["learning_rate"]) == 1.0
     assert dpgan.GANTrainingConfig.from_json(c.to_json()) == c
     assert gan.GANConfig(**{**gan.gan_config("paper").__dict__, "gen_channels": [256, 64, 32]}) == gan.gan_config("paper")
 
@@ -180,6 +184,22 @@ def test_one_tff_round_equals_the_pure_tf_client_and_server_updates():
     np.testing.assert_allclose(train["disc_loss"], client.metrics["disc_loss"], rtol=1e-4)
     np.testing.assert_allclose(train["gen_loss"], gen_out.gen_loss, rtol=1e-4)
     assert train["disc_steps"] == 2 and train["gen_steps"] == 2
+
+
+def test_every_round_moves_the_discriminator_by_at_most_s_with_the_presets_server_step():
+    # Algorithm 1: θ_D ← θ_D + mean clipped Δ. A momentum server optimizer would carry
+    # round 1's step into round 2 and move θ_D by more than S (0.19 here with momentum 0.9).
+    preset = dpgan.gan_training_config("test", seed=3)
+    config = dataclasses.replace(preset, training=dataclasses.replace(
+        preset.training, dp=DPConfig(1, 0.0, 0.1), client=ClientConfig(1, 8, 0.05)))  # a step large enough to clip
+    process = dpgan.build_gan_process(gen_fn, disc_fn, config)
+    state = process.initialize()
+    real = tf.data.Dataset.from_tensor_slices(images(16, 2)).batch(8)
+    for _ in range(3):
+        before = state["server"]["discriminator"]
+        state = process.next(state, [real]).state
+        change = [a - b for a, b in zip(state["server"]["discriminator"], before)]
+        np.testing.assert_allclose(float(tf.linalg.global_norm(change)), 0.1, rtol=1e-4)  # the clip binds
 
 
 # ---- (c) a tiny 1-D GAN learns, with and without DP; exact resume through the loop ----------------
