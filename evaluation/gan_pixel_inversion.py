@@ -69,12 +69,15 @@ def main() -> None:
                 dirs.append(run_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
             rows.append({"selection": selection, "inverted_fraction": fraction, "train_seconds": round(seconds),
-                         "suspected": report["pixel_inversion_suspected"], "z": round(report["evidence"]["z"], 2),
+                         "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
+                         "z": round(report["evidence"]["z"], 2),
                          **{f"{name}_{key}": value for name in ("current", "compare")
                             for key, value in (("select", report[name]["select"]),
                                                ("users", report[name]["population"]["users"]),
                                                ("examples", report[name]["population"]["examples"]),
                                                ("dark_share", round(report[name]["dark_background"]["share"], 4)),
+                                               ("blank_share", round(report["evidence"]["blank"][
+                                                   "current" if name == "current" else "reference"]["share"], 4)),
                                                ("fid", round(report[name]["quality"]["frechet_distance"], 1)))}})
             print(json.dumps(rows[-1]), flush=True)
     done = {(row["selection"], row["inverted_fraction"]) for row in rows}

@@ -53,6 +53,45 @@ def test_verdict_against_a_reference_gan():
     assert ga.inversion_verdict(_samples(100, 0.08), _samples(100, 0.03))["pixel_inversion_suspected"] is False
 
 
+def test_blank_samples_make_the_verdict_inconclusive():
+    blank_white, blank_black = np.full((28, 28), 1.0, np.float32), np.full((28, 28), -1.0, np.float32)
+    faint = _character(1.0, 0.5)  # ink 0.75 vs background 1.0: contrast 0.25 < 0.5, no visible character
+    # The bar covers 16x4 = 64 of 784 pixels (8%): a character; 7 pixels (0.9%) are below the 1% line.
+    speck = blank_white.copy()
+    speck[10, 10:17] = -1.0
+    stats = ga.blank_samples(np.stack([WHITE, BLACK, blank_white, blank_black, faint, speck]))
+    assert stats == {"samples": 6, "blank": 4, "share": 4 / 6}
+    blanks = np.stack([blank_white] * 60 + [WHITE] * 40)[..., None]
+    # A collapsed reference GAN (60% blank): the z-test still runs, but the verdict is flagged.
+    verdict = ga.inversion_verdict(_samples(100, 0.5), blanks)
+    assert verdict["pixel_inversion_suspected"] is True and verdict["inconclusive"] is True
+    assert verdict["evidence"]["mostly_blank"] == ["reference"] and verdict["evidence"]["blank"]["reference"]["blank"] == 60
+    collapsed = ga.inversion_verdict(blanks)
+    assert collapsed["pixel_inversion_suspected"] is False and collapsed["evidence"]["mostly_blank"] == ["current"]
+    healthy = ga.inversion_verdict(_samples(100, 0.5), _samples(100, 0.0))
+    assert healthy["inconclusive"] is False and healthy["evidence"]["blank"]["current"]["blank"] == 0
+
+
+def test_the_report_warns_about_a_gan_drawing_blanks():
+    from fedgen_debug.cli.gan_cmd import format_report
+
+    def gan(name, images):
+        return {"run_dir": name, "select": "by-user-accuracy:low", "samples_png": f"{name}/samples.png",
+                "population": {"users": 3, "users_total": 9, "examples": 30},
+                "dark_background": ga.dark_background(images), "quality": {"frechet_distance": 1.0, "classifier_score": 2.0}}
+
+    blanks = np.full((20, 28, 28, 1), 1.0, np.float32)
+    lines = format_report({**ga.inversion_verdict(_samples(20, 0.5), blanks),
+                           "current": gan("low", _samples(20, 0.5)), "compare": gan("high", blanks)})
+    assert [line for line in lines if line.startswith("WARNING")] == [
+        "WARNING: the compare GAN draws blank images (100% of samples): it did not learn its data, so its "
+        "dark-background share is no evidence; train longer or with another seed"]
+    assert lines[-1].startswith("pixel inversion suspected: YES (INCONCLUSIVE) (")
+    healthy = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
+                             "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})
+    assert not any(line.startswith("WARNING") for line in healthy) and "INCONCLUSIVE" not in healthy[-1]
+
+
 def test_verdict_against_the_noise_floor():
     yes = ga.inversion_verdict(_samples(64, 0.5))
     assert yes["pixel_inversion_suspected"] is True and yes["evidence"]["reference"] is None

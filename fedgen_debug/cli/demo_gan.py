@@ -27,5 +27,6 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
         for line in format_report(report):
             print("         " + line)
         summary[phase] = {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
+                          "inconclusive": report["inconclusive"],
                           "evidence": report["evidence"]}
     return summary

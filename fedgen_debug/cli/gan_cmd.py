@@ -70,6 +70,11 @@ def format_report(report: dict) -> list[str]:
                      f"background {d['median_background']:.2f}; Fréchet distance {q['frechet_distance']:.1f}, "
                      f"classifier score {q['classifier_score']:.2f}; grid {r['samples_png']}")
     e = report["evidence"]
-    lines.append(f"pixel inversion suspected: {'YES' if report['pixel_inversion_suspected'] else 'no'} "
+    for name in e["mostly_blank"]:
+        gan = "compare" if name == "reference" else "current"
+        lines.append(f"WARNING: the {gan} GAN draws blank images ({e['blank'][name]['share']:.0%} of samples): it did "
+                     "not learn its data, so its dark-background share is no evidence; train longer or with another seed")
+    lines.append(f"pixel inversion suspected: {'YES' if report['pixel_inversion_suspected'] else 'no'}"
+                 f"{' (INCONCLUSIVE)' if report['inconclusive'] else ''} "
                  f"({e['test']}: z = {e['z']:.1f}, threshold {e['z_threshold']:g})")
     return lines

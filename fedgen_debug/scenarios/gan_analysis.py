@@ -11,6 +11,10 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
 - Verdict: one-sided two-proportion z-test (as `lm_analysis`) that the current GAN's dark share
   exceeds the reference GAN's (low- vs high-accuracy users, or before vs after a fix); without a
   reference, against a 5% noise floor (a GAN trained on clean data rarely draws dark backgrounds).
+- Blank samples: an image with ink (pixels further than 0.5 from its background) on under 1% of its
+  pixels shows no character. A GAN drawing mostly blanks has not learned its data (seen at the demo
+  preset: a collapse to uniform white), so its dark-background share is no evidence either way: the
+  verdict is then flagged `inconclusive`, whatever its z.
 - Sample quality: Fréchet distance in the primary CNN's Dense-128 feature space, and the
   classifier score exp(E[KL(p(y|x) || p(y))]) from the CNN's logits (TF-GAN's EMNIST metrics).
 """
@@ -28,6 +32,9 @@ from fedgen_debug.models import cnn
 DARK_NOISE_FLOOR = 0.05
 DARK_BELOW = 0.5
 FRAME = 3
+INK_CONTRAST = 0.5
+BLANK_INK_BELOW = 0.01
+INCONCLUSIVE_BLANK_SHARE = 0.5
 
 
 def to_unit(images) -> np.ndarray:
@@ -52,8 +59,20 @@ def dark_background(images) -> dict:
             "median_background": float(np.median(background))}
 
 
+def blank_samples(images) -> dict:
+    """How many images show no character: ink on under `BLANK_INK_BELOW` of their pixels."""
+    unit = to_unit(images)
+    if len(unit) == 0:
+        raise ValueError("no images to analyze.")
+    ink = np.mean(np.abs(unit - background_intensity(images)[:, None, None]) > INK_CONTRAST, axis=(1, 2))
+    blank = int(np.sum(ink < BLANK_INK_BELOW))
+    return {"samples": len(unit), "blank": blank, "share": blank / len(unit)}
+
+
 def inversion_verdict(current, reference=None) -> dict:
-    """Is a pixel-inversion bug suspected? `current`/`reference` are image arrays of two GANs."""
+    """Is a pixel-inversion bug suspected? `current`/`reference` are image arrays of two GANs.
+
+    `inconclusive` is set when either GAN draws mostly blank images (it did not learn its data)."""
     now = dark_background(current)
     if reference is None:
         base = None
@@ -63,9 +82,11 @@ def inversion_verdict(current, reference=None) -> dict:
         base = dark_background(reference)
         z = z_two_proportions(now["dark"], now["samples"], base["dark"], base["samples"])
         test = "dark-background share vs the reference GAN's"
-    return {"pixel_inversion_suspected": bool(z > Z_THRESHOLD),
+    blank = {"current": blank_samples(current), "reference": None if reference is None else blank_samples(reference)}
+    failed = [name for name, b in blank.items() if b is not None and b["share"] > INCONCLUSIVE_BLANK_SHARE]
+    return {"pixel_inversion_suspected": bool(z > Z_THRESHOLD), "inconclusive": bool(failed),
             "evidence": {"statistic": "dark_background_share", "test": test, "z": z, "z_threshold": Z_THRESHOLD,
-                         "current": now, "reference": base}}
+                         "current": now, "reference": base, "blank": blank, "mostly_blank": failed}}
 
 
 def sample_grid_png(images, path: str, rows: int = 8, cols: int = 8, scale: int = 2) -> None:
