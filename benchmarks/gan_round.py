@@ -59,7 +59,7 @@ def main() -> None:
         g, d = gen_fn(), disc_fn()
         client_fn = tf.function(lambda ds, dw, gw: dpgan.client_discriminator_update(
             d, g, ds, dw, gw, config.training.client.learning_rate, config.disc_steps, config.gradient_penalty))
-        gen_opt = tff.learning.optimizers.build_sgdm(config.gen_learning_rate)
+        gen_opt = dpgan.build_gen_optimizer(config)
         server_gen_fn = tf.function(lambda gw, dw, s, seed: dpgan.server_generator_update(
             g, d, gw, dw, gen_opt, s, seed, config.gen_steps, config.gen_batch_size))
         disc_opt = server_optimizer(config.training.server)

@@ -59,6 +59,7 @@ def test_models_follow_the_paper_architecture_and_are_seeded():
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), gen_learning_rate=-1),
      r"gen_learning_rate must be > 0. Found -1."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), gen_optimizer="rmsprop"), r"gen_optimizer must"),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), gen_beta_1=1.0), r"gen_beta_1 must be in \[0, 1\). Found 1.0."),
 ])
 def test_config_validation(build, message):
     with pytest.raises(ValueError, match=message):

@@ -158,9 +158,10 @@ def _specs(variables):
     return [tf.TensorSpec(v.shape, v.dtype) for v in variables]
 
 
-def _gen_optimizer(config: GANTrainingConfig) -> tff.learning.optimizers.Optimizer:
+def build_gen_optimizer(config: GANTrainingConfig) -> tff.learning.optimizers.Optimizer:
+    """The server's generator optimizer: plain SGD (paper) or Adam."""
     if config.gen_optimizer == "adam":
-        return tff.learning.optimizers.build_adam(config.gen_learning_rate)
+        return tff.learning.optimizers.build_adam(config.gen_learning_rate, beta_1=config.gen_beta_1)
     return tff.learning.optimizers.build_sgdm(config.gen_learning_rate)
 
 
@@ -205,7 +206,7 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig)
     if disc.non_trainable_variables:
         raise ValueError("the discriminator must have no non-trainable variables (e.g. BatchNorm): clients "
                          f"update, clip and average all of it. Found {len(disc.non_trainable_variables)}.")
-    gen_opt, disc_opt = _gen_optimizer(config), server_optimizer(config.training.server)
+    gen_opt, disc_opt = build_gen_optimizer(config), server_optimizer(config.training.server)
     gen_specs, disc_specs = _specs(gen.trainable_variables), _specs(disc.trainable_variables)
     data_spec = (tf.TensorSpec([None, *disc.input_shape[1:]], tf.float32), tf.TensorSpec([2], tf.int64))
     client_config, seed = config.training.client, config.training.seed
