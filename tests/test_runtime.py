@@ -54,9 +54,12 @@ _HOLD_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("sig, exit_codes", [(signal.SIGINT, {-signal.SIGINT}), (signal.SIGTERM, {128 + 15})])
 def test_signals_stop_the_worker(sig, exit_codes):
     before = _all_workers()
+    # A shell without job control starts background commands (`make test &`) with SIGINT ignored, and
+    # the child would inherit that and sleep through the signal: give it the default, as a terminal does.
     proc = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()
         assert line.startswith("READY"), line
