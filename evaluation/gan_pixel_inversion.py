@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0, help="GAN seed (bug placement, models, sampling): replicates")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -62,13 +63,16 @@ def main() -> None:
         for fraction in (float(f) for f in args.fractions.split(",")):
             dirs, seconds = [], 0.0
             for select in SELECTIONS[selection]:
-                run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+')}-{fraction:g}")
+                run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+')}-{fraction:g}"
+                                       + (f"-seed{args.seed}" if args.seed else ""))
                 started = time.perf_counter()
-                train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, primary=primary), run_dir)
+                train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary),
+                          run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
-            rows.append({"selection": selection, "inverted_fraction": fraction, "train_seconds": round(seconds),
+            rows.append({"selection": selection, "inverted_fraction": fraction, "seed": args.seed,
+                         "train_seconds": round(seconds),
                          "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
                          "z": round(report["evidence"]["z"], 2),
                          **{f"{name}_{key}": value for name in ("current", "compare")
@@ -80,11 +84,12 @@ def main() -> None:
                                                    "current" if name == "current" else "reference"]["share"], 4)),
                                                ("fid", round(report[name]["quality"]["frechet_distance"], 1)))}})
             print(json.dumps(rows[-1]), flush=True)
-    done = {(row["selection"], row["inverted_fraction"]) for row in rows}
+    row_key = lambda row: (row["selection"], row["inverted_fraction"], row.get("seed", 0))  # noqa: E731
+    done = {row_key(row) for row in rows}
     if os.path.exists(summary_path):
         with open(summary_path, encoding="utf-8") as f:
-            rows = [row for row in json.load(f)["rows"] if (row["selection"], row["inverted_fraction"]) not in done] + rows
-    rows.sort(key=lambda row: (row["selection"], row["inverted_fraction"]))
+            rows = [row for row in json.load(f)["rows"] if row_key(row) not in done] + rows
+    rows.sort(key=row_key)
     write_json(summary_path, {"data": args.data, "primary": primary, "rows": rows})
 
 
