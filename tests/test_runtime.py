@@ -39,8 +39,11 @@ def test_cli_through_a_pipe_finishes_and_leaves_no_worker():
     assert _all_workers() - before == set()
 
 
+# A shell without job control starts background commands (`make test &`) with SIGINT ignored; the
+# child would inherit that and sleep through the signal, so it installs Python's usual Ctrl-C handler.
 _HOLD_SCRIPT = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from fedgen_debug import runtime
     from fedgen_debug.cli.doctor_cmd import federated_mean_check
     runtime.install_shutdown_hooks()
@@ -54,12 +57,9 @@ _HOLD_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("sig, exit_codes", [(signal.SIGINT, {-signal.SIGINT}), (signal.SIGTERM, {128 + 15})])
 def test_signals_stop_the_worker(sig, exit_codes):
     before = _all_workers()
-    # A shell without job control starts background commands (`make test &`) with SIGINT ignored, and
-    # the child would inherit that and sleep through the signal: give it the default, as a terminal does.
     proc = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
         line = proc.stdout.readline()
         assert line.startswith("READY"), line
