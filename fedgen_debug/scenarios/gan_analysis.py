@@ -12,8 +12,8 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
   exceeds the reference GAN's (low- vs high-accuracy users, or before vs after a fix); without a
   reference, against a 5% noise floor (a GAN trained on clean data rarely draws dark backgrounds).
 - Blank samples: an image with ink (pixels further than 0.5 from its background) on under 1% of its
-  pixels shows no character. A GAN drawing mostly blanks has not learned its data (seen at the demo
-  preset: a collapse to uniform white), so its dark-background share is no evidence either way: the
+  pixels shows no character. A GAN drawing mostly blanks has not learned its data (seen with demo
+  presets: collapses to uniform white or black), so its dark share is no evidence either way: the
   verdict is then flagged `inconclusive`, whatever its z.
 - Sample quality: Fréchet distance in the primary CNN's Dense-128 feature space, and the
   classifier score exp(E[KL(p(y|x) || p(y))]) from the CNN's logits (TF-GAN's EMNIST metrics).

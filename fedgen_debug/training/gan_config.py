@@ -58,7 +58,7 @@ def gan_training_config(preset: str, seed: int = 0) -> GANTrainingConfig:
     GANs collapsed to blank white images within 200 rounds (the generator's steps grow with the
     critic's drifting output scale until its tanh saturates); with Adam at 1:1 the synthetic 50%
     low-accuracy GAN still collapsed to all-black (the generator outruns a critic that moves at most S
-    per round); at 2:1 it drew white-on-black characters (measured in the issue-6 note).
+    per round); at 2:1 it drew white-on-black characters (README, Scenario 2).
     "test": 3 rounds of 2 clients × 2 steps, for tests."""
     table9 = dict(dp=DPConfig(clients_per_round=10, noise_multiplier=0.01, clip=0.1),
                   client=ClientConfig(epochs=1, batch_size=32, learning_rate=0.0005),
