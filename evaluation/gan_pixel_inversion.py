@@ -30,6 +30,7 @@ from fedgen_debug.models import cnn  # noqa: E402
 from fedgen_debug.scenarios import primary_cnn  # noqa: E402
 from fedgen_debug.scenarios.gan import GANRun, train_gan, train_public_primary  # noqa: E402
 from fedgen_debug.scenarios.gan_report import analyze_gan  # noqa: E402
+from fedgen_debug.training.run_dir import read_json  # noqa: E402
 
 SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
               "t2": ("by-example:misclassified", "by-example:correct"),
@@ -58,7 +59,6 @@ def main() -> None:
         else:
             train_public_primary(primary, "demo", 0)
     summary_path = os.path.join(args.out, "summary.json")
-    rows = []  # rows of earlier invocations on other (selection, fraction) pairs are kept below
     for selection in args.selections.split(","):
         for fraction in (float(f) for f in args.fractions.split(",")):
             dirs, seconds = [], 0.0
@@ -71,26 +71,31 @@ def main() -> None:
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
-            rows.append({"selection": selection, "inverted_fraction": fraction, "seed": args.seed,
-                         "train_seconds": round(seconds),
-                         "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
-                         "z": round(report["evidence"]["z"], 2),
-                         **{f"{name}_{key}": value for name in ("current", "compare")
-                            for key, value in (("select", report[name]["select"]),
-                                               ("users", report[name]["population"]["users"]),
-                                               ("examples", report[name]["population"]["examples"]),
-                                               ("dark_share", round(report[name]["dark_background"]["share"], 4)),
-                                               ("blank_share", round(report["evidence"]["blank"][
-                                                   "current" if name == "current" else "reference"]["share"], 4)),
-                                               ("fid", round(report[name]["quality"]["frechet_distance"], 1)))}})
-            print(json.dumps(rows[-1]), flush=True)
-    row_key = lambda row: (row["selection"], row["inverted_fraction"], row.get("seed", 0))  # noqa: E731
-    done = {row_key(row) for row in rows}
-    if os.path.exists(summary_path):
-        with open(summary_path, encoding="utf-8") as f:
-            rows = [row for row in json.load(f)["rows"] if row_key(row) not in done] + rows
-    rows.sort(key=row_key)
-    write_json(summary_path, {"data": args.data, "primary": primary, "rows": rows})
+            row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed,
+                   "train_seconds": round(seconds),
+                   "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
+                   "z": round(report["evidence"]["z"], 2),
+                   **{f"{name}_{key}": value for name in ("current", "compare")
+                      for key, value in (("select", report[name]["select"]),
+                                         ("users", report[name]["population"]["users"]),
+                                         ("examples", report[name]["population"]["examples"]),
+                                         ("dark_share", round(report[name]["dark_background"]["share"], 4)),
+                                         ("blank_share", round(report["evidence"]["blank"][
+                                             "current" if name == "current" else "reference"]["share"], 4)),
+                                         ("fid", round(report[name]["quality"]["frechet_distance"], 1)))}}
+            print(json.dumps(row), flush=True)
+            save_rows(summary_path, {"data": args.data, "primary": primary}, row)
+
+
+def save_rows(summary_path: str, header: dict, row: dict) -> None:
+    """Adds `row` to summary.json at once (a later crash loses nothing), replacing an earlier row of
+    the same (selection, fraction, seed) and keeping the rest."""
+    def row_key(r):
+        return r["selection"], r["inverted_fraction"], r.get("seed", 0)
+
+    rows = read_json(summary_path)["rows"] if os.path.exists(summary_path) else []
+    rows = sorted([r for r in rows if row_key(r) != row_key(row)] + [row], key=row_key)
+    write_json(summary_path, {**header, "rows": rows})
 
 
 if __name__ == "__main__":
