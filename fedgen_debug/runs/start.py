@@ -1,0 +1,82 @@
+"""Starting or resuming a run: its configuration, its secret, and the ledger charge of its releases.
+
+    secret, resuming = open_run(run_dir, config_json)       # refuses another configuration
+    charge([vocabulary, aggregate, training], run_dir, secret=secret, config_json=config_json)
+    ... compute the releases, train ...
+
+`charge` spends every record at once in the ledger (all or nothing, `privacy.ledger.Ledger.spend`);
+only then does a new run exist on disk (its secret in `server/`, its config in `released/`), so a
+refused run leaves nothing behind. Each charge is added to the run's released `privacy.json`: every
+release of the run with its own (ε, δ) at δ = 0.01/N, and the population's total. A release or a total
+above `accounting.EPSILON_WARNING` is logged as a warning. A resumed run charges the same records
+again: the ledger finds them (nothing is charged twice) and re-validates them against its budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from fedgen_debug.privacy.accounting import format_epsilon
+from fedgen_debug.privacy.ledger import Ledger, PopulationTotal, PrivacyRecord
+from fedgen_debug.runs import secret as secret_lib
+from fedgen_debug.runs import store
+from fedgen_debug.runs.secret import RunSecret
+
+logger = logging.getLogger(__name__)
+
+
+def open_run(run_dir: str, config_json: dict) -> tuple[RunSecret, bool]:
+    """(secret, resuming): the saved secret of the run `run_dir` holds with this configuration; for a
+    new run, one the server provisioned in `server/` beforehand, or a fresh one (kept in memory until
+    the first charge)."""
+    saved = store.read_config(run_dir)
+    if saved is None:
+        return secret_lib.load(run_dir) or RunSecret.fresh(), False
+    if saved != config_json:
+        raise ValueError(f"{run_dir} already holds a run with a different configuration; "
+                         "choose another --out or delete it.")
+    secret = secret_lib.load(run_dir)
+    if secret is None:
+        raise ValueError(f"{run_dir}: the run secret (server/{store.SECRET}) is missing, so the run cannot resume "
+                         "with the same noise and samples; start a new run directory.")
+    return secret, True
+
+
+def charge(records, run_dir: str | None = None, *, secret: RunSecret | None = None, config_json: dict | None = None,
+           delta: float | None = None, ledger: Ledger | None = None) -> dict[str, PopulationTotal]:
+    """Charges `records` to the ledger (before anything is released), then records them in `run_dir`'s
+    privacy.json with their own ε at `delta` (default: the population budget's δ). A run that does not
+    exist yet is created by its first charge (needs `secret` and `config_json`)."""
+    records = [records] if isinstance(records, PrivacyRecord) else list(records)
+    totals = (ledger or Ledger()).spend(records)
+    for record in records:
+        total = totals[record.population]
+        alone = record.guarantee(delta or total.guarantee.delta)
+        if alone.above_warning or total.guarantee.above_warning:
+            logger.warning("%s: %s; population %s in all: %s", record.label, format_epsilon(alone), record.population,
+                           format_epsilon(total.guarantee))
+    if run_dir is None:
+        return totals
+    if not store.is_run(run_dir):
+        if secret is None or config_json is None:
+            raise ValueError(f"{run_dir}: a new run needs its secret and configuration at its first charge.")
+        secret_lib.save(run_dir, secret)
+        store.write_json(store.released(run_dir, store.CONFIG), config_json)
+    path = store.released(run_dir, store.PRIVACY)
+    summary = store.read_json(path) if os.path.exists(path) else {"releases": {}}
+    for record in records:
+        total = totals[record.population]
+        summary["population"], summary["population_size"] = record.population, total.population_size
+        summary["releases"][record.release_id] = {**record.to_json(),
+                                                  **record.guarantee(delta or total.guarantee.delta).as_dict()}
+        summary["population_total"] = {**total.guarantee.as_dict(), "releases": len(total.releases),
+                                       "budget": {"epsilon": total.budget.epsilon, "delta": total.budget.delta,
+                                                  "source": total.budget.source}}
+    store.write_json(path, summary)
+    return totals
+
+
+def run_privacy(run_dir: str) -> dict:
+    """The released privacy summary of a run (see the module docstring)."""
+    return store.read_json(store.released(run_dir, store.PRIVACY))

@@ -1,0 +1,236 @@
+"""The run store: the only code that writes or reads run files, and the release boundary.
+
+A run directory has two places. `released/` holds what a modeler, the app and every report may see:
+differentially private outputs and what is computed from them, plus public settings. `server/` holds
+what only the (trusted) server that trains keeps: the run secret, checkpoints (they carry the DP
+noise state), timing. Every released file is declared in `RELEASED_FILES` with the reason it may be
+released; `released()` refuses any other name, so a new output has to be argued for here first.
+
+    RUN_DIR/
+      released/   config.json status.json privacy.json metrics.csv eval.csv tensorboard/
+                  model_weights.npz vocab.json device_metrics.json population.json t4_threshold.json
+                  primary_cnn.npz/.json/.reference.npz analysis.json analysis.png top_oov_words.csv
+                  samples.png samples.npz
+      server/     secret.json checkpoints/round_NNNNNN.npz timing.csv selection.json
+
+TF-free (numpy only): the app imports it. Writes are atomic; CSV logs drop rows past a resumed round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import json
+import os
+
+import numpy as np
+
+from fedgen_debug.data import atomic
+
+RELEASED, SERVER = "released", "server"
+
+CONFIG = "config.json"
+STATUS = "status.json"
+PRIVACY = "privacy.json"
+METRICS = "metrics.csv"
+EVAL = "eval.csv"
+TENSORBOARD = "tensorboard"
+MODEL_WEIGHTS = "model_weights.npz"
+VOCAB = "vocab.json"
+DEVICE_METRICS = "device_metrics.json"
+POPULATION = "population.json"
+THRESHOLD = "t4_threshold.json"
+PRIMARY = "primary_cnn.npz"
+PRIMARY_INFO = "primary_cnn.json"
+PRIMARY_REFERENCE = "primary_cnn.reference.npz"
+ANALYSIS = "analysis.json"
+ANALYSIS_PNG = "analysis.png"
+TOP_OOV_WORDS = "top_oov_words.csv"
+SAMPLES_PNG = "samples.png"
+SAMPLES_NPZ = "samples.npz"
+
+SECRET = "secret.json"
+CHECKPOINTS = "checkpoints"
+TIMING = "timing.csv"
+SELECTION = "selection.json"
+
+SUMMARY = "summary.json"   # beside run directories: a demo's or an evaluation's collected results
+
+RELEASED_FILES = {
+    CONFIG: "public settings: data spec, model, DP parameters, --seed",
+    STATUS: "rounds completed of the public schedule",
+    PRIVACY: "the run's DP events and (ε, δ)",
+    METRICS: "per-round values the server computes from DP outputs only (no client metric, no timing)",
+    EVAL: "evaluate_fn on the released weights (public data only)",
+    TENSORBOARD: "the same scalars as metrics.csv and eval.csv",
+    MODEL_WEIGHTS: "the DP-FedAvg model",
+    VOCAB: "the vocabulary: from public text, or DP heavy hitters",
+    DEVICE_METRICS: "DP aggregates of device statistics",
+    POPULATION: "DP counts of the selected subpopulation",
+    THRESHOLD: "DP quantile thresholds for T4",
+    PRIMARY: "the primary model, trained on public data or given by the modeler",
+    PRIMARY_INFO: "its configuration and public held-out accuracy",
+    PRIMARY_REFERENCE: "its feature statistics on public held-out images",
+    ANALYSIS: "computed from generated samples and DP outputs",
+    ANALYSIS_PNG: "computed from generated samples",
+    TOP_OOV_WORDS: "computed from generated samples",
+    SAMPLES_PNG: "generated samples",
+    SAMPLES_NPZ: "generated samples",
+}
+SERVER_FILES = {
+    SECRET: "the run secret: DP noise and client sampling derive from it",
+    CHECKPOINTS: "full process state, including the DP noise seed",
+    TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
+    SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
+}
+
+
+def released(run_dir: str, name: str, *more: str) -> str:
+    """The path of a released file (or a file inside a released directory such as tensorboard/)."""
+    if name not in RELEASED_FILES:
+        raise ValueError(f"{name!r} is not a released run file; declare it in runs.store.RELEASED_FILES "
+                         "with the reason it may be released.")
+    return os.path.join(run_dir, RELEASED, name, *more)
+
+
+def server(run_dir: str, name: str, *more: str) -> str:
+    """The path of a server-side file: never shown to the modeler."""
+    if name not in SERVER_FILES:
+        raise ValueError(f"{name!r} is not a server-side run file (runs.store.SERVER_FILES).")
+    return os.path.join(run_dir, SERVER, name, *more)
+
+
+def write_json(path: str, data) -> None:
+    atomic.write_json(path, data, sort_keys=True)
+
+
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def save_arrays(path: str, arrays) -> None:
+    """A list of arrays as an .npz (arr_0, arr_1, ...), atomically."""
+    with atomic.atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, *[np.asarray(a) for a in arrays])
+
+
+def load_arrays(path: str) -> list[np.ndarray]:
+    with np.load(path) as f:
+        return [f[f"arr_{i}"] for i in range(len(f.files))]
+
+
+def write_private_json(path: str, data) -> None:
+    """JSON readable by the owner only (the run secret)."""
+    write_json(path, data)
+    os.chmod(path, 0o600)
+
+
+class CsvLog:
+    """Append-only CSV of per-round rows; on resume, rows after the restored round are dropped."""
+
+    def __init__(self, path: str, resume_round: int):
+        self.path = path
+        self.fieldnames = None
+        if os.path.exists(path):
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                self.fieldnames = reader.fieldnames
+                # A row cut short by a crash mid-write has missing fields: drop it with the later ones.
+                rows = [r for r in reader if None not in r.values() and len(r) == len(self.fieldnames)
+                        and int(r["round"]) <= resume_round]
+            with atomic.atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=self.fieldnames)
+                writer.writeheader()
+                writer.writerows(rows)
+
+    def append(self, row: dict) -> None:
+        new = self.fieldnames is None
+        if new:
+            self.fieldnames = list(row)
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with open(self.path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fieldnames, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_csv(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def flatten_metrics(metrics, prefix: str = "") -> dict:
+    """Nested metric dicts → {"a/b": float} for scalar numeric leaves."""
+    out = {}
+    for key, value in (metrics or {}).items():
+        name = f"{prefix}{key}"
+        if hasattr(value, "items"):
+            out.update(flatten_metrics(value, name + "/"))
+        else:
+            array = np.asarray(value)
+            if array.size == 1 and array.dtype.kind in "fiub":
+                out[name] = float(array)
+    return out
+
+
+_held_locks: set[str] = set()
+
+
+@contextlib.contextmanager
+def exclusive(run_dir: str):
+    """Holds a lock for `run_dir` while a process works on it: two processes starting or resuming the
+    same run would interleave rounds (or create two secrets). The lock file sits next to the run
+    directory (which may not exist yet). Re-entrant within a process: a scenario holds it across its
+    own releases and the training loop it calls."""
+    path = os.path.abspath(run_dir)
+    if path in _held_locks:
+        yield
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock"), "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{run_dir} is being trained by another process; wait for it or stop it.") from None
+        _held_locks.add(path)
+        try:
+            yield
+        finally:
+            _held_locks.discard(path)
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_config(run_dir: str) -> dict | None:
+    path = released(run_dir, CONFIG)
+    return read_json(path) if os.path.exists(path) else None
+
+
+def is_run(run_dir: str) -> bool:
+    return os.path.exists(released(run_dir, CONFIG))
+
+
+def run_dirs(root: str) -> list[str]:
+    """Every run directory below `root` (including `root` itself), sorted."""
+    return sorted(d for d, subdirs, _ in os.walk(root) if RELEASED in subdirs and is_run(d))
+
+
+def finished_run_config(run_dir: str, kind: str, command: str) -> dict:
+    """The released config of a finished run of `kind` (its extra-config key, e.g. "lm" or "gan");
+    clear errors for a missing, foreign or unfinished run."""
+    saved = read_config(run_dir)
+    if saved is None:
+        raise FileNotFoundError(f"{run_dir}: not a run directory (no {RELEASED}/{CONFIG}).")
+    if kind not in saved:
+        raise ValueError(f"{run_dir}: not a {kind.upper()} run.")
+    status = read_json(released(run_dir, STATUS))
+    if status["state"] != "finished":
+        raise ValueError(f"{run_dir}: training has not finished ({status['rounds_completed']}/{status['rounds']} "
+                         f"rounds); re-run {command} with the same arguments to resume.")
+    return saved
