@@ -1,22 +1,68 @@
-"""Accounting golden values (the paper's tables), parameter validation, realistic scenarios, ledger."""
+"""Accounting: golden ε for the correct conventions (against dp_accounting, built by hand) and for the
+papers' convention (their tables), parameter validation, realistic scenarios, the `privacy` CLI."""
 
+import dataclasses
 import json
 
+import dp_accounting
 import pytest
+from dp_accounting import rdp
 
 from conftest import run_cli
-from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events
-from fedgen_debug.privacy.ledger import (PrivacyBudgetExceeded, PrivacyLedger, PrivacyRecord,
-                                         event_from_json, event_to_json)
+from fedgen_debug.privacy.accounting import (DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events, format_epsilon,
+                                             sum_sensitivity)
 from fedgen_debug.privacy.realistic import realistic_scenario
 
 STACK_OVERFLOW_LM = DPFedAvgPrivacy(clients_per_round=5000, population=342_477, noise_multiplier=1.0, rounds=2000)
+PAPER = dict(accounting="paper")
 
+
+def _by_hand(event, delta, relation):
+    accountant = rdp.RdpAccountant([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512],
+                                   relation)
+    return accountant.compose(event).get_epsilon(delta)
+
+
+# ---- the correct conventions, against dp_accounting ----------------------------------------------
+
+def test_replace_one_fixed_size_rounds_have_sensitivity_2s():
+    """Fixed-size rounds: one user replaced moves the sum of updates clipped to S by up to 2S, so the
+    Gaussian's noise in sensitivity units is z/2."""
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(342_477, 5000, dp_accounting.GaussianDpEvent(0.5)), 2000)
+    expected = _by_hand(event, 2.92e-6, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    got = dp_fedavg_epsilon(STACK_OVERFLOW_LM, 2.92e-6)
+    assert got.epsilon == pytest.approx(expected, rel=1e-12)
+    assert got.epsilon == pytest.approx(57.3737, abs=5e-4) and got.accounting == "replace-one"
+    assert sum_sensitivity(0.2, "replace-one") == 0.4 and sum_sensitivity(0.2, "add-remove") == 0.2
+    # With the paper's conversion, the issue's measurement: 9.2 as the paper reports vs 58.8 correct.
+    assert dp_fedavg_epsilon(STACK_OVERFLOW_LM, 2.92e-6, "paper").epsilon == pytest.approx(58.76, abs=0.005)
+
+
+def test_poisson_sampling_is_add_remove_with_sensitivity_s():
+    params = DPFedAvgPrivacy(5000, 342_477, 1.0, 2000, "poisson")
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(5000 / 342_477, dp_accounting.GaussianDpEvent(1.0)), 2000)
+    expected = _by_hand(event, 2.92e-6, dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    got = dp_fedavg_epsilon(params, 2.92e-6)
+    assert params.accounting == "add-remove"
+    assert got.epsilon == pytest.approx(expected, rel=1e-12) and got.epsilon == pytest.approx(4.6169, abs=5e-4)
+
+
+@pytest.mark.parametrize("sampling, accounting", [("poisson", "replace-one"), ("poisson", "paper"),
+                                                  ("without-replacement", "add-remove")])
+def test_a_sampling_only_goes_with_its_accounting(sampling, accounting):
+    with pytest.raises(ValueError, match="sampling is accounted with"):
+        DPFedAvgPrivacy(10, 100, 1.0, 10, sampling, accounting)
+
+
+# ---- the papers' convention reproduces their tables ---------------------------------------------
 
 def test_paper_stack_overflow_epsilon_is_9_22():
-    guarantee = dp_fedavg_epsilon(STACK_OVERFLOW_LM, 2.92e-6, "paper")
-    assert round(guarantee.epsilon, 2) == 9.22
+    guarantee = dp_fedavg_epsilon(dataclasses.replace(STACK_OVERFLOW_LM, **PAPER), 2.92e-6)
+    assert guarantee.conversion == "paper"  # the paper's convention takes the paper's conversion
     assert guarantee.epsilon == pytest.approx(9.2223, abs=5e-4)
+    assert "paper convention" in format_epsilon(guarantee)
 
 
 # (qN, N, z, δ, ε) rows of augenstein2020 Table 3 and Table 13: T = 1000 rounds.
@@ -34,39 +80,42 @@ PAPER_GAN_ROWS = [
 
 @pytest.mark.parametrize("qn, n, z, delta, epsilon", PAPER_GAN_ROWS)
 def test_paper_gan_tables_reproduce(qn, n, z, delta, epsilon):
-    got = dp_fedavg_epsilon(DPFedAvgPrivacy(qn, n, z, 1000), delta, "paper").epsilon
+    got = dp_fedavg_epsilon(DPFedAvgPrivacy(qn, n, z, 1000, **PAPER), delta).epsilon
     assert got == pytest.approx(epsilon, rel=0.005)
 
 
-@pytest.mark.parametrize("params, delta, conversion, expected", [
-    (STACK_OVERFLOW_LM, 2.92e-6, "tight", 8.4725),
-    (DPFedAvgPrivacy(1000, 250_000, 1.0, 1000), 4e-8, "tight", 2.0190),
-    (DPFedAvgPrivacy(5000, 342_477, 1.0, 2000, "poisson"), 2.92e-6, "paper", 5.1950),
-    (DPFedAvgPrivacy(5000, 342_477, 1.0, 2000, "poisson"), 2.92e-6, "tight", 4.6169),
-])
-def test_pinned_epsilons(params, delta, conversion, expected):
-    assert dp_fedavg_epsilon(params, delta, conversion).epsilon == pytest.approx(expected, abs=5e-4)
+# ramaswamy2020 Table 5: qN = 20,000, T = 2000, σ = 3.2e-5 on the mean with S = 0.8 → z = 0.8, δ = N^-1.1.
+@pytest.mark.parametrize("n, epsilon", [(2_000_000, 9.86), (3_000_000, 6.73), (4_000_000, 5.36),
+                                        (5_000_000, 4.54), (10_000_000, 3.27)])
+def test_ramaswamy_table_5_reproduces_in_paper_mode_and_is_far_larger_correctly(n, epsilon):
+    params = DPFedAvgPrivacy(20_000, n, 3.2e-5 * 20_000 / 0.8, 2000, **PAPER)
+    assert dp_fedavg_epsilon(params, n ** -1.1).epsilon == pytest.approx(epsilon, abs=0.006)
+    correct = dp_fedavg_epsilon(dataclasses.replace(params, accounting="replace-one"), n ** -1.1)
+    assert correct.epsilon > 5 * epsilon
 
+
+# ---- validation and properties -------------------------------------------------------------------
 
 def test_tight_conversion_is_never_looser_and_epsilon_is_monotone():
     base = DPFedAvgPrivacy(100, 10_000, 1.0, 100)
     paper = dp_fedavg_epsilon(base, 1e-5, "paper").epsilon
     assert dp_fedavg_epsilon(base, 1e-5, "tight").epsilon <= paper
-    import dataclasses
-    assert dp_fedavg_epsilon(dataclasses.replace(base, rounds=200), 1e-5).epsilon > paper
+    assert dp_fedavg_epsilon(dataclasses.replace(base, rounds=200), 1e-5).epsilon > dp_fedavg_epsilon(base, 1e-5).epsilon
     assert dp_fedavg_epsilon(dataclasses.replace(base, noise_multiplier=2.0), 1e-5).epsilon < paper
-    assert dp_fedavg_epsilon(base, 1e-3).epsilon < paper
+    assert dp_fedavg_epsilon(base, 1e-3).epsilon < dp_fedavg_epsilon(base, 1e-5).epsilon
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(clients_per_round=11, population=10), r"qN\) must be <= population \(N\), i.e. q <= 1. Found qN=11, N=10"),
     (dict(noise_multiplier=-1.0), r"noise_multiplier \(z\) must be >= 0. Found -1.0"),
+    (dict(noise_multiplier=float("nan")), r"noise_multiplier \(z\) must be >= 0. Found nan"),
     (dict(rounds=0), r"rounds \(T\) must be >= 1. Found 0"),
     (dict(clients_per_round=0), r"clients_per_round \(qN\) must be >= 1. Found 0"),
     (dict(sampling="with-replacement"), r"sampling must be one of"),
+    (dict(accounting="sloppy"), r"accounting must be one of"),
 ])
 def test_bad_parameters_are_clear_errors(kwargs, message):
-    params = dict(clients_per_round=5, population=10, noise_multiplier=1.0, rounds=3, **{})
+    params = dict(clients_per_round=5, population=10, noise_multiplier=1.0, rounds=3)
     params.update(kwargs)
     with pytest.raises(ValueError, match=message):
         DPFedAvgPrivacy(**params)
@@ -74,17 +123,17 @@ def test_bad_parameters_are_clear_errors(kwargs, message):
 
 def test_zero_noise_is_not_private():
     assert dp_fedavg_epsilon(DPFedAvgPrivacy(5, 10, 0.0, 3), 1e-5).epsilon == float("inf")
-    assert dp_fedavg_epsilon(DPFedAvgPrivacy(5, 10, 0.0, 3), 1e-5, "tight").epsilon == float("inf")
+    assert dp_fedavg_epsilon(DPFedAvgPrivacy(5, 10, 0.0, 3), 1e-5, "paper").epsilon == float("inf")
 
 
-@pytest.mark.parametrize("delta", [0.0, 1.0, -0.1, 2.0])
+@pytest.mark.parametrize("delta", [0.0, 1.0, -0.1, 2.0, float("nan")])
 def test_delta_must_be_in_open_unit_interval(delta):
-    with pytest.raises(ValueError, match=rf"delta must be in \(0, 1\). Found {delta}"):
-        dp_fedavg_epsilon(DPFedAvgPrivacy(5, 10, 1.0, 3), delta)
+    with pytest.raises(ValueError, match=r"delta must be in \(0, 1\). Found"):
+        epsilon_of_events([DPFedAvgPrivacy(5, 10, 1.0, 3).dp_event()], delta)
 
 
 def test_realistic_scenario_reproduces_table_3():
-    simulation = DPFedAvgPrivacy(10, 425, 0.01, 1000)
+    simulation = DPFedAvgPrivacy(10, 425, 0.01, 1000, **PAPER)
     scaled = realistic_scenario(simulation, overall_populations=(3400, 2_000_000))
     assert scaled.scale == pytest.approx(100.0)
     assert (scaled.realistic.params.clients_per_round, scaled.realistic.params.population) == (1000, 250_000)
@@ -92,6 +141,10 @@ def test_realistic_scenario_reproduces_table_3():
     assert scaled.realistic.guarantee.epsilon == pytest.approx(2.38, abs=0.005)
     assert scaled.simulation.guarantee.delta == pytest.approx(1 / 425)
     assert scaled.simulation.guarantee.epsilon == pytest.approx(9.99e6, rel=0.005)
+    # The same realistic training, accounted correctly.
+    correct = realistic_scenario(dataclasses.replace(simulation, accounting="replace-one"),
+                                 overall_populations=(3400, 2_000_000))
+    assert correct.realistic.guarantee.epsilon == pytest.approx(17.39, abs=0.01)
 
 
 def test_realistic_scenario_scales_population_with_clients_by_default():
@@ -102,81 +155,42 @@ def test_realistic_scenario_scales_population_with_clients_by_default():
         realistic_scenario(DPFedAvgPrivacy(10, 3400, 0.0, 1000))
 
 
-# ---- ledger --------------------------------------------------------------------------------------
-
-def _record(pop="synthetic-images:writers=3400", qn=10, n=3400, z=1.0, t=100, label=""):
-    return PrivacyRecord(pop, n, "without-replacement", (DPFedAvgPrivacy(qn, n, z, t).dp_event(),), label)
-
-
-def test_events_round_trip_through_json():
-    event = STACK_OVERFLOW_LM.dp_event()
-    assert event_from_json(json.loads(json.dumps(event_to_json(event)))) == event
-
-
-def test_ledger_composes_runs_of_the_same_population(tmp_path):
-    a, b, other = _record(t=100, label="low"), _record(t=300, label="high"), _record(pop="synthetic-text", n=500)
-    a.write(str(tmp_path / "gan-low"))
-    b.write(str(tmp_path / "gan-high"))
-    other.write(str(tmp_path / "lm" / "char"))
-    totals = {t.population: t for t in PrivacyLedger(str(tmp_path)).totals(delta=1e-5)}
-    images = totals["synthetic-images:writers=3400"]
-    assert images.runs == ("gan-high", "gan-low")
-    expected = epsilon_of_events([a.events[0], b.events[0]], 1e-5).epsilon
-    assert images.guarantee.epsilon == pytest.approx(expected)
-    assert images.guarantee.epsilon > epsilon_of_events(list(b.events), 1e-5).epsilon
-    # The same composition as one run of T = 400 rounds.
-    assert images.guarantee.epsilon == pytest.approx(
-        dp_fedavg_epsilon(DPFedAvgPrivacy(10, 3400, 1.0, 400), 1e-5).epsilon, rel=1e-9)
-    assert totals["synthetic-text"].runs == ("lm/char",)
-    assert totals["synthetic-text"].guarantee.delta == 1e-5
-
-
-def test_ledger_budget_refuses_a_run_that_would_exceed_it(tmp_path):
-    _record(qn=300, n=1000, t=100).write(str(tmp_path / "first"))
-    one = PrivacyLedger(str(tmp_path)).totals(delta=1e-5)[0].guarantee.epsilon
-    (tmp_path / "privacy_budget.json").write_text(json.dumps({"*": {"epsilon": one * 1.2, "delta": 1e-5}}))
-    ledger = PrivacyLedger(str(tmp_path))
-    assert ledger.check_budget(_record(qn=300, n=1000, t=5)).guarantee.epsilon < one * 1.2
-    with pytest.raises(PrivacyBudgetExceeded, match=r"over the budget .*\(1 earlier run\(s\)\). Refusing to start"):
-        ledger.check_budget(_record(qn=300, n=1000, t=300))
-    assert ledger.totals()[0].guarantee.delta == 1e-5  # the budget's δ is the default
-
-
-def test_ledger_rejects_bad_budget_and_missing_dir(tmp_path):
-    (tmp_path / "privacy_budget.json").write_text('{"*": {"epsilon": -1, "delta": 1e-5}}')
-    with pytest.raises(ValueError, match="invalid privacy budget"):
-        PrivacyLedger(str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="not a directory of runs"):
-        PrivacyLedger(str(tmp_path / "nope"))
-
-
-def test_ledger_refuses_to_mix_neighbouring_relations(tmp_path):
-    _record().write(str(tmp_path / "a"))
-    poisson = DPFedAvgPrivacy(10, 3400, 1.0, 5, "poisson")
-    PrivacyRecord("synthetic-images:writers=3400", 3400, "poisson", (poisson.dp_event(),)).write(str(tmp_path / "b"))
-    with pytest.raises(ValueError, match="mixes samplings"):
-        PrivacyLedger(str(tmp_path)).totals()
-
-
 # ---- CLI -----------------------------------------------------------------------------------------
 
-def test_privacy_cli_json_and_realistic(tmp_path):
-    result = run_cli("privacy", "--clients-per-round", "5000", "--population", "342477", "--noise-multiplier",
-                     "1.0", "--rounds", "2000", "--delta", "2.92e-6", "--json")
+SO_ARGS = ("privacy", "--clients-per-round", "5000", "--population", "342477", "--noise-multiplier", "1.0",
+           "--rounds", "2000", "--delta", "2.92e-6")
+
+
+def test_privacy_cli_defaults_to_the_correct_accounting_and_labels_the_papers():
+    result = run_cli(*SO_ARGS[:-1], "2.9e-6", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert round(out["epsilon"], 2) == 9.22 and out["delta"] == 2.92e-6 and out["conversion"] == "paper"
+    assert out["accounting"] == "replace-one" and out["conversion"] == "tight"
+    assert out["epsilon"] == pytest.approx(57.3806, abs=5e-4) and out["above_warning"] is True
+    assert run_cli(*SO_ARGS).returncode == 2  # the paper's δ = 2.92e-6 ≥ 1/N: refused unless reproducing it
+
+    result = run_cli(*SO_ARGS, "--accounting", "paper")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ε = 9.222 at δ = 2.92e-06 (paper convention")
+    assert "replace-one sensitivity 2S of fixed-size rounds the same training has ε = 58.76" in result.stdout
+    assert "δ = 2.92e-06 ≥ 1/N, as the paper reports; no meaningful guarantee" in result.stdout
 
     result = run_cli("privacy", "--clients-per-round", "10", "--population", "425", "--noise-multiplier", "0.01",
-                     "--rounds", "1000", "--delta", "2.35e-3", "--realistic", "--overall-populations", "3400",
-                     "2000000")
+                     "--rounds", "1000", "--delta", "2.35e-3", "--accounting", "paper", "--realistic",
+                     "--overall-populations", "3400", "2000000")
     assert result.returncode == 0, result.stderr
     assert "realistic scenario (×100): ε = 2.38 at δ = 4e-08" in result.stdout
+    assert "WARNING: ε > 10" in result.stdout
 
-    _record(t=50).write(str(tmp_path / "run1"))
-    result = run_cli("privacy", "--ledger", str(tmp_path), "--json")
-    assert json.loads(result.stdout)["populations"][0]["runs"] == ["run1"]
 
-    result = run_cli("privacy", "--clients-per-round", "20", "--population", "10", "--noise-multiplier", "1",
-                     "--rounds", "5", "--delta", "1e-5")
-    assert result.returncode == 2 and "q <= 1" in result.stderr and "Traceback" not in result.stderr
+@pytest.mark.parametrize("args, message", [
+    (("--delta", "0.99"), "delta must be < 1/N = 1e-05 (N = 100000)"),
+    (("--delta", "2e-5"), "delta must be < 1/N"),
+    (("--clients-per-round", "200000"), "q <= 1"),
+])
+def test_privacy_cli_refuses_a_meaningless_delta_and_bad_parameters(args, message):
+    base = {"--clients-per-round": "100", "--population": "100000", "--noise-multiplier": "1", "--rounds": "5"}
+    base.update(dict(zip(args[::2], args[1::2])))
+    result = run_cli("privacy", *[x for kv in base.items() for x in kv])
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "ε =" not in result.stdout

@@ -1,15 +1,31 @@
-"""(ε, δ) of DP-FedAvg training through `dp_accounting` events (augenstein2020 App. A.1).
+"""(ε, δ) of DP-FedAvg training and DP aggregates through `dp_accounting` events (augenstein2020 App. A.1).
 
-Each round samples qN of N users and releases the Gaussian-noised average of their clipped updates:
-`SampledWithoutReplacementDpEvent(N, qN, GaussianDpEvent(z))` composed T times, accounted with
-replace-one neighbours (fixed-size rounds, the paper's Algorithm 2); `sampling="poisson"` accounts for
-`PoissonSampledDpEvent(q, ...)` with add/remove-one neighbours instead.
+Each round samples qN of N users and releases the Gaussian-noised sum of their updates clipped to S
+(noise std zS): `SampledWithoutReplacementDpEvent(N, qN, GaussianDpEvent(σ/Δ))` composed T times,
+where Δ is the L2 sensitivity of the sum under the neighbouring relation.
+
+Accounting conventions (`accounting`):
+- `"replace-one"` (default for fixed-size rounds): neighbouring datasets differ in one user's data
+  replaced. Fixed-size rounds need this relation (add/remove changes the round size), and there a sum
+  of updates clipped to S moves by up to Δ = 2S, so the Gaussian event has σ/Δ = z/2. dp_accounting's
+  `GaussianDpEvent` takes the noise in units of the sensitivity under either relation
+  (google/differential-privacy#378), so whoever builds the event must divide by the right Δ.
+- `"add-remove"` (Poisson sampling, `PoissonSampledDpEvent(q, ...)`): one user added or removed moves
+  the sum by Δ = S: σ/Δ = z.
+- `"paper"`: the convention of augenstein2020 / ramaswamy2020: fixed-size rounds with replace-one
+  neighbours but Δ = S. It under-reports ε (Stack Overflow LMs: 9.22 reported, 58.8 with 2S, both
+  with the paper's conversion); kept to reproduce the papers' tables, and always labelled.
 
 Two conversions from RDP to (ε, δ):
+- `"tight"` (default): dp_accounting's own conversion.
 - `"paper"`: Mironov 2017, Prop. 3, ε = min over orders α of RDP(α) + log(1/δ)/(α − 1), over the
-  paper's orders (1.1, 1.2, ..., 10.9, 12, 13, ..., 63, 128, 256, 512). Reproduces the paper, e.g. its
-  Stack Overflow LMs: qN=5000, N=342,477, z=1.0, T=2000, δ=2.92e-6 → ε = 9.22.
-- `"tight"`: dp_accounting's own (tighter) conversion over the same orders.
+  paper's orders (1.1, 1.2, ..., 10.9, 12, 13, ..., 63, 128, 256, 512). With the paper's convention it
+  reproduces the paper, e.g. its Stack Overflow LMs: qN=5000, N=342,477, z=1.0, T=2000, δ=2.92e-6 →
+  ε = 9.22.
+
+δ must stay below 1/N (a mechanism that publishes one random user's data outright is (0, 1/N)-DP);
+the default is 0.01/N, as the paper's tables. A release with ε above `EPSILON_WARNING` is marked
+wherever it is shown.
 """
 
 from __future__ import annotations
@@ -27,7 +43,47 @@ SAMPLINGS = (WITHOUT_REPLACEMENT, POISSON)
 PAPER = "paper"
 TIGHT = "tight"
 CONVERSIONS = (PAPER, TIGHT)
+REPLACE_ONE = "replace-one"
+ADD_REMOVE = "add-remove"
+PAPER_CONVENTION = "paper"
+ACCOUNTINGS = (REPLACE_ONE, ADD_REMOVE, PAPER_CONVENTION)
 RDP_ORDERS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512])
+EPSILON_WARNING = 10.0
+
+
+def default_accounting(sampling: str) -> str:
+    """The correct convention for a sampling scheme: replace-one for fixed-size rounds, add/remove for Poisson."""
+    return ADD_REMOVE if sampling == POISSON else REPLACE_ONE
+
+
+def check_accounting(sampling: str, accounting: str) -> None:
+    if accounting not in ACCOUNTINGS:
+        raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {accounting!r}.")
+    if (sampling == POISSON) != (accounting == ADD_REMOVE):
+        raise ValueError(f"{sampling} sampling is accounted with {default_accounting(sampling)!r} "
+                         f"(or 'paper' for fixed-size rounds). Found accounting {accounting!r}.")
+
+
+def sum_sensitivity(clip: float, accounting: str) -> float:
+    """L2 sensitivity of a sum of records in the L2 ball of radius `clip` (zero-centred)."""
+    if accounting not in ACCOUNTINGS:
+        raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {accounting!r}.")
+    return 2.0 * clip if accounting == REPLACE_ONE else clip
+
+
+def gaussian_event(stddev: float, l2_sensitivity: float) -> dp_accounting.DpEvent:
+    """The event of one Gaussian sum with noise std `stddev` and L2 sensitivity `l2_sensitivity`."""
+    if not l2_sensitivity > 0:
+        raise ValueError(f"l2_sensitivity must be > 0. Found {l2_sensitivity}.")
+    if stddev == 0:
+        return dp_accounting.NonPrivateDpEvent()  # no noise: ε = ∞
+    return dp_accounting.GaussianDpEvent(stddev / l2_sensitivity)
+
+
+def neighboring_relation(accounting: str) -> dp_accounting.NeighboringRelation:
+    if accounting == ADD_REMOVE:
+        return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    return dp_accounting.NeighboringRelation.REPLACE_ONE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +95,11 @@ class DPFedAvgPrivacy:
     noise_multiplier: float
     rounds: int
     sampling: str = WITHOUT_REPLACEMENT
+    accounting: str | None = None   # None: the correct one for `sampling` (default_accounting)
 
     def __post_init__(self):
+        if self.accounting is None:
+            object.__setattr__(self, "accounting", default_accounting(self.sampling))
         if self.population < 1:
             raise ValueError(f"population (N) must be >= 1. Found {self.population}.")
         if self.clients_per_round < 1:
@@ -56,15 +115,22 @@ class DPFedAvgPrivacy:
             raise ValueError(f"rounds (T) must be >= 1. Found {self.rounds}.")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS}. Found {self.sampling!r}.")
+        check_accounting(self.sampling, self.accounting)
 
     @property
     def sampling_probability(self) -> float:
         return self.clients_per_round / self.population
 
-    def dp_event(self) -> dp_accounting.DpEvent:
-        if self.noise_multiplier == 0:
-            return dp_accounting.NonPrivateDpEvent()  # no noise: ε = ∞
-        gaussian = dp_accounting.GaussianDpEvent(self.noise_multiplier)
+    def round_gaussian(self) -> dp_accounting.DpEvent:
+        """One round's Gaussian sum (noise zS on records clipped to S) under this accounting."""
+        return gaussian_event(self.noise_multiplier, sum_sensitivity(1.0, self.accounting))
+
+    def dp_event(self, round_gaussian: dp_accounting.DpEvent | None = None) -> dp_accounting.DpEvent:
+        """T rounds of sampling + a Gaussian sum. `round_gaussian`: the event the DP query itself
+        reports (what a training run records); by default the one these parameters imply."""
+        gaussian = round_gaussian or self.round_gaussian()
+        if isinstance(gaussian, dp_accounting.NonPrivateDpEvent):
+            return gaussian
         if self.sampling == POISSON:
             round_event = dp_accounting.PoissonSampledDpEvent(self.sampling_probability, gaussian)
         else:
@@ -74,15 +140,17 @@ class DPFedAvgPrivacy:
         return dp_accounting.SelfComposedDpEvent(round_event, self.rounds)
 
 
-def neighboring_relation(sampling: str) -> dp_accounting.NeighboringRelation:
-    if sampling == POISSON:
-        return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
-    return dp_accounting.NeighboringRelation.REPLACE_ONE
+def default_delta(population: int) -> float:
+    """δ = 0.01/N, as the paper's tables."""
+    return 0.01 / population
 
 
-def check_delta(delta: float) -> None:
-    if not 0.0 < delta < 1.0:
+def check_delta(delta: float, population: int | None = None) -> None:
+    if not 0.0 < delta < 1.0:  # also rejects nan
         raise ValueError(f"delta must be in (0, 1). Found {delta}.")
+    if population is not None and not delta < 1.0 / population:
+        raise ValueError(f"delta must be < 1/N = {1.0 / population:.3g} (N = {population}): a larger δ allows "
+                         f"publishing a random user's data. Found {delta}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,20 +158,24 @@ class PrivacyGuarantee:
     epsilon: float
     delta: float
     conversion: str
-    sampling: str
+    accounting: str
     optimal_order: float
 
+    @property
+    def above_warning(self) -> bool:
+        return not self.epsilon <= EPSILON_WARNING
+
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "above_warning": self.above_warning}
 
 
-def epsilon_of_events(events, delta: float, sampling: str = WITHOUT_REPLACEMENT,
-                      conversion: str = PAPER) -> PrivacyGuarantee:
-    """(ε, δ) of the composition of `events` (all accounted with `sampling`'s neighbouring relation)."""
+def epsilon_of_events(events, delta: float, accounting: str = REPLACE_ONE,
+                      conversion: str = TIGHT) -> PrivacyGuarantee:
+    """(ε, δ) of the composition of `events` (all accounted with `accounting`'s neighbouring relation)."""
     check_delta(delta)
     if conversion not in CONVERSIONS:
         raise ValueError(f"conversion must be one of {CONVERSIONS}. Found {conversion!r}.")
-    accountant = rdp.RdpAccountant(list(RDP_ORDERS), neighboring_relation(sampling))
+    accountant = rdp.RdpAccountant(list(RDP_ORDERS), neighboring_relation(accounting))
     for event in events:
         accountant.compose(event)
     if conversion == TIGHT:
@@ -115,9 +187,26 @@ def epsilon_of_events(events, delta: float, sampling: str = WITHOUT_REPLACEMENT,
         bounds = np.asarray(accountant._rdp) + np.log(1.0 / delta) / (orders - 1.0)  # noqa: SLF001
         best = int(np.nanargmin(bounds))
         eps, order = float(bounds[best]), float(orders[best])
-    return PrivacyGuarantee(float(eps), delta, conversion, sampling, float(order))
+    return PrivacyGuarantee(float(eps), delta, conversion, accounting, float(order))
 
 
-def dp_fedavg_epsilon(params: DPFedAvgPrivacy, delta: float, conversion: str = PAPER) -> PrivacyGuarantee:
-    """(ε, δ) of one DP-FedAvg run."""
-    return epsilon_of_events([params.dp_event()], delta, params.sampling, conversion)
+def default_conversion(accounting: str) -> str:
+    """The paper's conversion under the paper's convention (to reproduce its tables), else dp_accounting's."""
+    return PAPER if accounting == PAPER_CONVENTION else TIGHT
+
+
+def dp_fedavg_epsilon(params: DPFedAvgPrivacy, delta: float, conversion: str | None = None) -> PrivacyGuarantee:
+    """(ε, δ) of one DP-FedAvg run. Pure arithmetic: δ < 1/N is enforced where releases are checked
+    (the ledger, the CLI), so the paper's simulation rows at δ = 1/N still reproduce."""
+    return epsilon_of_events([params.dp_event()], delta, params.accounting,
+                             conversion or default_conversion(params.accounting))
+
+
+def format_epsilon(guarantee: PrivacyGuarantee) -> str:
+    """'ε = 4.2 at δ = 1e-05' with a loud mark above the warning threshold."""
+    text = f"ε = {guarantee.epsilon:.4g} at δ = {guarantee.delta:.3g}"
+    if guarantee.accounting == PAPER_CONVENTION:
+        text += " (paper convention: sensitivity S under replace-one, under-reports ε)"
+    if guarantee.above_warning:
+        text += f"  [WARNING: ε > {EPSILON_WARNING:g}, weak privacy]"
+    return text

@@ -1,35 +1,61 @@
-"""The privacy ledger: every DP release computed on a population, composed (augenstein2020 App. A.2).
+"""The privacy ledger: every DP release on a population, composed, and checked before it happens.
 
-The modeler trains several auxiliaries (and DP quantiles for selectors) on the same users; the total
-privacy loss is the composition of all of them. Each run directory holds a `privacy.json` record:
+Every auxiliary model, DP quantile, DP count and DP vocabulary computed on the same users spends
+those users' privacy (augenstein2020 App. A.2). The ledger is one append-only file in one place:
+`$FEDGEN_DEBUG_LEDGER/ledger.jsonl`, by default `~/.fedgen-debug/ledger/ledger.jsonl`. It belongs to
+the trusted server, like the run secret: whoever can point it elsewhere can also run code that
+accounts for nothing.
 
-    {"population": "<canonical data spec>", "population_size": N, "sampling": "without-replacement",
-     "events": [<dp_accounting DpEvent as JSON>, ...], "label": "..."}
+- `spend(records)` composes the records with every earlier one of their population, refuses them all
+  if a total would exceed its budget, and appends them, under a file lock. It is called before the
+  release (a run charges all its releases, training's T rounds included, before computing any). It
+  is idempotent by `release_id`: a resumed run finds its records (re-validated: same events, still
+  within the budget) and charges nothing twice; the same id with other events is refused.
+- Records are never removed: deleting a run directory refunds nothing.
+- Populations are canonical keys (`fedgen_debug.data.spec.population_key`): the same users under
+  another spelling, path or copy of the file are the same population.
+- Budgets are entries of the same file (`set_budget`); without one a population gets
+  `DEFAULT_BUDGET_EPSILON` at δ = 0.01/N. δ must be < 1/N.
+- Each line carries the SHA-256 of the line before it, so an edited or reordered ledger is detected.
 
-`PrivacyLedger(runs_dir)` reads every record below `runs_dir`, groups them by population and composes
-their events with one RDP accountant per population. An optional `runs_dir/privacy_budget.json`,
-`{"<population>" or "*": {"epsilon": E, "delta": D}}`, sets budgets: `check_budget` refuses a new run
-whose events would take a population past it.
+Line format: {"kind": "release", "record": {...}, "time": ..., "prev": ...} or
+{"kind": "budget", "population": key or "*", "epsilon": E, "delta": D or null, ...}.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import importlib
 import json
+import math
 import os
+import time
 
 import dp_accounting
 
-from fedgen_debug.data.atomic import write_json
-from fedgen_debug.privacy.accounting import PAPER, PrivacyGuarantee, epsilon_of_events
+from fedgen_debug.privacy.accounting import (ACCOUNTINGS, ADD_REMOVE, TIGHT, PrivacyGuarantee, check_delta,
+                                             default_delta, epsilon_of_events)
 
-RECORD_FILENAME = "privacy.json"
-BUDGET_FILENAME = "privacy_budget.json"
+LEDGER_ENV = "FEDGEN_DEBUG_LEDGER"
+DEFAULT_HOME = os.path.join("~", ".fedgen-debug", "ledger")
+LEDGER_FILE = "ledger.jsonl"
+DEFAULT_BUDGET_EPSILON = 10.0
+ALL_POPULATIONS = "*"
 
 
 class PrivacyBudgetExceeded(ValueError):
     pass
+
+
+class LedgerCorrupted(ValueError):
+    pass
+
+
+def ledger_home() -> str:
+    return os.path.abspath(os.path.expanduser(os.environ.get(LEDGER_ENV) or DEFAULT_HOME))
 
 
 def event_to_json(event: dp_accounting.DpEvent) -> dict:
@@ -46,10 +72,9 @@ def event_to_json(event: dp_accounting.DpEvent) -> dict:
 def event_from_json(data: dict) -> dp_accounting.DpEvent:
     def convert(value):
         if isinstance(value, dict) and "class_name" in value:
-            module = importlib.import_module(value["module_name"])
             if not value["module_name"].startswith("dp_accounting"):
                 raise ValueError(f"not a dp_accounting event: {value['module_name']}.{value['class_name']}")
-            cls = getattr(module, value["class_name"])
+            cls = getattr(importlib.import_module(value["module_name"]), value["class_name"])
             return cls(**{k: convert(v) for k, v in value.items() if k not in ("module_name", "class_name")})
         if isinstance(value, list):
             return [convert(v) for v in value]
@@ -60,107 +85,219 @@ def event_from_json(data: dict) -> dp_accounting.DpEvent:
 
 @dataclasses.dataclass(frozen=True)
 class PrivacyRecord:
+    """One DP release: its population, the events of the mechanism that released, and who released it.
+
+    `extra_delta` is δ the mechanism spends outside the RDP accountant (the threshold of DP heavy
+    hitters); the ledger subtracts it from the population's δ before converting RDP to ε."""
+
     population: str
     population_size: int
-    sampling: str
+    accounting: str
     events: tuple
-    label: str = ""
+    label: str
+    release_id: str
+    extra_delta: float = 0.0
+    source: str = ""
+
+    def __post_init__(self):
+        if self.accounting not in ACCOUNTINGS:
+            raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {self.accounting!r}.")
+        if self.population_size < 1:
+            raise ValueError(f"population_size must be >= 1. Found {self.population_size}.")
+        if not self.release_id:
+            raise ValueError("a privacy record needs a release_id.")
+        if not 0.0 <= self.extra_delta < 1.0:
+            raise ValueError(f"extra_delta must be in [0, 1). Found {self.extra_delta}.")
 
     def to_json(self) -> dict:
         return {"population": self.population, "population_size": self.population_size,
-                "sampling": self.sampling, "label": self.label,
+                "accounting": self.accounting, "label": self.label, "release_id": self.release_id,
+                "extra_delta": self.extra_delta, "source": self.source,
                 "events": [event_to_json(e) for e in self.events]}
 
     @classmethod
     def from_json(cls, data: dict) -> "PrivacyRecord":
-        return cls(data["population"], int(data["population_size"]), data["sampling"],
-                   tuple(event_from_json(e) for e in data["events"]), data.get("label", ""))
+        return cls(data["population"], int(data["population_size"]), data["accounting"],
+                   tuple(event_from_json(e) for e in data["events"]), data.get("label", ""),
+                   data["release_id"], float(data.get("extra_delta", 0.0)), data.get("source", ""))
 
-    def write(self, run_dir: str) -> None:
-        os.makedirs(run_dir, exist_ok=True)
-        write_json(os.path.join(run_dir, RECORD_FILENAME), self.to_json())
+    def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
+        """(ε, δ) of this release alone, at δ = 0.01/N by default."""
+        return composed_guarantee([self], delta if delta is not None else default_delta(self.population_size))
+
+
+def composed_guarantee(records, delta: float) -> PrivacyGuarantee:
+    """(ε, δ) of the composition of `records` (one population), extra δ included."""
+    relations = {r.accounting == ADD_REMOVE for r in records}
+    if len(relations) > 1:
+        raise ValueError(f"population {records[0].population!r} mixes add/remove and replace-one records; their "
+                         "neighbouring relations cannot be composed in one accountant.")
+    accounting = records[0].accounting if len({r.accounting for r in records}) == 1 else "replace-one+paper"
+    rdp_delta = delta - sum(r.extra_delta for r in records)
+    relation = ADD_REMOVE if relations.pop() else "replace-one"
+    if rdp_delta <= 0:
+        return PrivacyGuarantee(math.inf, delta, TIGHT, accounting, math.nan)
+    g = epsilon_of_events([e for r in records for e in r.events], rdp_delta, relation, TIGHT)
+    return PrivacyGuarantee(g.epsilon, delta, TIGHT, accounting, g.optimal_order)
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    epsilon: float
+    delta: float
+    source: str     # "default", or the budget entry's population key ("*" for all)
 
 
 @dataclasses.dataclass(frozen=True)
 class PopulationTotal:
     population: str
     population_size: int
-    runs: tuple[str, ...]
+    releases: tuple[PrivacyRecord, ...]
     guarantee: PrivacyGuarantee
-    budget: dict | None
+    budget: Budget
 
     def as_dict(self) -> dict:
         return {"population": self.population, "population_size": self.population_size,
-                "runs": list(self.runs), **self.guarantee.as_dict(), "budget": self.budget}
+                "releases": [{"label": r.label, "source": r.source, "release_id": r.release_id,
+                              "epsilon_alone": r.guarantee(self.guarantee.delta).epsilon} for r in self.releases],
+                **self.guarantee.as_dict(), "budget": dataclasses.asdict(self.budget)}
 
 
-class PrivacyLedger:
-    def __init__(self, runs_dir: str):
-        self.runs_dir = runs_dir
-        self.records: dict[str, PrivacyRecord] = {}
-        if not os.path.isdir(runs_dir):
-            raise FileNotFoundError(f"{runs_dir}: not a directory of runs.")
-        for root, _, files in sorted(os.walk(runs_dir)):
-            if RECORD_FILENAME in files:
-                path = os.path.join(root, RECORD_FILENAME)
+def _line_hash(line: str) -> str:
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()
+
+
+class Ledger:
+    def __init__(self, home: str | None = None):
+        self.home = os.path.abspath(home) if home else ledger_home()
+        self.path = os.path.join(self.home, LEDGER_FILE)
+
+    # ---- file ------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self):
+        os.makedirs(self.home, exist_ok=True)
+        with open(os.path.join(self.home, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def entries(self) -> list[dict]:
+        """Every entry, oldest first; raises LedgerCorrupted if the chain of hashes is broken."""
+        if not os.path.exists(self.path):
+            return []
+        entries, prev = [], ""
+        with open(self.path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line:
+                    continue
                 try:
-                    with open(path) as f:
-                        record = PrivacyRecord.from_json(json.load(f))
-                except (OSError, ValueError, KeyError, TypeError) as e:
-                    raise ValueError(f"{path}: unreadable privacy record ({e}).") from None
-                self.records[os.path.relpath(root, runs_dir)] = record
-        self.budgets = self._read_budgets()
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    raise LedgerCorrupted(f"{self.path}:{number}: not a JSON line; the ledger was edited "
+                                          "or cut short.") from None
+                if entry.get("prev") != prev:
+                    raise LedgerCorrupted(f"{self.path}:{number}: the chain of hashes is broken; lines were "
+                                          "edited, removed or reordered.")
+                prev = _line_hash(line)
+                entries.append(entry)
+        return entries
 
-    def _read_budgets(self) -> dict:
-        path = os.path.join(self.runs_dir, BUDGET_FILENAME)
-        if not os.path.exists(path):
-            return {}
-        try:
-            with open(path) as f:
-                budgets = json.load(f)
-            for name, b in budgets.items():
-                if not (b["epsilon"] > 0 and 0 < b["delta"] < 1):
-                    raise ValueError(f"budget of {name!r} needs epsilon > 0 and delta in (0, 1)")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: invalid privacy budget ({e}).") from None
-        return budgets
+    def _append(self, entry: dict) -> None:
+        entries = self.entries()
+        prev = ""
+        if entries:
+            with open(self.path, encoding="utf-8") as f:
+                last = [line.rstrip("\n") for line in f if line.strip()][-1]
+            prev = _line_hash(last)
+        line = json.dumps({**entry, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prev": prev},
+                          sort_keys=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
-    def budget_for(self, population: str) -> dict | None:
-        return self.budgets.get(population, self.budgets.get("*"))
+    # ---- reading ---------------------------------------------------------------------------------
+
+    def records(self, population: str | None = None) -> list[PrivacyRecord]:
+        records = [PrivacyRecord.from_json(e["record"]) for e in self.entries() if e["kind"] == "release"]
+        return [r for r in records if population is None or r.population == population]
 
     def populations(self) -> list[str]:
-        return sorted({r.population for r in self.records.values()})
+        return sorted({r.population for r in self.records()})
 
-    def _compose(self, population: str, extra: PrivacyRecord | None, delta: float | None,
-                 conversion: str) -> PopulationTotal:
-        runs = {name: r for name, r in self.records.items() if r.population == population}
-        if extra is not None:
-            runs["<new run>"] = extra
-        samplings = {r.sampling for r in runs.values()}
-        if len(samplings) != 1:
-            raise ValueError(f"population {population!r} mixes samplings {sorted(samplings)}; their "
-                             "neighbouring relations cannot be composed in one accountant.")
-        size = max(r.population_size for r in runs.values())
-        budget = self.budget_for(population)
-        if delta is None:
-            delta = budget["delta"] if budget else 1.0 / size
-        events = [e for r in runs.values() for e in r.events]
-        guarantee = epsilon_of_events(events, delta, samplings.pop(), conversion)
-        return PopulationTotal(population, size, tuple(sorted(runs)), guarantee, budget)
+    def budget(self, population: str, population_size: int) -> Budget:
+        """The latest budget set for `population`, else for all populations, else the default."""
+        latest = {}
+        for entry in self.entries():
+            if entry["kind"] == "budget":
+                latest[entry["population"]] = entry
+        chosen = latest.get(population, latest.get(ALL_POPULATIONS))
+        if chosen is None:
+            return Budget(DEFAULT_BUDGET_EPSILON, default_delta(population_size), "default")
+        delta = chosen["delta"] if chosen["delta"] is not None else default_delta(population_size)
+        return Budget(float(chosen["epsilon"]), float(delta), chosen["population"])
 
-    def totals(self, delta: float | None = None, conversion: str = PAPER) -> list[PopulationTotal]:
-        """Composed (ε, δ) per population; δ defaults to the budget's, else 1/N."""
-        return [self._compose(p, None, delta, conversion) for p in self.populations()]
+    def total(self, population: str, *extra: PrivacyRecord) -> PopulationTotal:
+        records = self.records(population) + list(extra)
+        if not records:
+            raise ValueError(f"the ledger has no release on population {population!r}.")
+        size = max(r.population_size for r in records)
+        budget = self.budget(population, size)
+        check_delta(budget.delta, size)
+        return PopulationTotal(population, size, tuple(records), composed_guarantee(records, budget.delta), budget)
 
-    def check_budget(self, record: PrivacyRecord, conversion: str = PAPER) -> PopulationTotal:
-        """Raises PrivacyBudgetExceeded if adding `record` takes its population past its budget."""
-        total = self._compose(record.population, record, None, conversion)
-        budget = total.budget
-        if budget is not None and total.guarantee.epsilon > budget["epsilon"]:
+    def totals(self) -> list[PopulationTotal]:
+        return [self.total(p) for p in self.populations()]
+
+    # ---- writing ---------------------------------------------------------------------------------
+
+    def spend(self, records) -> dict[str, PopulationTotal]:
+        """Charges `records` (one or several releases) to their populations, all or nothing, or raises
+        PrivacyBudgetExceeded. Call it before releasing. Returns each population's new total."""
+        records = [records] if isinstance(records, PrivacyRecord) else list(records)
+        with self._locked():
+            known = {r.release_id: r for r in self.records()}
+            new = []
+            for record in records:
+                earlier = known.get(record.release_id)
+                if earlier is None:
+                    new.append(record)
+                elif earlier.to_json()["events"] != record.to_json()["events"] or earlier.population != record.population:
+                    raise ValueError(f"release {record.release_id} ({record.label}) is in the ledger with other "
+                                     "events or another population; a resumed run must keep its configuration.")
+            totals = {}
+            for population in dict.fromkeys(r.population for r in records):
+                extra = [r for r in new if r.population == population]
+                total = self.total(population, *extra)
+                self._check_budget(total, extra[0] if extra else records[0], resumed=not extra)
+                totals[population] = total
+            for record in new:
+                self._append({"kind": "release", "record": record.to_json()})
+            return totals
+
+    @staticmethod
+    def _check_budget(total: PopulationTotal, record: PrivacyRecord, resumed: bool) -> None:
+        if not total.guarantee.epsilon <= total.budget.epsilon:
+            where = "the default budget" if total.budget.source == "default" else \
+                f"the budget set for {total.budget.source!r}"
+            action = "This release's record is in the ledger, but the budget no longer covers" if resumed else \
+                "Refusing"
             raise PrivacyBudgetExceeded(
-                f"population {record.population!r}: this run would bring the total to ε = "
-                f"{total.guarantee.epsilon:.4g} at δ = {budget['delta']:g}, over the budget ε = "
-                f"{budget['epsilon']:g} set in {os.path.join(self.runs_dir, BUDGET_FILENAME)} "
-                f"({len(total.runs) - 1} earlier run(s)). Refusing to start."
-            )
-        return total
+                f"population {total.population!r}: {record.label or record.release_id} would bring the total to "
+                f"ε = {total.guarantee.epsilon:.4g} at δ = {total.budget.delta:.3g}, over {where} "
+                f"(ε = {total.budget.epsilon:g}) over {len(total.releases)} release(s) in all. {action} it. Deleting runs refunds nothing; raise the budget with "
+                f"`fedgen-debug ledger budget` if the data owner agrees.")
+
+    def set_budget(self, population: str, epsilon: float, delta: float | None = None, reason: str = "") -> None:
+        """Sets the (ε, δ) budget of `population` ("*": every population without its own)."""
+        if not epsilon > 0:
+            raise ValueError(f"budget epsilon must be > 0. Found {epsilon}.")
+        if delta is not None:
+            check_delta(delta)
+        with self._locked():
+            self._append({"kind": "budget", "population": population, "epsilon": epsilon, "delta": delta,
+                          "reason": reason})

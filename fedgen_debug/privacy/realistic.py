@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from fedgen_debug.privacy.accounting import PAPER, DPFedAvgPrivacy, PrivacyGuarantee, dp_fedavg_epsilon
+from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, PrivacyGuarantee, dp_fedavg_epsilon
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,13 +40,15 @@ def _round_half_up(x: float) -> int:
 
 
 def realistic_scenario(simulation: DPFedAvgPrivacy, target_noise_multiplier: float = 1.0,
-                       conversion: str = PAPER, simulation_delta: float | None = None,
+                       conversion: str | None = None, simulation_delta: float | None = None,
                        realistic_delta: float | None = None,
                        overall_populations: tuple[int, int] | None = None) -> ScaledScenarios:
     """Scales (qN, N) so that z reaches the target at the same σ, and reports (ε, δ) for both.
 
     `overall_populations` = (simulated, realistic) overall population sizes, e.g. (3400, 2_000_000):
-    N then keeps its share of the overall population instead of scaling with qN.
+    N then keeps its share of the overall population instead of scaling with qN. The accounting
+    convention is the simulation's (the paper's tables: `accounting="paper"`); the conversion by
+    default follows it (`accounting.default_conversion`).
     """
     if simulation.noise_multiplier <= 0:
         raise ValueError("the simulation's noise_multiplier must be > 0 to be scaled. Found "

@@ -1,0 +1,127 @@
+"""DP quantiles over users (T4 thresholds): tf-privacy's `QuantileEstimatorQuery`, seeded and accounted.
+
+Each round, qN users sampled without replacement from the whole population report whether their value
+(e.g. accuracy) lies at or below the current estimate, as a record ±0.5; the noised mean moves the
+estimate towards the target quantile (Andrew et al. 2021, arithmetic update for values in [0, 1]).
+Two changes to tf-privacy's query, as in training: the noise and the sample come from the run secret
+(streams "quantile-noise" / "quantile-sampling", keyed per estimate), and the event divides the noise
+by the sum's real sensitivity: a record moving from −0.5 to +0.5 changes the sum by 1 under
+replace-one (tf-privacy reports 0.5, the add/remove sensitivity). A user without a value (no example
+the primary model classifies) reports 0, the midpoint, so taking part reveals nothing either.
+
+`quantile_record` is what `privacy.release.charge` needs before the estimate is computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_privacy as tfp
+
+from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, DPFedAvgPrivacy, sum_sensitivity
+from fedgen_debug.privacy.ledger import PrivacyRecord
+from fedgen_debug.progress import progress
+from fedgen_debug.runs.secret import RunSecret
+from fedgen_debug.training.dp_query import SeededGaussianSumQuery
+from fedgen_debug.training.sampling import sample_clients
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantileConfig:
+    target_quantile: float
+    clients_per_round: int = 100
+    rounds: int = 100
+    noise_multiplier: float = 1.0     # below_estimate_stddev / 0.5, as tf-privacy's
+    learning_rate: float = 0.03
+    initial_estimate: float = 0.5
+    accounting: str = REPLACE_ONE
+
+    def __post_init__(self):
+        if not 0.0 < self.target_quantile < 1.0:
+            raise ValueError(f"target_quantile must be in (0, 1). Found {self.target_quantile}.")
+        if self.clients_per_round < 1 or self.rounds < 1:
+            raise ValueError(f"clients_per_round and rounds must be >= 1. Found {self.clients_per_round}, "
+                             f"{self.rounds}.")
+        if not self.noise_multiplier > 0 or math.isinf(self.noise_multiplier):
+            raise ValueError(f"noise_multiplier must be > 0. Found {self.noise_multiplier}.")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0. Found {self.learning_rate}.")
+        if self.accounting not in ACCOUNTINGS or self.accounting == "add-remove":
+            raise ValueError(f"a fixed-size quantile is accounted with replace-one or paper. Found {self.accounting!r}.")
+
+    @property
+    def below_estimate_stddev(self) -> float:
+        return self.noise_multiplier * 0.5
+
+    @property
+    def stream_key(self) -> str:
+        return f"q={self.target_quantile:g}"
+
+
+class SeededQuantileEstimatorQuery(tfp.QuantileEstimatorQuery):
+    """tf-privacy's estimator with the seeded, correctly accounted below-estimate sum."""
+
+    def __init__(self, config: QuantileConfig, noise_seed):
+        self._noise_seed = noise_seed
+        self._sensitivity = sum_sensitivity(0.5, config.accounting)
+        super().__init__(config.initial_estimate, config.target_quantile, config.learning_rate,
+                         config.below_estimate_stddev, config.clients_per_round, geometric_update=False)
+
+    def _construct_below_estimate_query(self, below_estimate_stddev, expected_num_records):
+        return tfp.NormalizedQuery(SeededGaussianSumQuery(0.5, below_estimate_stddev, self._noise_seed, self._sensitivity),
+                                   denominator=expected_num_records)
+
+    @property
+    def round_event(self):
+        return self._below_estimate_query._numerator.round_event  # noqa: SLF001
+
+    def preprocess_record(self, params, record):
+        below = tf.cast(record <= params.current_estimate, tf.float32) - 0.5
+        below = tf.where(tf.math.is_nan(record), 0.0, below)
+        return self._below_estimate_query.preprocess_record(params.below_estimate_params, below)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantileEstimate:
+    value: float
+    trajectory: tuple[float, ...]
+
+
+def quantile_record(config: QuantileConfig, population: str, population_size: int, release_id: str,
+                    label: str, source: str = "") -> PrivacyRecord:
+    """T rounds of qN of N users and the query's Gaussian event."""
+    round_event = SeededQuantileEstimatorQuery(config, (0, 0)).round_event
+    params = DPFedAvgPrivacy(config.clients_per_round, population_size, config.noise_multiplier, config.rounds,
+                             accounting=config.accounting)
+    return PrivacyRecord(population, population_size, config.accounting, (params.dp_event(round_event),), label,
+                         release_id, source=source)
+
+
+def dp_quantile(client_ids, user_values: Mapping[str, float], config: QuantileConfig,
+                secret: RunSecret) -> QuantileEstimate:
+    """Estimates the `target_quantile` of per-user values over `client_ids` (users missing from
+    `user_values` take part with no value). Charge `quantile_record(...)` first."""
+    ids = sorted(client_ids)
+    if config.clients_per_round > len(ids):
+        raise ValueError(f"clients_per_round ({config.clients_per_round}) exceeds the population ({len(ids)}).")
+    unknown = set(user_values) - set(ids)
+    if unknown:
+        raise ValueError(f"{len(unknown)} user value(s) belong to clients outside the population.")
+    query = SeededQuantileEstimatorQuery(config, secret.tf_seed("quantile-noise", config.stream_key))
+    state = query.initial_global_state()
+    trajectory = []
+    for round_num in progress(range(config.rounds), desc="DP quantile", unit="round"):
+        sampled = sample_clients(ids, config.clients_per_round, secret.rng("quantile-sampling", config.stream_key,
+                                                                             round_num))
+        params = query.derive_sample_params(state)
+        sample_state = query.initial_sample_state()
+        for cid in sampled:
+            value = np.float32(user_values.get(cid, np.nan))
+            sample_state = query.accumulate_record(params, sample_state, tf.constant(value))
+        estimate, state, _ = query.get_noised_result(sample_state, state)
+        trajectory.append(float(estimate))
+    return QuantileEstimate(trajectory[-1], tuple(trajectory))

@@ -1,0 +1,83 @@
+"""DP aggregates of device statistics and DP heavy hitters: exact geometry and events, noise statistics,
+and what thresholding keeps out."""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from fedgen_debug.privacy import aggregates
+from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, heavy_hitters_record, user_top_words
+from fedgen_debug.runs.secret import RunSecret
+
+
+def test_bounded_sum_events_use_the_box_diameter_under_replace_one():
+    # d = 2 statistics in [0, 1] x [0, 512]: centred records of norm ≤ √2/2; two records differ by ≤ √2.
+    spec = aggregates.BoundedSum("s", (1.0, 512.0), noise_multiplier=4.0)
+    assert spec.clip == pytest.approx(math.sqrt(2) / 2) and spec.sensitivity == pytest.approx(math.sqrt(2))
+    assert spec.round_event() == dp_accounting.GaussianDpEvent(pytest.approx(2.0))  # σ/Δ = z·clip/(2·clip)
+    add_remove = aggregates.BoundedSum("s", (1.0, 512.0), 4.0, "add-remove")
+    assert add_remove.sensitivity == pytest.approx(math.sqrt(2)) and add_remove.round_event().noise_multiplier == 4.0
+    np.testing.assert_allclose(spec.stddev, [4.0 * math.sqrt(2) / 2, 4.0 * math.sqrt(2) / 2 * 512])
+    hist = aggregates.Histogram("h", 5, 2.0)
+    assert hist.round_event().noise_multiplier == pytest.approx(2.0 / math.sqrt(2))  # one-hots differ by √2
+
+
+def test_bounded_sum_is_unbiased_with_the_stated_noise_and_clamps_records():
+    spec = aggregates.BoundedSum("s", (1.0, 10.0), noise_multiplier=2.0)
+    records = np.array([[0.2, 3.0], [1.0, 10.0], [0.0, 25.0], [0.5, -4.0]])  # the last two clamp to 10 and 0
+    true = np.array([1.7, 23.0])
+    draws = np.stack([aggregates.bounded_sum(records, spec, (s, 1)).values for s in range(400)])
+    assert np.all(np.abs(draws.mean(axis=0) - true) <= 4 * spec.stddev / math.sqrt(400))
+    np.testing.assert_allclose(draws.std(axis=0), spec.stddev, rtol=0.12)
+    # Seeded: the same seed, the same release.
+    np.testing.assert_array_equal(aggregates.bounded_sum(records, spec, (3, 1)).values, draws[3])
+
+
+def test_histogram_counts_devices_per_bin():
+    spec = aggregates.Histogram("h", 4, noise_multiplier=0.5)
+    bins = [0, 1, 1, 3, 3, 3]
+    draws = np.stack([aggregates.histogram(bins, spec, (s, 2)).values for s in range(300)])
+    np.testing.assert_allclose(draws.mean(axis=0), [1, 2, 0, 3], atol=4 * 0.5 / math.sqrt(300))
+    with pytest.raises(ValueError, match=r"indices in \[0, 4\)"):
+        aggregates.histogram([4], spec, (0, 0))
+
+
+def test_compute_draws_its_noise_from_the_secret_by_name():
+    spec_a, spec_b = (aggregates.BoundedSum(n, (1.0,), 4.0) for n in ("a", "b"))
+    records = np.full((50, 1), 0.3)
+    secret = RunSecret(7)
+    a1, a2 = aggregates.compute(spec_a, records, secret), aggregates.compute(spec_a, records, RunSecret(7))
+    assert a1.values[0] == a2.values[0] != aggregates.compute(spec_b, records, secret).values[0]
+    assert aggregates.compute(spec_a, records, RunSecret(8)).values[0] != a1.values[0]
+    with pytest.raises(ValueError, match="noise_multiplier must be > 0"):
+        aggregates.BoundedSum("z", (1.0,), 0.0)
+
+
+def test_heavy_hitters_release_common_words_and_never_a_single_users():
+    rng = np.random.default_rng(0)
+    common = [f"common{i}" for i in range(8)]
+    users = {}
+    for u in range(400):
+        words = list(rng.choice(common, size=6, replace=False)) + [f"only-user-{u}-{j}" for j in range(10)]
+        users[f"u{u}"] = user_top_words(words + words[:6], 16)  # the common ones are the user's most frequent
+    config = HeavyHittersConfig(size=100, max_words_per_user=16, noise_multiplier=1.0, threshold_delta=1e-6)
+    released = dp_heavy_hitters(users, config, (1, 2))
+    assert set(released) == set(common)  # ~300 users each: far above τ·√k ≈ 26
+    # A word only one user holds passes with probability ≤ threshold_delta / (2k) each; over many seeds none does.
+    for seed in range(20):
+        assert not [w for w in dp_heavy_hitters(users, config, (seed, 3)) if w.startswith("only-user")]
+    record = heavy_hitters_record(config, "p", 400, "r")
+    assert record.extra_delta == 1e-6 and record.events == (dp_accounting.GaussianDpEvent(pytest.approx(1 / math.sqrt(2))),)
+    # τ: 2k·Φ̄((τ − 1/√k)/σ) = threshold_delta.
+    from statistics import NormalDist
+
+    assert 2 * 16 * (1 - NormalDist().cdf((config.threshold - 0.25) / 1.0)) == pytest.approx(1e-6, rel=1e-6)
+
+
+def test_user_top_words_are_the_most_frequent_distinct_words():
+    assert user_top_words(["b", "a", "b", "c", "a", "b"], 2) == ["b", "a"]
+    assert user_top_words(["z", "y"], 5) == ["y", "z"]
+    with pytest.raises(ValueError, match="at most 2 distinct words"):
+        dp_heavy_hitters({"u": ["a", "b", "c"]}, HeavyHittersConfig(10, 2), (0, 0))
