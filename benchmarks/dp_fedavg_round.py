@@ -57,7 +57,7 @@ def main() -> None:
         arrays = data.client_arrays(cid)
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices((arrays["pixels"], arrays["label"])), config)
 
-    rounds = [sample_clients(data.client_ids, args.clients_per_round, 0, r) for r in range(args.rounds + 1)]
+    rounds = [sample_clients(data.client_ids, args.clients_per_round, np.random.default_rng(r)) for r in range(args.rounds + 1)]
     examples = np.mean([sum(cd.num_examples(data, c) for c in r) for r in rounds])
 
     tff_seconds, tf_seconds = time_rounds(SPEC, config, rounds, client_ds)

@@ -23,6 +23,7 @@ from tensorflow_privacy.privacy.dp_query import test_utils  # noqa: E402
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import client_data as cd, synthetic_images  # noqa: E402
 from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config  # noqa: E402
+from fedgen_debug.runs.secret import RunSecret  # noqa: E402
 from fedgen_debug.scenarios.gan_data import to_gan_range  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
 from fedgen_debug.training.dp_query import dp_query  # noqa: E402
@@ -43,12 +44,12 @@ def main() -> None:
         gan = gan_config(preset)
         gen_fn, disc_fn = (lambda: build_generator(gan, 0)), (lambda: build_discriminator(gan, 0))
         qn, batch = config.training.dp.clients_per_round, config.training.client.batch_size
-        rounds = [sample_clients(sorted(images), qn, 0, r) for r in range(args.rounds + 1)]
+        rounds = [sample_clients(sorted(images), qn, np.random.default_rng(r)) for r in range(args.rounds + 1)]
 
         def real(cid):
             return tf.data.Dataset.from_tensor_slices(images[cid]).batch(batch)
 
-        process = dpgan.build_gan_process(gen_fn, disc_fn, config)
+        process = dpgan.build_gan_process(gen_fn, disc_fn, config, RunSecret(0))
         state = process.initialize()
         state = process.next(state, [real(c) for c in rounds[0]]).state  # warm-up
         start = time.perf_counter()
@@ -63,7 +64,7 @@ def main() -> None:
         server_gen_fn = tf.function(lambda gw, dw, s, seed: dpgan.server_generator_update(
             g, d, gw, dw, gen_opt, s, seed, config.gen_steps, config.gen_batch_size))
         disc_opt = server_optimizer(config.training.server)
-        query = dp_query(config.training.dp, seed=0)
+        query = dp_query(config.training.dp, (0, 0))
         disc_w = [tf.identity(v) for v in d.trainable_variables]
         gen_w = tff.learning.models.ModelWeights([tf.identity(v) for v in g.trainable_variables],
                                                  [tf.identity(v) for v in g.non_trainable_variables])

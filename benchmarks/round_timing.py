@@ -19,7 +19,7 @@ from fedgen_debug.training.optimizers import server_optimizer
 
 def time_rounds(spec: dp_fedavg.ModelSpec, config, rounds: list[list[str]], client_ds) -> tuple[float, float]:
     """(TFF seconds, plain-TF seconds) per round, timed over rounds[1:] after rounds[0] as warm-up."""
-    process = dp_fedavg.build_process(spec, config)
+    process = dp_fedavg.build_process(spec, config, (0, 0))
     state = process.initialize()
     state = process.next(state, [client_ds(c) for c in rounds[0]]).state
     start = time.perf_counter()
@@ -30,7 +30,7 @@ def time_rounds(spec: dp_fedavg.ModelSpec, config, rounds: list[list[str]], clie
     model = spec.keras_model_fn()
     loss = spec.loss_fn()
     update_fn = tf.function(lambda ds, w: dp_fedavg.client_update(model, loss, ds, w, config.client.learning_rate))
-    query = dp_query(config.dp, seed=0)
+    query = dp_query(config.dp, (0, 0))
     optimizer = server_optimizer(config.server)
     model.build(spec.input_spec[0].shape)
     weights = [tf.identity(v) for v in model.trainable_variables]

@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 
+import math
+import tempfile
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np
@@ -14,6 +17,14 @@ import pytest
 
 import fedgen_debug
 from fedgen_debug import runtime
+from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+
+# The suite never touches the real privacy ledger: one of its own (inherited by CLI subprocesses),
+# with an explicit unlimited budget so that tests may train with z = 0. Tests about budgets and
+# bypasses use a fresh ledger each (`fresh_ledger`).
+SUITE_LEDGER = tempfile.mkdtemp(prefix="fedgen-test-ledger-")
+os.environ[LEDGER_ENV] = SUITE_LEDGER
+Ledger(SUITE_LEDGER).set_budget("*", math.inf, reason="test suite")
 
 # The suite runs TFF computations in-process too: the same exit hooks as the CLI.
 runtime.install_shutdown_hooks()
@@ -73,6 +84,14 @@ def text_client_data():
     from fedgen_debug.data.client_data import ArrayClientData
 
     return ArrayClientData(hand_built_text())
+
+
+@pytest.fixture
+def fresh_ledger(tmp_path, monkeypatch) -> Ledger:
+    """An empty ledger (default budgets) for this test, also for the CLI subprocesses it starts."""
+    home = str(tmp_path / "ledger")
+    monkeypatch.setenv(LEDGER_ENV, home)
+    return Ledger(home)
 
 
 def pytest_sessionfinish(session, exitstatus):

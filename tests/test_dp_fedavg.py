@@ -1,5 +1,6 @@
-"""DP-FedAvg: the DP query (exact values, clipping, noise statistics), the TFF process against the
-pure-TF updates, fixed-size sampling, config validation, run directory and exact crash-resume."""
+"""DP-FedAvg: the DP query (exact values, clipping, noise statistics, its event), the TFF process
+against the pure-TF updates, secret fixed-size sampling, config validation, the run store and exact
+crash-resume."""
 
 import collections
 import csv
@@ -11,10 +12,11 @@ import pytest
 import tensorflow as tf
 from tensorflow_privacy.privacy.dp_query import test_utils
 
-from fedgen_debug.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from fedgen_debug.privacy.ledger import PrivacyBudgetExceeded
+from fedgen_debug.runs import store
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
-from fedgen_debug.training.dp_query import dp_query
+from fedgen_debug.training.dp_query import dp_query, round_event
 from fedgen_debug.training.optimizers import NesterovSGD
 from fedgen_debug.training.sampling import sample_clients
 
@@ -24,7 +26,7 @@ RECORDS = [tf.constant([1.0, 2.0]), tf.constant([0.5, -4.0]), tf.constant([3.0, 
 
 
 def test_no_clip_and_zero_noise_is_exactly_the_plain_mean():
-    result, _ = test_utils.run_query(dp_query(DPConfig(clients_per_round=3), seed=0), RECORDS)
+    result, _ = test_utils.run_query(dp_query(DPConfig(3, 0.0, None), (0, 0)), RECORDS)
     np.testing.assert_array_equal(result.numpy(), np.array([1.5, -0.5], np.float32))  # (1+0.5+3)/3, (2-4+0.5)/3
     plain_mean = np.mean(np.stack([r.numpy() for r in RECORDS]), axis=0)
     np.testing.assert_array_equal(result.numpy(), plain_mean)
@@ -33,14 +35,14 @@ def test_no_clip_and_zero_noise_is_exactly_the_plain_mean():
 def test_clipping_matches_the_closed_form():
     records = [tf.zeros(3), tf.constant([6.0, 8.0, 0.0]), tf.constant([0.3, 0.0, -0.4])]  # norms 0, 10, 0.5
     clip = 1.0
-    result, _ = test_utils.run_query(dp_query(DPConfig(clients_per_round=4, clip=clip), seed=0), records)
+    result, _ = test_utils.run_query(dp_query(DPConfig(4, 0.0, clip), (0, 0)), records)
     expected = (np.zeros(3) + np.array([6.0, 8.0, 0.0]) * clip / 10.0 + np.array([0.3, 0.0, -0.4])) / 4  # fixed qN=4
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-6)
 
 
 def test_noise_std_is_z_clip_over_qn_and_streams_are_seeded():
     config = DPConfig(clients_per_round=10, noise_multiplier=1.5, clip=0.2)
-    query = dp_query(config, seed=42)
+    query = dp_query(config, (42, 7))
     zero_records = [tf.zeros(500)] * 2
     draws, state = [], None
     for _ in range(4):  # 4 rounds x 500 coordinates = 2000 draws, the seed advancing each round
@@ -51,27 +53,47 @@ def test_noise_std_is_z_clip_over_qn_and_streams_are_seeded():
     assert abs(noise.std() - expected_std) / expected_std < 0.10
     assert abs(noise.mean()) < 4 * expected_std / np.sqrt(noise.size)
     assert not np.allclose(draws[0], draws[1])  # fresh noise every round
-    again, _ = test_utils.run_query(dp_query(config, seed=42), zero_records)
+    again, _ = test_utils.run_query(dp_query(config, (42, 7)), zero_records)
     np.testing.assert_array_equal(again.numpy(), draws[0])  # the same seed, the same stream
-    other, _ = test_utils.run_query(dp_query(config, seed=43), zero_records)
+    other, _ = test_utils.run_query(dp_query(config, (42, 8)), zero_records)
     assert not np.allclose(other.numpy(), draws[0])
     assert config.noise_stddev == pytest.approx(expected_std)
 
 
+def test_the_event_divides_the_noise_by_the_replace_one_sensitivity_2s():
+    # z = 1.5, S = 0.2: noise std 0.3 on the sum; replace-one moves the sum by 2S = 0.4 → σ/Δ = 0.75.
+    assert round_event(DPConfig(10, 1.5, 0.2)).noise_multiplier == pytest.approx(0.75)
+    assert round_event(DPConfig(10, 1.5, 0.2, "add-remove")).noise_multiplier == pytest.approx(1.5)
+    assert round_event(DPConfig(10, 1.5, 0.2, "paper")).noise_multiplier == pytest.approx(1.5)
+    assert type(round_event(DPConfig(10, 0.0, 0.2))).__name__ == "NonPrivateDpEvent"
+    _, _, event = dp_query(DPConfig(10, 1.5, 0.2), (1, 2))._numerator.get_noised_result(
+        tf.zeros(3), dp_query(DPConfig(10, 1.5, 0.2), (1, 2))._numerator.initial_global_state())
+    assert event == round_event(DPConfig(10, 1.5, 0.2))  # what the query reports is what is charged
+
+
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(clients_per_round=5, clip=-1.0), r"clip must be > 0. Found -1.0."),
-    (dict(clients_per_round=5, clip=0.0), r"clip must be > 0. Found 0.0."),
+    (dict(clients_per_round=5, noise_multiplier=0.0, clip=-1.0), r"clip must be > 0. Found -1.0."),
+    (dict(clients_per_round=5, noise_multiplier=0.0, clip=0.0), r"clip must be > 0. Found 0.0."),
     (dict(clients_per_round=5, clip=1.0, noise_multiplier=-0.5), r"noise_multiplier must be >= 0. Found -0.5."),
-    (dict(clients_per_round=0), r"clients_per_round must be >= 1. Found 0."),
-    (dict(clients_per_round=5, noise_multiplier=1.0), r"noise_multiplier > 0 needs a clip"),
+    (dict(clients_per_round=0, noise_multiplier=0.0, clip=None), r"clients_per_round must be >= 1. Found 0."),
+    (dict(clients_per_round=5, noise_multiplier=1.0, clip=None), r"noise_multiplier > 0 needs a clip"),
+    (dict(clients_per_round=5, noise_multiplier=1.0, clip=1.0, accounting="loose"), r"accounting must be one of"),
 ])
 def test_dp_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DPConfig(**kwargs)
 
 
+def test_dp_config_has_no_default_noise():
+    # No silent z = 0: the noise multiplier and the clip are always the caller's choice.
+    with pytest.raises(TypeError, match="noise_multiplier"):
+        DPConfig(clients_per_round=5)
+    with pytest.raises(ValueError, match="poisson sampling is accounted with 'add-remove'"):
+        TrainingConfig(rounds=1, dp=DPConfig(2, 1.0, 1.0), sampling="poisson")
+
+
 @pytest.mark.parametrize("build, message", [
-    (lambda: TrainingConfig(rounds=0, dp=DPConfig(2)), r"rounds must be >= 1. Found 0."),
+    (lambda: TrainingConfig(rounds=0, dp=DPConfig(2, 0.0, None)), r"rounds must be >= 1. Found 0."),
     (lambda: ClientConfig(batch_size=0), r"client batch_size must be >= 1. Found 0."),
     (lambda: ClientConfig(learning_rate=-1), r"client learning_rate must be > 0. Found -1."),
     (lambda: ServerConfig(optimizer="adam"), r"server optimizer must be one of"),
@@ -85,18 +107,22 @@ def test_training_config_validation(build, message):
 # ---- sampling ------------------------------------------------------------------------------------
 
 def test_every_round_has_exactly_qn_distinct_clients_and_is_reproducible():
+    from fedgen_debug.runs.secret import RunSecret
+
     ids = [f"c{i:03d}" for i in range(100)]
+    secret = RunSecret(12345)
     seen = collections.Counter()
     for round_num in range(200):
-        sampled = sample_clients(ids, 10, seed=7, round_num=round_num)
+        sampled = sample_clients(ids, 10, secret.rng("sampling", round_num))
         assert len(sampled) == 10 and len(set(sampled)) == 10 and set(sampled) <= set(ids)
-        assert sampled == sample_clients(list(reversed(ids)), 10, seed=7, round_num=round_num)
+        assert sampled == sample_clients(list(reversed(ids)), 10, secret.rng("sampling", round_num))
         seen.update(sampled)
     assert len(seen) == 100  # everyone takes part eventually
     assert max(seen.values()) < 45  # ~20 expected each; no client is favoured
-    assert sample_clients(ids, 10, 7, 0) != sample_clients(ids, 10, 7, 1)
+    assert sample_clients(ids, 10, secret.rng("sampling", 0)) != sample_clients(ids, 10, secret.rng("sampling", 1))
+    assert sample_clients(ids, 10, secret.rng("sampling", 0)) != sample_clients(ids, 10, RunSecret(12346).rng("sampling", 0))
     with pytest.raises(ValueError, match=r"clients_per_round must be in \[1, 100\]"):
-        sample_clients(ids, 101, 7, 0)
+        sample_clients(ids, 101, secret.rng("sampling", 0))
 
 
 # ---- the TFF process against the pure-TF updates -----------------------------------------------
@@ -124,9 +150,9 @@ def _one_round_reference(data, config, clip=None):
 @pytest.mark.parametrize("clip", [None, 0.05])
 def test_a_tff_round_equals_the_pure_tf_round(clip):
     data = _client_data()
-    config = TrainingConfig(rounds=1, dp=DPConfig(clients_per_round=3, clip=clip),
+    config = TrainingConfig(rounds=1, dp=DPConfig(3, 0.0, clip),
                             client=ClientConfig(epochs=2, batch_size=4, learning_rate=0.1))
-    process = dp_fedavg.build_process(SPEC, config)
+    process = dp_fedavg.build_process(SPEC, config, (5, 6))
     state = process.initialize()
     output = process.next(state, [dp_fedavg.client_dataset(ds, config) for ds in data.values()])
     got = process.get_model_weights(output.state).trainable
@@ -198,44 +224,71 @@ def test_crash_and_resume_gives_exactly_the_uninterrupted_weights(tmp_path):
 
     with pytest.raises(_Crash):
         _run(tmp_path / "crashed", config, after_round=crash_after_two)
-    assert json.load(open(tmp_path / "crashed" / "status.json"))["state"] == "running"
+    crashed = str(tmp_path / "crashed")
+    assert json.load(open(store.released(crashed, store.STATUS)))["state"] == "running"
     resumed = _run(tmp_path / "crashed", config)
     assert resumed.resumed_from == 2
-    for a, b in zip(straight.model_weights.trainable, resumed.model_weights.trainable):
+    # Exact: the resumed run drew the same (secret) samples and noise as it would have uninterrupted.
+    uninterrupted = _run(tmp_path / "again", config, secret=_secret(crashed))
+    for a, b in zip(uninterrupted.model_weights.trainable, resumed.model_weights.trainable):
         np.testing.assert_array_equal(a, b)
-    rows = list(csv.DictReader(open(tmp_path / "crashed" / "metrics.csv")))
-    assert [int(r["round"]) for r in rows] == [1, 2, 3, 4] and all(r["clients"] == "2" for r in rows)
-    evals = list(csv.DictReader(open(tmp_path / "crashed" / "eval.csv")))
+    rows = list(csv.DictReader(open(store.released(crashed, store.METRICS))))
+    assert [int(r["round"]) for r in rows] == [1, 2, 3, 4]
+    evals = list(csv.DictReader(open(store.released(crashed, store.EVAL))))
     assert [int(r["round"]) for r in evals] == [2, 4]
-    assert sorted(os.listdir(tmp_path / "crashed" / "checkpoints")) == ["round_000003.npz", "round_000004.npz"]
-    # The noise is real: the same run with z=0 ends elsewhere.
-    quiet = _run(tmp_path / "quiet", TrainingConfig(**{**config.__dict__, "dp": DPConfig(2, 0.0, 0.5)}))
-    assert not np.allclose(quiet.model_weights.trainable[0], straight.model_weights.trainable[0])
+    assert sorted(os.listdir(store.server(crashed, store.CHECKPOINTS))) == ["round_000003.npz", "round_000004.npz"]
+    # Two runs, two secrets: the same configuration ends elsewhere.
+    assert not np.allclose(straight.model_weights.trainable[0], resumed.model_weights.trainable[0])
+    # A secret belongs to one run: reusing it for another configuration is refused by the ledger.
+    with pytest.raises(ValueError, match="in the ledger with other events"):
+        _run(tmp_path / "quiet", TrainingConfig(**{**config.__dict__, "dp": DPConfig(2, 0.0, 0.5)}),
+             secret=_secret(crashed))
 
 
-def test_run_directory_records_privacy_and_refuses_conflicts(tmp_path):
+def _secret(run_dir):
+    from fedgen_debug.runs import secret
+
+    return secret.load(str(run_dir))
+
+
+def test_run_directory_records_privacy_and_refuses_conflicts(tmp_path, fresh_ledger):
     config = _train_config(rounds=2)
-    _run(tmp_path / "a", config)
-    saved = json.load(open(tmp_path / "a" / "config.json"))
-    assert saved["training"]["dp"] == {"clients_per_round": 2, "noise_multiplier": 1.0, "clip": 0.5}
-    assert json.load(open(tmp_path / "a" / "status.json")) == {"state": "finished", "rounds_completed": 2, "rounds": 2}
-    (total,) = PrivacyLedger(str(tmp_path)).totals(delta=1e-3)
-    assert total.population == "toy-population" and total.population_size == 5 and total.runs == ("a",)
+    fresh_ledger.set_budget("*", 1e6)
+    result = _run(tmp_path / "a", config)
+    a = str(tmp_path / "a")
+    saved = json.load(open(store.released(a, store.CONFIG)))
+    assert saved["training"]["dp"] == {"clients_per_round": 2, "noise_multiplier": 1.0, "clip": 0.5,
+                                       "accounting": "replace-one"}
+    assert json.load(open(store.released(a, store.STATUS))) == {"state": "finished", "rounds_completed": 2, "rounds": 2}
+    (total,) = fresh_ledger.totals()
+    assert total.population == "toy-population" and total.population_size == 5 and len(total.releases) == 1
+    assert total.guarantee.epsilon == pytest.approx(result.run_record.guarantee(total.guarantee.delta).epsilon)
+    privacy = json.load(open(store.released(a, store.PRIVACY)))
+    assert privacy["population_total"]["epsilon"] == pytest.approx(total.guarantee.epsilon)
     with pytest.raises(ValueError, match="already holds a run with a different configuration"):
         _run(tmp_path / "a", _train_config(rounds=3))
-    (tmp_path / "privacy_budget.json").write_text(json.dumps({"*": {"epsilon": total.guarantee.epsilon * 1.01,
-                                                                    "delta": 1e-3}}))
-    with pytest.raises(PrivacyBudgetExceeded, match="Refusing to start"):
+    fresh_ledger.set_budget("toy-population", total.guarantee.epsilon * 1.01)
+    with pytest.raises(PrivacyBudgetExceeded, match="Refusing it"):
         _run(tmp_path / "b", config)
-    assert not (tmp_path / "b").exists()
+    assert not (tmp_path / "b").exists()  # refused before anything was written
+    assert len(fresh_ledger.records()) == 1
 
 
 def test_a_run_directory_is_trained_by_one_process_at_a_time(tmp_path):
-    from fedgen_debug.training import run_dir as rd
+    import subprocess
+    import sys
 
-    with rd.exclusive(str(tmp_path / "a")):  # as another process resuming the same run would
+    # Another process holds the lock, as one resuming the same run would.
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from fedgen_debug.runs import store\n"
+                               f"with store.exclusive({str(tmp_path / 'a')!r}):\n print('HELD', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "HELD"
         with pytest.raises(ValueError, match="being trained by another process"):
             _run(tmp_path / "a", _train_config(rounds=1))
+    finally:
+        holder.kill()
+        holder.wait()
     assert not (tmp_path / "a").exists()
     _run(tmp_path / "a", _train_config(rounds=1))  # released
 
@@ -247,7 +300,6 @@ def test_sigkill_mid_training_then_resume_gives_the_uninterrupted_weights(tmp_pa
 
     from fedgen_debug import runtime
 
-    straight = _run(tmp_path / "straight", _train_config(rounds=6))
     before = set(runtime.worker_processes())
     script = os.path.join(os.path.dirname(__file__), "toy_training.py")
     proc = subprocess.Popen([sys.executable, script, str(tmp_path / "killed"), "6"], stdout=subprocess.PIPE,
@@ -264,11 +316,13 @@ def test_sigkill_mid_training_then_resume_gives_the_uninterrupted_weights(tmp_pa
         # A SIGKILLed parent cannot stop its TFF worker; this test cleans up after it.
         for pid in set(runtime.worker_processes()) - before:
             os.kill(pid, signal.SIGKILL)
-    status = json.load(open(tmp_path / "killed" / "status.json"))
+    killed = str(tmp_path / "killed")
+    status = json.load(open(store.released(killed, store.STATUS)))
     assert status["state"] == "running" and 3 <= status["rounds_completed"] < 6
     resumed = _run(tmp_path / "killed", _train_config(rounds=6))
     assert 3 <= resumed.resumed_from < 6
+    straight = _run(tmp_path / "straight", _train_config(rounds=6), secret=_secret(killed))
     for a, b in zip(straight.model_weights.trainable, resumed.model_weights.trainable):
         np.testing.assert_array_equal(a, b)
-    rows = list(csv.DictReader(open(tmp_path / "killed" / "metrics.csv")))
+    rows = list(csv.DictReader(open(store.released(killed, store.METRICS))))
     assert [int(r["round"]) for r in rows] == [1, 2, 3, 4, 5, 6]

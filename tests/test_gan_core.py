@@ -15,8 +15,10 @@ import tensorflow_gan as tfgan
 
 from fedgen_debug.models import gan
 from fedgen_debug.training import dp_fedavg_gan as dpgan
+from fedgen_debug.runs import secret as secret_lib
+from fedgen_debug.runs import store
+from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.training import loop
-from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
 from fedgen_debug.training.dp_query import dp_query
 from fedgen_debug.training.optimizers import server_optimizer
@@ -25,6 +27,9 @@ from fedgen_debug.training.sampling import sample_clients
 TEST_GAN = gan.gan_config("test")
 gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
 disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
+
+
+SECRET = RunSecret(2024)  # the run secret, given: these tests replay exact rounds
 
 
 def images(n, seed):
@@ -55,11 +60,11 @@ def test_models_follow_the_paper_architecture_and_are_seeded():
     (lambda: gan.GANConfig(noise_dim=0), r"noise_dim must be >= 1. Found 0."),
     (lambda: gan.GANConfig(gen_channels=(8, 8)), r"gen_channels must be 3 integers >= 1"),
     (lambda: gan.gan_config("huge"), r"preset must be one of"),
-    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), disc_steps=0), r"disc_steps must be >= 1. Found 0."),
-    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), gen_learning_rate=-1),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), disc_steps=0), r"disc_steps must be >= 1. Found 0."),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_learning_rate=-1),
      r"gen_learning_rate must be > 0. Found -1."),
-    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), gen_optimizer="rmsprop"), r"gen_optimizer must"),
-    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1)), gen_beta_1=1.0), r"gen_beta_1 must be in \[0, 1\). Found 1.0."),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_optimizer="rmsprop"), r"gen_optimizer must"),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_beta_1=1.0), r"gen_beta_1 must be in \[0, 1\). Found 1.0."),
 ])
 def test_config_validation(build, message):
     with pytest.raises(ValueError, match=message):
@@ -125,7 +130,7 @@ def test_generator_update_takes_no_client_data():
     results = []
     for client_seed in (10, 11):  # a client phase on different private data runs on the same models in between
         ds = tf.data.Dataset.zip((tf.data.Dataset.from_tensor_slices(images(16, client_seed)).batch(8),
-                                  tf.data.Dataset.from_tensor_slices(dpgan.client_step_seeds(0, 0, client_seed, 2))))
+                                  tf.data.Dataset.from_tensor_slices(dpgan.client_step_seeds(SECRET, 0, client_seed, 2))))
         dpgan.client_discriminator_update(d, g, ds, [w * 3 for w in disc_w], gen_w.trainable, 0.5, 2)
         results.append(dpgan.server_generator_update(g, d, gen_w, disc_w, opt, opt_state, seed, 2, 8))
     for a, b in zip(tf.nest.flatten(results[0]), tf.nest.flatten(results[1])):
@@ -137,7 +142,7 @@ def test_dp_query_clips_a_client_update_to_s():
     disc = disc_fn()
     record = [tf.random.stateless_normal(v.shape, seed=[i, 0]) for i, v in enumerate(disc.trainable_variables)]
     record = [r * 10.0 / tf.linalg.global_norm(record) for r in record]  # ||Δ_k|| = 10
-    query = dp_query(dpgan.gan_training_config("paper").training.dp, seed=0)  # S = 0.1
+    query = dp_query(dpgan.gan_training_config("paper").training.dp, (0, 0))  # S = 0.1
     clipped = query.preprocess_record(query.derive_sample_params(query.initial_global_state()), record)
     np.testing.assert_allclose(float(tf.linalg.global_norm(clipped)), 0.1, rtol=1e-5)
     np.testing.assert_allclose(clipped[0].numpy(), record[0].numpy() * 0.01, rtol=1e-5)  # same direction
@@ -148,7 +153,7 @@ def test_one_tff_round_equals_the_pure_tf_client_and_server_updates():
     config = dpgan.GANTrainingConfig(
         TrainingConfig(rounds=1, dp=DPConfig(1, 0.0, clip), client=ClientConfig(1, 8, 0.05), seed=5),
         disc_steps=2, gen_steps=2, gen_batch_size=8, gen_optimizer="adam")
-    process = dpgan.build_gan_process(gen_fn, disc_fn, config)
+    process = dpgan.build_gan_process(gen_fn, disc_fn, config, SECRET)
     assert not tff.types.contains(process.server_update.type_signature.parameter,
                                   lambda t: isinstance(t, (tff.SequenceType, tff.FederatedType)))
     state = process.initialize()
@@ -181,10 +186,28 @@ def test_one_tff_round_equals_the_pure_tf_client_and_server_updates():
     np.testing.assert_array_equal(new["gen_seed"], next_seed.numpy())
     assert new["round"] == 1
     assert not np.allclose(new["generator"]["non_trainable"][1], server["generator"]["non_trainable"][1])  # BN stats
-    train = out.metrics["client_work"]["train"]
-    np.testing.assert_allclose(train["disc_loss"], client.metrics["disc_loss"], rtol=1e-4)
-    np.testing.assert_allclose(train["gen_loss"], gen_out.gen_loss, rtol=1e-4)
-    assert train["disc_steps"] == 2 and train["gen_steps"] == 2
+    # Released per round: the server's own values only; the client's losses never left it.
+    assert set(out.metrics["server"]) == {"gen_loss", "gen_steps"} and "client_work" not in out.metrics
+    np.testing.assert_allclose(out.metrics["server"]["gen_loss"], gen_out.gen_loss, rtol=1e-4)
+    assert out.metrics["server"]["gen_steps"] == 2 and client.metrics["disc_steps"] == 2
+
+
+def test_a_device_that_does_not_qualify_sends_a_zero_update():
+    config = dpgan.GANTrainingConfig(
+        TrainingConfig(rounds=1, dp=DPConfig(2, 0.0, 0.1), client=ClientConfig(1, 8, 0.05), seed=5),
+        disc_steps=2, gen_steps=1, gen_batch_size=8)
+    process = dpgan.build_gan_process(gen_fn, disc_fn, config, SECRET)
+    state = process.initialize()
+    real = tf.data.Dataset.from_tensor_slices(images(16, 7)).batch(8)
+    empty = tf.data.Dataset.from_tensor_slices(np.zeros((0, 28, 28, 1), np.float32)).batch(8)
+    alone = process.next(state, [real, empty]).state["server"]["discriminator"]
+    both = process.next(state, [real, real]).state["server"]["discriminator"]
+    change = [a - b for a, b in zip(alone, state["server"]["discriminator"])]
+    change_both = [a - b for a, b in zip(both, state["server"]["discriminator"])]
+    # The fixed denominator qN = 2: one qualifying client's clipped update, halved.
+    np.testing.assert_allclose(float(tf.linalg.global_norm(change)), 0.1 / 2, rtol=1e-4)
+    # Two qualifying clients (different G noise, so slightly different directions): close to S.
+    assert 0.09 < float(tf.linalg.global_norm(change_both)) <= 0.1 + 1e-6
 
 
 def test_every_round_moves_the_discriminator_by_at_most_s_with_the_presets_server_step():
@@ -193,7 +216,7 @@ def test_every_round_moves_the_discriminator_by_at_most_s_with_the_presets_serve
     preset = dpgan.gan_training_config("test", seed=3)
     config = dataclasses.replace(preset, training=dataclasses.replace(
         preset.training, dp=DPConfig(1, 0.0, 0.1), client=ClientConfig(1, 8, 0.05)))  # a step large enough to clip
-    process = dpgan.build_gan_process(gen_fn, disc_fn, config)
+    process = dpgan.build_gan_process(gen_fn, disc_fn, config, SECRET)
     state = process.initialize()
     real = tf.data.Dataset.from_tensor_slices(images(16, 2)).batch(8)
     for _ in range(3):
@@ -241,11 +264,11 @@ def generated_mean(model_weights):
 
 def test_tiny_gan_learns_without_dp():
     config = tiny_config(0.0, None)
-    process = dpgan.build_gan_process(TINY_G, TINY_D, config)
+    process = dpgan.build_gan_process(TINY_G, TINY_D, config, SECRET)
     state = process.initialize()
     start = generated_mean(process.get_model_weights(state))
     for r in range(config.training.rounds):
-        sampled = sample_clients(list(CLIENTS), 4, config.training.seed, r)
+        sampled = sample_clients(list(CLIENTS), 4, SECRET.rng("sampling", r))
         state = process.next(state, [client_dataset(c) for c in sampled]).state
     end = generated_mean(process.get_model_weights(state))
     # G starts ~2.75 below the data; the mean of 2000 samples has std error ~0.02, so halving the
@@ -255,42 +278,46 @@ def test_tiny_gan_learns_without_dp():
 
 def test_tiny_gan_learns_with_dp_through_the_loop_and_resumes_exactly(tmp_path):
     config = tiny_config(1.0, 0.5, rounds=12, checkpoint_every=4)  # σ = zS/qN = 0.125 per coordinate
-    process = dpgan.build_gan_process(TINY_G, TINY_D, config)
-    start = generated_mean(process.get_model_weights(process.initialize()))
-    result = loop.train(process, list(CLIENTS), client_dataset, config.training, str(tmp_path / "runs" / "a"),
-                        "tiny-1d", extra_config={"gan": config.to_json()})
+
+    def build(secret):
+        return dpgan.build_gan_process(TINY_G, TINY_D, config, secret)
+
+    population = loop.Population("tiny-1d", tuple(CLIENTS))
+    start = generated_mean(build(SECRET).get_model_weights(build(SECRET).initialize()))
+    a = str(tmp_path / "runs" / "a")
+    result = loop.train(build, population, client_dataset, config.training, a, extra_config={"gan": config.to_json()})
     end = generated_mean(result.model_weights)
     assert abs(end - DATA_MEAN) < 0.5 * abs(start - DATA_MEAN), (start, end)
-    rows = open(tmp_path / "runs" / "a" / rd.METRICS).read().splitlines()
-    assert "train/disc_loss" in rows[0] and "train/gen_loss" in rows[0] and len(rows) == 13
+    rows = store.read_csv(store.released(a, store.METRICS))
+    assert set(rows[0]) == {"round", "gen_loss", "gen_steps"} and len(rows) == 12  # no client metric
 
     def crash(round_num):
         if round_num == 9:
             raise RuntimeError("simulated crash")
 
     b = str(tmp_path / "runs" / "b")
+    secret = secret_lib.load(a)  # test-only: b draws what a drew (same samples, same noise)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        loop.train(process, list(CLIENTS), client_dataset, config.training, b, "tiny-1d",
-                   extra_config={"gan": config.to_json()}, after_round=crash)
-    resumed = loop.train(process, list(CLIENTS), client_dataset, config.training, b, "tiny-1d",
-                         extra_config={"gan": config.to_json()})
+        loop.train(build, population, client_dataset, config.training, b, extra_config={"gan": config.to_json()},
+                   after_round=crash, secret=secret)
+    resumed = loop.train(build, population, client_dataset, config.training, b, extra_config={"gan": config.to_json()})
     assert resumed.resumed_from == 8
-    for x, y in zip(rd.load_arrays(os.path.join(b, rd.MODEL_WEIGHTS)),
-                    rd.load_arrays(str(tmp_path / "runs" / "a" / rd.MODEL_WEIGHTS))):
+    for x, y in zip(store.load_arrays(store.released(b, store.MODEL_WEIGHTS)),
+                    store.load_arrays(store.released(a, store.MODEL_WEIGHTS))):
         np.testing.assert_array_equal(x, y)  # same DP noise, same client noise, same G noise
 
 
 def test_cadence_runs_the_generator_phase_every_k_rounds():
     config = dpgan.GANTrainingConfig(tiny_config(0.0, None).training, disc_steps=2, gen_steps=2,
                                      disc_rounds_per_gen_update=2, gradient_penalty=1.0)
-    process = dpgan.build_gan_process(TINY_G, TINY_D, config)
+    process = dpgan.build_gan_process(TINY_G, TINY_D, config, SECRET)
     state = process.initialize()
     gens, steps = [state["server"]["generator"]["trainable"][0]], []
     for r in range(2):
-        out = process.next(state, [client_dataset(c) for c in sample_clients(list(CLIENTS), 4, 3, r)])
+        out = process.next(state, [client_dataset(c) for c in sample_clients(list(CLIENTS), 4, SECRET.rng("sampling", r))])
         state = out.state
         gens.append(state["server"]["generator"]["trainable"][0])
-        steps.append(out.metrics["client_work"]["train"]["gen_steps"])
+        steps.append(out.metrics["server"]["gen_steps"])
     assert steps == [0, 2]
     np.testing.assert_array_equal(gens[0], gens[1])  # round 1: D only
     assert not np.allclose(gens[1], gens[2])          # round 2: D, then the G phase

@@ -30,13 +30,13 @@ def train_config(rounds=4):
                           server=ServerConfig("nesterov", 1.0, 0.9), seed=3, checkpoint_every=1, eval_every=2)
 
 
-def run(run_dir, config, after_round=None):
-    data = client_data(n_clients=5)
-    process = dp_fedavg.build_process(SPEC, config)
-    return loop.train(process, list(data), lambda cid: dp_fedavg.client_dataset(data[cid], config), config,
-                      str(run_dir), "toy-population",
+def run(run_dir, config, after_round=None, data=None, secret=None):
+    data = data or client_data(n_clients=5)
+    return loop.train(lambda s: dp_fedavg.build_process(SPEC, config, s.tf_seed("dp-noise")),
+                      loop.Population("toy-population", tuple(data)),
+                      lambda cid: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir),
                       evaluate_fn=lambda w: {"kernel_norm": float(np.linalg.norm(w.trainable[0]))},
-                      after_round=after_round)
+                      after_round=after_round, secret=secret)
 
 
 if __name__ == "__main__":  # the subprocess of the SIGKILL test: slow rounds, announced on stdout

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from fedgen_debug.privacy.accounting import SAMPLINGS, WITHOUT_REPLACEMENT
+from fedgen_debug.privacy.accounting import (ACCOUNTINGS, REPLACE_ONE, SAMPLINGS, WITHOUT_REPLACEMENT,
+                                             check_accounting)
 
 SERVER_OPTIMIZERS = ("sgd", "momentum", "nesterov")
 
@@ -18,18 +19,24 @@ def _positive(name: str, value: float) -> None:
 @dataclasses.dataclass(frozen=True)
 class DPConfig:
     """User-level DP of the aggregate: clip each client update to L2 ≤ `clip`, average over the fixed
-    `clients_per_round` (qN) and add N(0, σ²), σ = z·clip/qN. `clip=None` and z=0 is plain FedAvg
-    through the same code path."""
+    `clients_per_round` (qN) and add N(0, σ²), σ = z·clip/qN. There is no default noise: z = 0 (with
+    or without `clip=None`, plain FedAvg through the same code path) must be asked for, and its ε is ∞.
+    `accounting` is the neighbouring relation the DP query reports its event under
+    (`fedgen_debug.privacy.accounting`): replace-one (sensitivity 2S, the default), add-remove (Poisson
+    sampling) or the papers' convention."""
 
     clients_per_round: int
-    noise_multiplier: float = 0.0
-    clip: float | None = None
+    noise_multiplier: float
+    clip: float | None
+    accounting: str = REPLACE_ONE
 
     def __post_init__(self):
         if self.clients_per_round < 1:
             raise ValueError(f"clients_per_round must be >= 1. Found {self.clients_per_round}.")
         if not self.noise_multiplier >= 0 or math.isinf(self.noise_multiplier):
             raise ValueError(f"noise_multiplier must be >= 0. Found {self.noise_multiplier}.")
+        if self.accounting not in ACCOUNTINGS:
+            raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {self.accounting!r}.")
         if self.clip is not None:
             _positive("clip", self.clip)
         elif self.noise_multiplier > 0:
@@ -77,7 +84,7 @@ class TrainingConfig:
     dp: DPConfig
     client: ClientConfig = ClientConfig()
     server: ServerConfig = ServerConfig()
-    seed: int = 0
+    seed: int = 0                  # public randomness only (model init); DP noise and sampling: the run secret
     sampling: str = WITHOUT_REPLACEMENT
     eval_every: int = 0
     checkpoint_every: int = 10
@@ -87,6 +94,7 @@ class TrainingConfig:
             raise ValueError(f"rounds must be >= 1. Found {self.rounds}.")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS}. Found {self.sampling!r}.")
+        check_accounting(self.sampling, self.dp.accounting)
         if self.eval_every < 0:
             raise ValueError(f"eval_every must be >= 0 (0 = never). Found {self.eval_every}.")
         if self.checkpoint_every < 1:
@@ -99,3 +107,45 @@ class TrainingConfig:
     def from_json(cls, data: dict) -> "TrainingConfig":
         return cls(**{**data, "dp": DPConfig(**data["dp"]), "client": ClientConfig(**data["client"]),
                       "server": ServerConfig(**data["server"])})
+
+
+SELECTIONS = ("strict", "paper")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrivacySettings:
+    """The privacy settings a modeler gives a run (the training commands' flags). `None` keeps the
+    preset's value; `delta` None reports ε at 0.01/N. `selection`: "strict" (every user may be sampled,
+    non-qualifying devices send zero updates, ε over all N) or "paper" (the qualifying subpopulation,
+    augenstein2020's accounting). Scenario runs (`LMRun`, `GANRun`) inherit these fields."""
+
+    rounds: int | None = None
+    clients_per_round: int | None = None
+    noise_multiplier: float | None = None
+    clip: float | None = None
+    delta: float | None = None
+    sampling: str = WITHOUT_REPLACEMENT
+    selection: str = "strict"
+
+    def check_privacy_settings(self) -> None:
+        from fedgen_debug.privacy.accounting import check_delta
+
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {SELECTIONS}. Found {self.selection!r}.")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}. Found {self.sampling!r}.")
+        for name in ("rounds", "clients_per_round"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+        if self.delta is not None:
+            check_delta(self.delta)
+
+    def override(self, preset: TrainingConfig, population: int) -> TrainingConfig:
+        """`preset` with these settings; qN at most the population; the sampling's accounting."""
+        from fedgen_debug.privacy.accounting import default_accounting
+
+        dp = preset.dp
+        dp = DPConfig(min(self.clients_per_round or dp.clients_per_round, population),
+                      dp.noise_multiplier if self.noise_multiplier is None else self.noise_multiplier,
+                      dp.clip if self.clip is None else self.clip, default_accounting(self.sampling))
+        return dataclasses.replace(preset, rounds=self.rounds or preset.rounds, dp=dp, sampling=self.sampling)

@@ -81,10 +81,26 @@ def server_update(optimizer: tff.learning.optimizers.Optimizer, optimizer_state,
 
 # ---- TFF layer -----------------------------------------------------------------------------------
 
-def build_process(model: ModelSpec, config: TrainingConfig) -> tff.learning.templates.LearningProcess:
+def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
+    """A metrics aggregator that aggregates nothing: TFF's default sums each client's loss, example
+    and batch counts un-noised, and the per-round totals against the sample reveal each client's
+    values. The devices' metrics never leave them."""
+    del metric_finalizers, local_unfinalized_metrics_type
+
+    @tff.federated_computation
+    def aggregate(client_metrics):
+        del client_metrics
+        return tff.federated_value(collections.OrderedDict(), tff.SERVER)
+
+    return aggregate
+
+
+def build_process(model: ModelSpec, config: TrainingConfig, noise_seed) -> tff.learning.templates.LearningProcess:
+    """`noise_seed`: two integers from the run secret (`RunSecret.tf_seed("dp-noise")`)."""
     return tff.learning.algorithms.build_unweighted_fed_avg(
         model.tff_model_fn(),
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate=config.client.learning_rate),
         server_optimizer_fn=server_optimizer(config.server),
-        model_aggregator=dp_aggregator(config.dp, config.seed),
+        model_aggregator=dp_aggregator(config.dp, noise_seed),
+        metrics_aggregator=no_client_metrics,
     )

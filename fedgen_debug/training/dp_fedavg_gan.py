@@ -10,11 +10,16 @@ D's guarantee by post-processing.
 Cadence (App. C.2): "1:1 discriminator:generator updates" means one federated D update (a round) per
 G phase of `gen_steps` steps; `disc_rounds_per_gen_update = k` runs the G phase after every k-th round.
 
-Randomness is stateless and seeded, so a resumed run repeats an uninterrupted one exactly: client
-step t of the i-th sampled client in round r draws G's noise and the penalty's interpolation
-coefficients from a seed that is a function of (seed, r, i, t), attached to its batch on the Python
-side; the server's noise comes from a seed in the server state, split every round; DP noise from the
-aggregator's own seeded state. Paper code: google-research/federated `gans/` (SGD for D and G).
+Randomness is stateless and comes from the run secret (`fedgen_debug.runs.secret`), so a resumed run
+repeats an uninterrupted one exactly and nothing of it follows from the public `--seed` (which sets
+only the models' initialisation): client step t of the i-th sampled client in round r draws G's noise
+and the penalty's interpolation coefficients from the secret's "gan-client-steps" stream for (r, i),
+attached to its batch on the Python side; the server's noise comes from a seed in the server state
+("gan-server"), split every round; DP noise from the aggregator's own seeded state ("dp-noise").
+
+What leaves a device is its clipped, noised discriminator delta and nothing else: its losses stay on
+the device. The released per-round values are the server's own (`gen_loss`, `gen_steps`: computed from
+the noised D and noise only). Paper code: google-research/federated `gans/` (SGD for D and G).
 """
 
 from __future__ import annotations
@@ -26,12 +31,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_gan as tfgan
 
+from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.training.gan_config import GANTrainingConfig, gan_training_config  # noqa: F401 (re-exported)
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
-
-_CLIENT_STREAM, _SERVER_STREAM = 0xC1, 0x5E
-
 
 # ---- pure TF -------------------------------------------------------------------------------------
 
@@ -135,10 +138,10 @@ def server_generator_update(gen, disc, gen_weights: tff.learning.models.ModelWei
     return GeneratorOutput(weights, optimizer_state, mean_loss)
 
 
-def client_step_seeds(seed: int, round_num: int, client_index: int, steps: int) -> np.ndarray:
+def client_step_seeds(secret: RunSecret, round_num: int, client_index: int, steps: int) -> np.ndarray:
     """[steps, 2] int64 stateless seeds for the `client_index`-th sampled client of `round_num`. The
-    sample is a pure function of (seed, round), so position identifies the client's noise stream."""
-    rng = np.random.default_rng([seed, _CLIENT_STREAM, round_num, client_index])
+    sample is a function of (secret, round), so position identifies the client's noise stream."""
+    rng = secret.rng("gan-client-steps", round_num, client_index)
     return rng.integers(0, 2**62, size=(steps, 2), dtype=np.int64)
 
 
@@ -151,7 +154,6 @@ def split_server_seed(seed):
 # ---- TFF layer -----------------------------------------------------------------------------------
 
 GANProcessOutput = collections.namedtuple("GANProcessOutput", ["state", "metrics"])
-_CLIENT_METRICS = ("disc_loss", "gradient_penalty", "wasserstein_estimate", "disc_steps", "non_finite_updates")
 
 
 def _specs(variables):
@@ -170,18 +172,21 @@ class GANProcess:
     `get_model_weights(state)` (the generator: the private artifact the modeler samples from).
 
     `client_datasets` are the sampled clients' real batches (elements [b, *data_shape], b ≤ B, as many
-    as they like; at most `disc_steps` are used); `next` attaches each step's noise seed. The state is
-    OrderedDict(server=..., aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it.
-    `iterative_process` takes the seeded (real_batch, step_seed) datasets directly."""
+    as they like, or none: a device that does not qualify sends a zero update; at most `disc_steps`
+    are used); `next` attaches each step's noise seed. The state is OrderedDict(server=...,
+    aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it. `iterative_process` takes the
+    seeded (real_batch, step_seed) datasets directly. `next` returns metrics {"server": {gen_loss,
+    gen_steps}}."""
 
-    def __init__(self, iterative_process, server_update, config: GANTrainingConfig):
+    def __init__(self, iterative_process, server_update, config: GANTrainingConfig, secret: RunSecret):
         self.iterative_process, self.server_update, self.config = iterative_process, server_update, config
+        self.secret = secret
 
     def initialize(self):
         return self.iterative_process.initialize()
 
     def seeded_dataset(self, dataset: tf.data.Dataset, round_num: int, client_index: int) -> tf.data.Dataset:
-        seeds = client_step_seeds(self.config.training.seed, round_num, client_index, self.config.disc_steps)
+        seeds = client_step_seeds(self.secret, round_num, client_index, self.config.disc_steps)
         real = dataset.take(self.config.disc_steps).map(lambda x: tf.cast(x, tf.float32))
         return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds)))
 
@@ -199,9 +204,10 @@ class GANProcess:
         return list(state["server"]["discriminator"])
 
 
-def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig) -> GANProcess:
+def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig, secret: RunSecret) -> GANProcess:
     """`generator_fn()` / `discriminator_fn()` build fresh, seeded Keras models (e.g. `models.gan`'s
-    builders with a fixed seed): every TFF computation builds its own copy, so they must be pure."""
+    builders with the public seed): every TFF computation builds its own copy, so they must be pure.
+    `secret`: the run secret every training-time random draw comes from."""
     gen, disc = generator_fn(), discriminator_fn()
     if disc.non_trainable_variables:
         raise ValueError("the discriminator must have no non-trainable variables (e.g. BatchNorm): clients "
@@ -209,7 +215,8 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig)
     gen_opt, disc_opt = build_gen_optimizer(config), server_optimizer(config.training.server)
     gen_specs, disc_specs = _specs(gen.trainable_variables), _specs(disc.trainable_variables)
     data_spec = (tf.TensorSpec([None, *disc.input_shape[1:]], tf.float32), tf.TensorSpec([2], tf.int64))
-    client_config, seed = config.training.client, config.training.seed
+    client_config = config.training.client
+    server_seed = secret.tf_seed("gan-server")
 
     @tff.tensorflow.computation
     def initial_server_state():
@@ -219,7 +226,7 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig)
                                               non_trainable=[v.read_value() for v in g.non_trainable_variables]),
             discriminator=[v.read_value() for v in d.trainable_variables],
             gen_optimizer=gen_opt.initialize(gen_specs), disc_optimizer=disc_opt.initialize(disc_specs),
-            gen_seed=tf.constant([seed, _SERVER_STREAM], tf.int64), round=tf.constant(0, tf.int64))
+            gen_seed=tf.constant(server_seed, tf.int64), round=tf.constant(0, tf.int64))
 
     server_type = initial_server_state.type_signature.result
 
@@ -236,7 +243,7 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig)
                          client_config.learning_rate, config.disc_steps, config.gradient_penalty)
 
     update_type = client_update.type_signature.result[0]
-    aggregator = dp_aggregator(config.training.dp, seed).create(update_type)
+    aggregator = dp_aggregator(config.training.dp, secret.tf_seed("dp-noise")).create(update_type)
 
     @tff.tensorflow.computation(server_type, update_type)
     def server_update(server, mean_update):
@@ -268,13 +275,9 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig)
         client_outputs = tff.federated_map(client_update, (client_data, weights))
         aggregated = aggregator.next(state.aggregator, client_outputs.update)
         server_out = tff.federated_map(server_update, (state.server, aggregated.result))
-        client_metrics = tff.federated_mean(client_outputs.metrics)
-        # One flat dict of the round's losses: `loop.train` logs metrics["client_work"]["train"].
-        train = collections.OrderedDict([(k, getattr(client_metrics, k)) for k in _CLIENT_METRICS]
-                                        + [(k, getattr(server_out.metrics, k)) for k in ("gen_loss", "gen_steps")])
-        metrics = collections.OrderedDict(client_work=collections.OrderedDict(train=tff.federated_zip(train)),
-                                          aggregator=aggregated.measurements)
+        # The clients' losses (client_outputs.metrics) are not aggregated: they never leave the devices.
+        metrics = collections.OrderedDict(server=server_out.metrics, aggregator=aggregated.measurements)
         new_state = tff.federated_zip(collections.OrderedDict(server=server_out.server, aggregator=aggregated.state))
         return new_state, tff.federated_zip(metrics)
 
-    return GANProcess(tff.templates.IterativeProcess(initialize, next_fn), server_update, config)
+    return GANProcess(tff.templates.IterativeProcess(initialize, next_fn), server_update, config, secret)

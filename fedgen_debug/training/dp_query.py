@@ -1,11 +1,17 @@
-"""The DP aggregator: tf-privacy's Gaussian query with reproducible noise, in TFF's DP factory.
+"""The DP aggregator: tf-privacy's Gaussian query with reproducible secret noise, in TFF's DP factory.
 
-tf-privacy's `GaussianSumQuery` draws its noise from an unseeded initializer, so a run resumed from a
-checkpoint would not see the same noise as an uninterrupted one. `SeededGaussianSumQuery` differs in
-one thing only: the noise comes from `tf.random.stateless_normal` with a seed carried in the query's
-global state, split every round. The state lives in the aggregator's state, which the learning
-process checkpoints, so resume is exact. Clipping, sensitivity and the `GaussianDpEvent` are
-tf-privacy's. `clip=None` skips clipping (the no-DP path, z = 0).
+`SeededGaussianSumQuery` differs from tf-privacy's `GaussianSumQuery` in two things, both on purpose:
+- The noise comes from `tf.random.stateless_normal` with a seed carried in the query's global state and
+  split every round, so a run resumed from a checkpoint draws the same noise as an uninterrupted one.
+  The initial seed is drawn from the run's secret (`fedgen_debug.runs.secret`), never from the public
+  `--seed`: knowing the noise seed is knowing the noise.
+- The `DpEvent` it reports divides the noise by the sum's L2 sensitivity under the run's neighbouring
+  relation (`privacy.accounting.sum_sensitivity`: 2S under replace-one, for fixed-size rounds).
+  tf-privacy reports `GaussianDpEvent(stddev / clip)`, i.e. sensitivity S, which under-reports ε for
+  fixed-size rounds (google/differential-privacy#378).
+Clipping is tf-privacy's. `clip=None` skips clipping (the no-DP path, z = 0; its event is non-private).
+TFF's `DifferentiallyPrivateFactory` keeps each round's event in its state; `released_event` reads it
+back, and the training loop checks it against the event it charged to the ledger before round 1.
 """
 
 from __future__ import annotations
@@ -17,20 +23,29 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 
+from fedgen_debug.privacy.accounting import gaussian_event, sum_sensitivity
 from fedgen_debug.training.config import DPConfig
 
 
 class SeededGaussianSumQuery(tfp.GaussianSumQuery):
     _GlobalState = collections.namedtuple("_GlobalState", ["l2_norm_clip", "stddev", "noise_seed"])
 
-    def __init__(self, l2_norm_clip: float | None, stddev: float, seed: int):
+    def __init__(self, l2_norm_clip: float | None, stddev: float, noise_seed, l2_sensitivity: float | None):
         self._clips = l2_norm_clip is not None
         super().__init__(l2_norm_clip if self._clips else 1.0, stddev)
-        self._seed = int(seed)
+        self._noise_seed = [int(s) for s in noise_seed]
+        if len(self._noise_seed) != 2:
+            raise ValueError(f"noise_seed must be two integers. Found {noise_seed!r}.")
+        if stddev > 0 and not self._clips:
+            raise ValueError("noise needs a clip (the sensitivity is unbounded without one).")
+        # Clip and stddev are fixed for the run, so the event is too (tf-privacy derives it from the
+        # global state because adaptive clipping changes the clip).
+        self.round_event = (dp_accounting.NonPrivateDpEvent() if stddev == 0
+                            else gaussian_event(stddev, l2_sensitivity))
 
     def make_global_state(self, l2_norm_clip, stddev):
         return self._GlobalState(tf.cast(l2_norm_clip, tf.float32), tf.cast(stddev, tf.float32),
-                                 tf.constant([self._seed, 0x5EED], tf.int64))
+                                 tf.constant(self._noise_seed, tf.int64))
 
     def initial_global_state(self):
         return self.make_global_state(self._l2_norm_clip, self._stddev)
@@ -48,17 +63,43 @@ class SeededGaussianSumQuery(tfp.GaussianSumQuery):
             for i, v in enumerate(leaves)
         ]
         new_state = global_state._replace(noise_seed=seeds[0])
-        event = dp_accounting.GaussianDpEvent(global_state.stddev / global_state.l2_norm_clip)
-        return tf.nest.pack_sequence_as(sample_state, noised), new_state, event
+        return tf.nest.pack_sequence_as(sample_state, noised), new_state, self.round_event
 
 
-def dp_query(config: DPConfig, seed: int) -> tfp.DPQuery:
-    """Sum of clipped updates + N(0, (z·S)²), normalized by the fixed qN: noise std on the mean zS/qN."""
+def sum_query(config: DPConfig, noise_seed) -> SeededGaussianSumQuery:
+    """Sum of updates clipped to S + N(0, (zS)²)."""
     clip = config.clip
     stddev = config.noise_multiplier * clip if clip is not None else 0.0
-    return tfp.NormalizedQuery(SeededGaussianSumQuery(clip, stddev, seed),
-                               denominator=float(config.clients_per_round))
+    sensitivity = sum_sensitivity(clip, config.accounting) if clip is not None else None
+    return SeededGaussianSumQuery(clip, stddev, noise_seed, sensitivity)
 
 
-def dp_aggregator(config: DPConfig, seed: int) -> tff.aggregators.UnweightedAggregationFactory:
-    return tff.aggregators.DifferentiallyPrivateFactory(dp_query(config, seed))
+def dp_query(config: DPConfig, noise_seed) -> tfp.DPQuery:
+    """The sum query normalized by the fixed qN: noise std on the mean zS/qN."""
+    return tfp.NormalizedQuery(sum_query(config, noise_seed), denominator=float(config.clients_per_round))
+
+
+def round_event(config: DPConfig) -> dp_accounting.DpEvent:
+    """The event one round of `dp_query(config, ...)` reports (it does not depend on the seed)."""
+    return sum_query(config, (0, 0)).round_event
+
+
+def dp_aggregator(config: DPConfig, noise_seed) -> tff.aggregators.UnweightedAggregationFactory:
+    return tff.aggregators.DifferentiallyPrivateFactory(dp_query(config, noise_seed))
+
+
+def released_event(aggregator_state) -> dp_accounting.DpEvent:
+    """The DpEvent the DP aggregator reported for the round that produced `aggregator_state` (TFF's
+    `extract_dp_event_from_state`, tolerant of the bytes/ndarray leaves a checkpoint restores)."""
+    def plain(value):
+        if hasattr(value, "_fields"):
+            return type(value)(*[plain(getattr(value, f)) for f in value._fields])
+        if isinstance(value, bytes):
+            return value.decode()
+        if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+            return plain(value.item())
+        return value
+
+    if bool(plain(aggregator_state.is_init_state)):
+        raise ValueError("the aggregator state is the initial one: no round has released yet.")
+    return dp_accounting.DpEvent.from_named_tuple(plain(aggregator_state.dp_event))

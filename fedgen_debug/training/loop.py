@@ -1,25 +1,68 @@
-"""The DP-FedAvg training loop: sampling, rounds with a progress bar, evaluation, checkpoints with
-exact resume, metrics, and the privacy record checked against the population's budget."""
+"""The DP-FedAvg training loop: the ledger charge, secret sampling, rounds with a progress bar,
+evaluation, checkpoints with exact resume, and only DP outputs in the released run store.
+
+Order of a start (`train`, through `runs.start`):
+1. the configuration is compared with the run directory's (same: resume; different: refused), and the
+   run secret read (resume) or created;
+2. all T rounds are charged to the ledger: a budget that does not cover them refuses the run before
+   anything is written; a resumed run's record is re-validated, not charged twice;
+3. the process is built from the secret (`build_process(secret)`: the DP noise seed and any other
+   training-time randomness);
+4. every round samples qN clients from `population.client_ids` with the secret's sampling stream.
+A scenario with releases before training (a DP vocabulary, DP counts) opens the run and charges them
+together with `training_record(...)` first, then passes the same secret to `train`.
+
+What is released per round: the round number and the process's `server` metrics (values the server
+computes from DP outputs, e.g. the GAN generator's loss). Client metrics are never aggregated (the
+processes drop them on the devices), and per-round wall time depends on which clients were sampled
+and what they selected, so it stays in `server/timing.csv`. After the first round of every start the
+event the DP aggregator reported is checked against the one charged to the ledger.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
+from collections.abc import Mapping
 from typing import Callable
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
-from fedgen_debug.privacy.ledger import PrivacyLedger, PrivacyRecord
+from fedgen_debug.privacy.ledger import Ledger, PopulationTotal, PrivacyRecord, event_to_json
 from fedgen_debug.progress import progress
+from fedgen_debug.runs import store
+from fedgen_debug.runs.secret import RunSecret
+from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import TrainingConfig
+from fedgen_debug.training.dp_query import released_event, round_event
 from fedgen_debug.training.sampling import sample_clients
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Population:
+    """Who may be sampled, under which ledger key. Strict selection: every user of the data (a device
+    that does not qualify trains on nothing and sends a zero update); the paper's subpopulation mode:
+    the users a selector picked."""
+
+    key: str
+    client_ids: tuple[str, ...]
+
+    def __post_init__(self):
+        if not self.client_ids:
+            raise ValueError(f"population {self.key!r} has no clients.")
+        object.__setattr__(self, "client_ids", tuple(sorted(self.client_ids)))
+
+    @property
+    def size(self) -> int:
+        return len(self.client_ids)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,57 +71,76 @@ class TrainingResult:
     rounds_completed: int
     model_weights: tff.learning.models.ModelWeights
     resumed_from: int
+    privacy: PopulationTotal
+    run_record: PrivacyRecord
 
 
-def privacy_record(config: TrainingConfig, population: str, population_size: int, label: str = "") -> PrivacyRecord:
-    params = DPFedAvgPrivacy(config.dp.clients_per_round, population_size,
-                             config.dp.noise_multiplier, config.rounds, config.sampling)
-    return PrivacyRecord(population, population_size, config.sampling, (params.dp_event(),), label)
+def training_record(config: TrainingConfig, population: Population, secret: RunSecret, label: str,
+                    run_dir: str) -> PrivacyRecord:
+    """The record of T rounds, built from the event the DP query reports for one round."""
+    params = DPFedAvgPrivacy(config.dp.clients_per_round, population.size, config.dp.noise_multiplier,
+                             config.rounds, config.sampling, config.dp.accounting)
+    return PrivacyRecord(population.key, population.size, config.dp.accounting,
+                         (params.dp_event(round_event(config.dp)),), label or "training",
+                         f"{secret.run_id}/training", source=os.path.abspath(run_dir))
 
 
-def _check_config(run_dir: str, config_json: dict) -> bool:
-    """True when `run_dir` already holds this run (resume); raises if it holds another one."""
-    path = os.path.join(run_dir, rd.CONFIG)
-    if not os.path.exists(path):
-        return False
-    if rd.read_json(path) != config_json:
-        raise ValueError(f"{run_dir} already holds a run with a different configuration; "
-                         "choose another --out or delete it.")
-    return True
+def run_config(config: TrainingConfig, population: Population | str, label: str = "",
+               extra_config: dict | None = None) -> dict:
+    """The released config.json of a training run (a resume must match it exactly)."""
+    return {"training": config.to_json(), "population": getattr(population, "key", population), "label": label, **(extra_config or {})}
 
 
-def train(process: tff.learning.templates.LearningProcess, client_ids, client_dataset_fn: Callable,
-          config: TrainingConfig, run_dir: str, population: str, *, label: str = "",
-          evaluate_fn: Callable | None = None, extra_config: dict | None = None,
-          after_round: Callable[[int], None] | None = None) -> TrainingResult:
-    """Runs (or resumes) `config.rounds` rounds of `process` and writes `run_dir`.
+def _same_event(a, b) -> bool:
+    """Equal events up to float32 (TFF's DP factory keeps the event's numbers as float32 tensors)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_event(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_event(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(float(a), float(b), rel_tol=1e-6)
+    return a == b
 
-    `client_dataset_fn(client_id)` builds a sampled client's training dataset on its device.
-    `evaluate_fn(model_weights) -> dict` runs every `config.eval_every` rounds and at the end.
+
+def _aggregator_state(state):
+    return state["aggregator"] if isinstance(state, Mapping) else state.aggregator
+
+
+def train(build_process: Callable[[RunSecret], object], population: Population, client_dataset_fn: Callable,
+          config: TrainingConfig, run_dir: str, *, label: str = "", evaluate_fn: Callable | None = None,
+          extra_config: dict | None = None, after_round: Callable[[int], None] | None = None,
+          secret: RunSecret | None = None, delta: float | None = None, ledger: Ledger | None = None) -> TrainingResult:
+    """Runs (or resumes) `config.rounds` rounds and writes `run_dir`.
+
+    `build_process(secret)` builds the learning process (`initialize`, `next`, `get_model_weights`)
+    with its randomness from `secret`. `client_dataset_fn(client_id)` builds a sampled client's
+    training dataset on its device (empty if the device does not qualify). `evaluate_fn(model_weights)
+    -> dict` runs every `config.eval_every` rounds and at the end; it sees released weights and must
+    only read public data. `delta`: the δ this run's own ε is reported at (default: the population
+    budget's). `secret`: the run's, when the caller opened the run to charge other
+    releases first (`runs.start.open_run`); by default the saved one, or a fresh one.
     """
-    with rd.exclusive(run_dir):
-        return _train(process, client_ids, client_dataset_fn, config, run_dir, population, label=label,
-                      evaluate_fn=evaluate_fn, extra_config=extra_config, after_round=after_round)
+    with store.exclusive(run_dir):
+        return _train(build_process, population, client_dataset_fn, config, run_dir, label=label,
+                      evaluate_fn=evaluate_fn, extra_config=extra_config, after_round=after_round, secret=secret,
+                      delta=delta, ledger=ledger)
 
 
-def _train(process, client_ids, client_dataset_fn, config, run_dir, population, *, label, evaluate_fn,
-           extra_config, after_round) -> TrainingResult:
-    client_ids = sorted(client_ids)
-    config_json = {"training": config.to_json(), "population": population, "label": label, **(extra_config or {})}
-    resuming = _check_config(run_dir, config_json)
-    record = privacy_record(config, population, len(client_ids), label)
-    if config.dp.clients_per_round > len(client_ids):
+def _train(build_process, population, client_dataset_fn, config, run_dir, *, label, evaluate_fn, extra_config,
+           after_round, secret, delta, ledger) -> TrainingResult:
+    config_json = run_config(config, population, label, extra_config)
+    if config.dp.clients_per_round > population.size:
         raise ValueError(f"clients_per_round ({config.dp.clients_per_round}) exceeds the population "
-                         f"({len(client_ids)} clients).")
-    if not resuming:
-        parent = os.path.dirname(os.path.abspath(run_dir))
-        if os.path.isdir(parent):
-            PrivacyLedger(parent).check_budget(record)
-        os.makedirs(run_dir, exist_ok=True)
-        rd.write_json(os.path.join(run_dir, rd.CONFIG), config_json)
-        # Written before the first round: a crashed run has still spent (part of) its budget.
-        record.write(run_dir)
+                         f"({population.size} clients).")
+    opened, _ = open_run(run_dir, config_json)
+    if secret is not None and store.is_run(run_dir) and secret.run_id != opened.run_id:
+        raise ValueError(f"{run_dir}: the given secret is not the run's.")
+    secret = secret or opened
+    record = training_record(config, population, secret, label, run_dir)
+    # Before anything is written (new run) or trained (resume: re-validated, not charged twice).
+    total = charge(record, run_dir, secret=secret, config_json=config_json, delta=delta, ledger=ledger)[population.key]
 
+    process = build_process(secret)
     state = process.initialize()
     start = 0
     latest = rd.latest_checkpoint(run_dir)
@@ -86,10 +148,12 @@ def _train(process, client_ids, client_dataset_fn, config, run_dir, population, 
         start, path = latest
         state = rd.load_checkpoint(path, state)
         logger.info("resuming %s from round %d", run_dir, start)
-    metrics_log = rd.CsvLog(os.path.join(run_dir, rd.METRICS), start)
-    eval_log = rd.CsvLog(os.path.join(run_dir, rd.EVAL), start)
-    writer = tf.summary.create_file_writer(os.path.join(run_dir, rd.TENSORBOARD))
-    status_path = os.path.join(run_dir, rd.STATUS)
+    metrics_log = store.CsvLog(store.released(run_dir, store.METRICS), start)
+    eval_log = store.CsvLog(store.released(run_dir, store.EVAL), start)
+    timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start)
+    writer = tf.summary.create_file_writer(store.released(run_dir, store.TENSORBOARD))
+    status_path = store.released(run_dir, store.STATUS)
+    charged_round_event = event_to_json(round_event(config.dp))
 
     def log_scalars(row: dict, prefix: str = "") -> None:
         with writer.as_default():
@@ -100,24 +164,28 @@ def _train(process, client_ids, client_dataset_fn, config, run_dir, population, 
     def evaluate(round_num):
         if evaluate_fn is None:
             return
-        metrics = {"round": round_num, **rd.flatten_metrics(evaluate_fn(process.get_model_weights(state)))}
+        metrics = {"round": round_num, **store.flatten_metrics(evaluate_fn(process.get_model_weights(state)))}
         eval_log.append(metrics)
         log_scalars(metrics, "eval/")
 
     def write_status(state_name, completed):
-        rd.write_json(status_path, {"state": state_name, "rounds_completed": completed, "rounds": config.rounds})
+        store.write_json(status_path, {"state": state_name, "rounds_completed": completed, "rounds": config.rounds})
 
-    write_status("running", start)
+    write_status("running" if start < config.rounds else "finished", start)
     for round_num in progress(range(start, config.rounds), desc="DP-FedAvg rounds", unit="round",
                               total=config.rounds - start):
         started = time.perf_counter()
-        sampled = sample_clients(client_ids, config.dp.clients_per_round, config.seed, round_num, config.sampling)
+        sampled = sample_clients(population.client_ids, config.dp.clients_per_round,
+                                 secret.rng("sampling", round_num), config.sampling)
         output = process.next(state, [client_dataset_fn(cid) for cid in sampled])
         state = output.state
-        row = {"round": round_num + 1, "clients": len(sampled), "seconds": round(time.perf_counter() - started, 4),
-               **rd.flatten_metrics(output.metrics.get("client_work", {}).get("train", {}), "train/")}
+        if round_num == start and not _same_event(event_to_json(released_event(_aggregator_state(state))),
+                                                  charged_round_event):
+            raise AssertionError("the DP aggregator reported another event than the one charged to the ledger.")
+        row = {"round": round_num + 1, **store.flatten_metrics(output.metrics.get("server", {}))}
         metrics_log.append(row)
         log_scalars(row)
+        timing_log.append({"round": round_num + 1, "seconds": round(time.perf_counter() - started, 4)})
         if (round_num + 1) % config.checkpoint_every == 0 or round_num + 1 == config.rounds:
             rd.save_checkpoint(run_dir, state, round_num + 1)
         write_status("running", round_num + 1)
@@ -125,9 +193,10 @@ def _train(process, client_ids, client_dataset_fn, config, run_dir, population, 
             evaluate(round_num + 1)
         if after_round is not None:
             after_round(round_num + 1)
-    evaluate(config.rounds)
+    if start < config.rounds:
+        evaluate(config.rounds)
     writer.flush()
     weights = process.get_model_weights(state)
     rd.save_model_weights(run_dir, weights)
     write_status("finished", config.rounds)
-    return TrainingResult(run_dir, config.rounds, weights, start)
+    return TrainingResult(run_dir, config.rounds, weights, start, total, record)

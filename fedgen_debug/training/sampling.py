@@ -1,19 +1,22 @@
-"""Which clients take part in a round: a pure function of (seed, round), so resume is exact."""
+"""Which clients take part in a round. The generator is the run secret's sampling stream for that
+round (`RunSecret.rng("sampling", round)`): resume repeats the sample exactly, and nobody who knows
+only the public `--seed` can tell who took part (amplification by sampling assumes the sample is
+secret)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fedgen_debug.privacy.accounting import POISSON
+from fedgen_debug.privacy.accounting import POISSON, WITHOUT_REPLACEMENT
 
 
-def sample_clients(client_ids, clients_per_round: int, seed: int, round_num: int,
-                   sampling: str = "without-replacement") -> list[str]:
-    """qN distinct clients drawn without replacement (or each with probability q for Poisson)."""
+def sample_clients(client_ids, clients_per_round: int, rng: np.random.Generator,
+                   sampling: str = WITHOUT_REPLACEMENT) -> list[str]:
+    """qN distinct clients drawn without replacement (or each with probability qN/N for Poisson).
+    The result does not depend on the order of `client_ids`."""
     ids = sorted(client_ids)
     if not 1 <= clients_per_round <= len(ids):
         raise ValueError(f"clients_per_round must be in [1, {len(ids)}] (the population). Found {clients_per_round}.")
-    rng = np.random.default_rng([seed, round_num, 0x5A])
     if sampling == POISSON:
         return [ids[i] for i in np.flatnonzero(rng.random(len(ids)) < clients_per_round / len(ids))]
     return [ids[i] for i in sorted(rng.choice(len(ids), size=clients_per_round, replace=False))]
