@@ -1,0 +1,54 @@
+"""Monte-Carlo sampling from an autoregressive LM, and the expected symbol rate along its samples,
+on a hand-built model whose next-symbol distribution is the same after every prefix."""
+
+import numpy as np
+import tensorflow as tf
+
+from fedgen_debug.models.sampling import expected_symbol_rate, sample_until
+
+PAD, START, STOP, A, B = range(5)
+PROBS = np.array([0.3, 0.3, 0.1, 0.2, 0.1])  # pad and start are banned: drawn from (0.1, 0.2, 0.1) / 0.4
+
+
+def _constant_lm() -> tf.keras.Model:
+    model = tf.keras.Sequential([
+        tf.keras.layers.Embedding(5, 1, embeddings_initializer="zeros"),
+        tf.keras.layers.Dense(5, kernel_initializer="zeros",
+                              bias_initializer=tf.keras.initializers.Constant(np.log(PROBS))),
+    ])
+    model.build((None, None))
+    return model
+
+
+def test_samples_follow_the_distribution_without_banned_symbols_and_stop_at_the_stop_symbol():
+    samples = sample_until(_constant_lm(), START, STOP, [PAD, START], count=4000, max_steps=6, seed=1)
+    symbols = np.concatenate([s for s in samples if s])
+    assert set(symbols) <= {A, B}
+    # P(a | not stop) = 0.2 / 0.3; about 5 sd of the binomial either side.
+    assert abs(np.mean(symbols == A) - 2 / 3) < 5 * np.sqrt(2 / 9 / len(symbols))
+    lengths = np.array([len(s) for s in samples])
+    # Geometric length with stop probability 0.25 per draw, cut at 6.
+    assert lengths.max() == 6 and abs(np.mean(lengths == 0) - 0.25) < 0.03
+
+
+def test_expected_symbol_rate_is_the_exact_rate_and_what_counting_estimates():
+    model = _constant_lm()
+    samples = sample_until(model, START, STOP, [PAD, START], count=3000, max_steps=6, seed=2)
+    expected = expected_symbol_rate(model, START, STOP, [PAD, START], samples, 6, [A])
+    assert np.isclose(expected, 0.2 / 0.3, rtol=1e-6)  # p(a) / p(not stop) after every prefix
+    assert np.isclose(expected_symbol_rate(model, START, STOP, [PAD, START], samples, 6, [A, B]), 1.0)
+    counted = np.mean(np.concatenate([s for s in samples if s]) == A)
+    assert abs(counted - expected) < 0.03
+    assert expected_symbol_rate(model, START, STOP, [PAD, START], [], 6, [A]) == 0.0
+
+
+def test_batches_draw_from_one_stream_and_give_every_sequence(monkeypatch):
+    from fedgen_debug.models import sampling
+
+    model = _constant_lm()
+    monkeypatch.setattr(sampling, "SAMPLING_BATCH", 10)
+    batched = sample_until(model, START, STOP, [PAD, START], count=25, max_steps=6, seed=3)
+    assert len(batched) == 25
+    assert batched[10:20] != batched[:10]  # each batch continues the stream (no restart at the seed)
+    assert batched == sample_until(model, START, STOP, [PAD, START], count=25, max_steps=6, seed=3)
+    assert np.isclose(expected_symbol_rate(model, START, STOP, [PAD, START], batched, 6, [A]), 0.2 / 0.3)
