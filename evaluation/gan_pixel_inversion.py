@@ -11,7 +11,9 @@ verdict comparing them. Prints one JSON row per (selection, fraction).
 A fraction of 0 is the pipeline after the fix. `--primary-from-data` trains the primary CNN centrally
 on the clean data itself (the modeler's pre-update model of those writers, as in the paper, where the
 classifier was trained before the bug shipped); otherwise on clean synthetic stand-in writers. Run
-directories resume.
+directories resume. Every run is charged to the privacy ledger ($FEDGEN_DEBUG_LEDGER): an evaluation
+needs a budget that covers its runs (`fedgen-debug ledger budget ...`). Rows hold each GAN's ε and
+the DP counts of its subpopulation (what a modeler sees), not the exact sizes.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
-from fedgen_debug.data.atomic import write_json  # noqa: E402
 from fedgen_debug.models import cnn  # noqa: E402
+from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
 from fedgen_debug.scenarios import primary_cnn  # noqa: E402
 from fedgen_debug.scenarios.gan import GANRun, train_gan, train_public_primary  # noqa: E402
 from fedgen_debug.scenarios.gan_report import analyze_gan  # noqa: E402
-from fedgen_debug.training.run_dir import read_json  # noqa: E402
 
 SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
               "t2": ("by-example:misclassified", "by-example:correct"),
@@ -45,6 +46,10 @@ def main() -> None:
     parser.add_argument("--fractions", default="0.5,0")
     parser.add_argument("--selections", default="t4", help="comma-separated: t4, t2, t4t2")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
+    parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
+    parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
+    parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
+    parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0, help="GAN seed (bug placement, models, sampling): replicates")
@@ -64,21 +69,23 @@ def main() -> None:
             dirs, seconds = [], 0.0
             for select in SELECTIONS[selection]:
                 run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+')}-{fraction:g}"
-                                       + (f"-seed{args.seed}" if args.seed else ""))
+                                       + (f"-seed{args.seed}" if args.seed else "") + (f"-{args.tag}" if args.tag else ""))
                 started = time.perf_counter()
-                train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary),
-                          run_dir)
+                train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
+                                 noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
+                                 selection=args.selection), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
-            row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed,
+            row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed, "tag": args.tag,
                    "train_seconds": round(seconds),
                    "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
                    "z": round(report["evidence"]["z"], 2),
                    **{f"{name}_{key}": value for name in ("current", "compare")
                       for key, value in (("select", report[name]["select"]),
-                                         ("users", report[name]["population"]["users"]),
-                                         ("examples", report[name]["population"]["examples"]),
+                                         ("epsilon", round(report[name]["privacy"]["run"]["epsilon"], 2)),
+                                         ("dp_users", round(report[name]["population"]["users"], 1)),
+                                         ("dp_images", round(report[name]["population"]["images"])),
                                          ("dark_share", round(report[name]["dark_background"]["share"], 4)),
                                          ("blank_share", round(report["evidence"]["blank"][
                                              "current" if name == "current" else "reference"]["share"], 4)),
@@ -91,7 +98,7 @@ def save_rows(summary_path: str, header: dict, row: dict) -> None:
     """Adds `row` to summary.json at once (a later crash loses nothing), replacing an earlier row of
     the same (selection, fraction, seed) and keeping the rest."""
     def row_key(r):
-        return r["selection"], r["inverted_fraction"], r.get("seed", 0)
+        return r["selection"], r["inverted_fraction"], r.get("seed", 0), r.get("tag", "")
 
     rows = read_json(summary_path)["rows"] if os.path.exists(summary_path) else []
     rows = sorted([r for r in rows if row_key(r) != row_key(row)] + [row], key=row_key)

@@ -8,7 +8,9 @@ each analyzed against the baseline. Prints one row per (kind, fraction) with the
 
 Run directories resume, so an interrupted evaluation continues where it stopped. The baseline uses
 seed 0 and the other runs seed 1: a 0% run is then an independent replicate of the baseline, and
-its verdict is the false-positive check.
+its verdict is the false-positive check. Every run is charged to the privacy ledger
+($FEDGEN_DEBUG_LEDGER): an evaluation needs a budget that covers its runs (`fedgen-debug ledger budget`).
+Rows hold each model's ε and the DP mean OOV rate.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
-from fedgen_debug.data.atomic import write_json  # noqa: E402
+from fedgen_debug.runs.store import write_json  # noqa: E402
 from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
 from fedgen_debug.scenarios.lm_analysis import analyze_lm  # noqa: E402
 
@@ -29,7 +31,9 @@ from fedgen_debug.scenarios.lm_analysis import analyze_lm  # noqa: E402
 def row(kind: str, fraction: float, report: dict, seconds: float) -> dict:
     current, evidence = report["current"], report["evidence"]
     out = {"kind": kind, "bug_fraction": fraction, "train_seconds": round(seconds),
-           "device_oov_rate": round(current["device_reported_oov_rate"], 4),
+           "epsilon": round(current["privacy"]["run"]["epsilon"], 2),
+           "baseline_epsilon": round(report["baseline"]["privacy"]["run"]["epsilon"], 2),
+           "dp_mean_oov_rate": round(current["device_reported_oov_rate"], 4),
            "z": round(evidence["z"], 2), "suspected": report["tokenization_bug_suspected"]}
     if kind == "char":
         out.update(space_mass=round(current["space_mass"], 4),
@@ -51,6 +55,10 @@ def main() -> None:
     parser.add_argument("--kinds", default="char,word")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--vocab-size", type=int, default=10_000)
+    parser.add_argument("--vocab", help="dp or public:SPEC (default: the scenario's)")
+    parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
+    parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
+    parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
     parser.add_argument("--samples", type=int, default=5000, help="Monte-Carlo samples per analysis")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -61,8 +69,9 @@ def main() -> None:
         def trained(fraction, seed):
             run_dir = os.path.join(args.out, f"{kind}-{fraction:g}-seed{seed}")
             started = time.perf_counter()
-            train_lm(LMRun(kind, args.data, fraction, "demo", rounds=args.rounds, seed=seed,
-                           vocab_size=args.vocab_size), run_dir)
+            train_lm(LMRun(kind, args.data, fraction, "demo", rounds=args.rounds, seed=seed, vocab_size=args.vocab_size,
+                           vocab=args.vocab, noise_multiplier=args.noise_multiplier,
+                           clients_per_round=args.clients_per_round, selection=args.selection), run_dir)
             return run_dir, time.perf_counter() - started
 
         baseline, _ = trained(0.0, seed=0)
@@ -71,7 +80,9 @@ def main() -> None:
             report = analyze_lm(run_dir, baseline, samples=args.samples)
             rows.append(row(kind, fraction, report, seconds))
             print(json.dumps(rows[-1]), flush=True)
-    write_json(os.path.join(args.out, "summary.json"), {"data": args.data, "rounds": args.rounds, "rows": rows})
+    write_json(os.path.join(args.out, "summary.json"), {"data": args.data, "rounds": args.rounds, "rows": rows,
+                                                        "noise_multiplier": args.noise_multiplier,
+                                                        "clients_per_round": args.clients_per_round})
 
 
 if __name__ == "__main__":

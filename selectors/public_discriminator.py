@@ -49,7 +49,8 @@ def device_training_data(private_pixels: np.ndarray, public_pixels: np.ndarray, 
 
 def train_public_discriminator(private, public_pixels: np.ndarray, config: TrainingConfig, run_dir: str,
                                population: str) -> tf.keras.Model:
-    """DP-FedAvg training of the discriminator on `private` (a ClientData of images)."""
+    """DP-FedAvg training of the discriminator on `private` (a ClientData of images; `population`: its
+    ledger key, `data.spec.population_key`)."""
     if len(public_pixels) == 0:
         raise ValueError("the public image set is empty.")
 
@@ -57,8 +58,9 @@ def train_public_discriminator(private, public_pixels: np.ndarray, config: Train
         x, y = device_training_data(cd.client_numpy(private, cid)["pixels"], public_pixels, cid, config.seed)
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices((x, y)), config)
 
-    result = loop.train(dp_fedavg.build_process(SPEC, config), private.client_ids, client_dataset, config, run_dir,
-                        population, label="T6 public-vs-private discriminator")
+    result = loop.train(lambda secret: dp_fedavg.build_process(SPEC, config, secret.tf_seed("dp-noise")),
+                        loop.Population(population, tuple(private.client_ids)), client_dataset, config, run_dir,
+                        label="T6 public-vs-private discriminator")
     model = build_discriminator(config.seed)
     result.model_weights.assign_weights_to(model)
     return model

@@ -3,7 +3,12 @@
 import json
 import os
 
+import numpy as np
+import pytest
+
 from conftest import run_cli
+from fedgen_debug.runs import store
+from release_boundary import check_released
 
 
 def test_help_lists_commands():
@@ -13,17 +18,24 @@ def test_help_lists_commands():
         assert command in result.stdout
 
 
-def test_inspect_reports_counts_only(tmp_path):
-    result = run_cli("data", "inspect", "synthetic-images:writers=3,seed=2", "--json")
+def test_inspect_reports_dp_counts_charged_to_the_ledger(tmp_path, fresh_ledger):
+    result = run_cli("data", "inspect", "synthetic-images:writers=30,seed=2", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     from fedgen_debug.data import synthetic_images as si
 
-    sizes = [si.generate_writer(2, w, si.SyntheticImagesConfig(writers=3))[1].size for w in range(3)]
-    assert summary["clients"] == 3 and summary["examples"] == sum(sizes)
-    assert summary["examples_per_client"]["min"] == min(sizes)
-    assert summary["examples_per_client"]["max"] == max(sizes)
-    assert set(summary) == {"spec", "modality", "clients", "examples", "examples_per_client"}
+    sizes = [si.generate_writer(2, w, si.SyntheticImagesConfig(writers=30))[1].size for w in range(30)]
+    assert summary["clients"] == 30 and summary["dp"] is True  # N is public; the rest is DP
+    assert abs(summary["examples"] - sum(sizes)) < 4 * summary["examples_stddev"] and summary["examples"] != sum(sizes)
+    assert "min" not in json.dumps(summary) and max(sizes) not in [h["clients"] for h in summary["client_size_histogram"]]
+    assert sorted(r.label for r in fresh_ledger.records()) == ["DP aggregate data inspect: client sizes",
+                                                                "DP aggregate data inspect: examples"]
+    text = run_cli("data", "inspect", "synthetic-images:writers=30,seed=2").stdout
+    assert "(DP; each client counted up to 1024)" in text and "charged to the ledger" in text
+    # Public data (the modeler says so): exact, nothing charged.
+    public = json.loads(run_cli("data", "inspect", "synthetic-images:writers=3,seed=2", "--public", "--json").stdout)
+    assert public["examples"] == sum(sizes[:3]) and public["examples_per_client"]["max"] == max(sizes[:3])
+    assert len(fresh_ledger.records()) == 4
 
 
 def test_make_then_inspect_each_format(tmp_path):
@@ -61,19 +73,56 @@ def test_bad_inputs_give_one_clear_error_and_write_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_demo_runs_end_to_end_on_tiny_data(tmp_path):
+def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_path, fresh_ledger):
     out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), "--writers", "4", "--users", "40", "--stages", "data")
+    args = ("demo", "--out", str(out), "--writers", "40", "--users", "60", "--stages", "data")
+    result = run_cli(*args)
     assert result.returncode == 0, result.stderr
-    assert "OOV rate" in result.stdout and "mean pixel intensity" in result.stdout
+    assert "OOV rate (DP" in result.stdout and "mean pixel intensity (DP" in result.stdout
+    # The simulated populations had no budget: the demo sets what its releases need, and says so.
+    assert result.stdout.count("it had no budget, so the demo sets ε =") == 2
+    assert {fresh_ledger.budget(p, 100).source for p in ("synthetic-text:seed=0", "synthetic-images:seed=0")} == {
+        "synthetic-text:seed=0", "synthetic-images:seed=0"}
     summary = json.loads((out / "summary.json").read_text())
-    oov = summary["text"]["oov_rate"]
-    assert oov["with_bug"] > oov["without_bug"] == oov["after_fix"]
-    intensity = summary["images"]["mean_pixel_intensity"]
-    assert intensity["with_bug"] < intensity["without_bug"] == intensity["after_fix"]
+    exact = _exact_data_stage_means(summary)
+    for kind, key in (("text", "oov_rate"), ("images", "mean_pixel_intensity")):
+        for variant, value in summary[kind][key].items():
+            assert abs(value["mean"] - exact[kind][variant]) < 4 * value["stddev"], (kind, variant)
+    assert exact["images"]["with_bug"] < exact["images"]["without_bug"] - 0.1  # the bug, in the ground truth
     assert sorted(os.listdir(out / "data")) == ["synthetic_images.npz", "synthetic_text.jsonl"]
     # Modeler-facing output never names the affected devices or sentences.
     assert "writer_0" not in result.stdout and "user_0" not in result.stdout
+    for kind in ("text", "images"):
+        check_released(str(out / "device-aggregates" / kind), exact_counts=[summary[kind]["clients"] + 1])
+    # A re-run charges nothing twice.
+    records = len(fresh_ledger.records())
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert len(fresh_ledger.records()) == records and "(set before)" in again.stdout
+
+
+def _exact_data_stage_means(summary) -> dict:
+    """Ground truth of the simulation (what the DP means estimate)."""
+    from fedgen_debug.bugs import PixelInversionBug, TokenizationBug
+    from fedgen_debug.data import client_data as cd
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.scenarios import lm_data
+
+    text = data_spec.load_client_data(summary["text"]["data"])
+    images = data_spec.load_client_data(summary["images"]["data"])
+    vocab = lm_data.public_vocabulary(lm_data.default_vocabulary_source(summary["text"]["data"]), 10000)
+    concat, invert = TokenizationBug(0.1, seed=0), PixelInversionBug(0.5, seed=0)
+
+    def oov(bug):
+        return float(np.mean([lm_data.device_oov_rate(lm_data.device_tokens(text, c, bug), vocab)
+                              for c in text.client_ids]))
+
+    def intensity(data):
+        return float(np.mean([np.mean(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids]))
+
+    return {"text": {"without_bug": oov(None), "with_bug": oov(concat), "after_fix": oov(concat.as_fixed())},
+            "images": {"without_bug": intensity(images), "with_bug": intensity(invert.apply(images)),
+                       "after_fix": intensity(invert.as_fixed().apply(images))}}
 
 
 def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(tmp_path):
@@ -87,16 +136,22 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(tmp_path):
     assert set(lm) == {"char", "word"}
     for kind in ("char", "word"):
         for name in ("before", "after"):
-            assert json.loads((out / "lm" / f"{kind}-lm-{name}" / "status.json").read_text())["state"] == "finished"
+            run_dir = str(out / "lm" / f"{kind}-lm-{name}")
+            assert json.loads(open(store.released(run_dir, store.STATUS)).read())["state"] == "finished"
+            check_released(run_dir)
+        assert lm[kind]["epsilon"]["after"] > 10  # stated, and marked
     assert lm["char"]["top20_with_space"]["before"] == 0
     assert lm["char"]["tokenization_bug_suspected"] is True
     assert "after (bug) top 20" in result.stdout and "before top 20" in result.stdout
     assert result.stdout.count("tokenization bug suspected:") == 2
+    assert result.stdout.count("char-LM: ε = ") == 2 and "WARNING: ε > 10, weak privacy" in result.stdout
+    # z = 0.1 < 1: each training release also says what the same noise gives at realistic scale.
+    assert "(a simulation: at realistic scale, qN = 200 of N = 400 with z = 1" in result.stdout
     # Re-running resumes finished runs instead of training again.
-    metrics = (out / "lm" / "char-lm-after" / "metrics.csv").read_text()
+    weights = open(store.released(str(out / "lm" / "char-lm-after"), store.MODEL_WEIGHTS), "rb").read()
     again = run_cli(*args, timeout=600)
     assert again.returncode == 0, again.stderr
-    assert (out / "lm" / "char-lm-after" / "metrics.csv").read_text() == metrics
+    assert open(store.released(str(out / "lm" / "char-lm-after"), store.MODEL_WEIGHTS), "rb").read() == weights
     assert "tokenization bug suspected:" in again.stdout
 
 
@@ -112,10 +167,13 @@ def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(tmp_path):
     assert result.returncode == 0, result.stderr
     gan = json.loads((out / "summary.json").read_text())["gan"]
     assert set(gan) == {"with_bug", "after_fix"}
+    shared = open(out / "gan" / store.PRIMARY, "rb").read()
     for phase in gan.values():
         assert isinstance(phase["pixel_inversion_suspected"], bool) and "z" in phase["evidence"]
+        assert min(phase["epsilon"].values()) > 10
         for run_dir in phase["run_dirs"].values():
-            assert os.path.getsize(os.path.join(run_dir, "samples.png")) > 500
-            population = json.loads(open(os.path.join(run_dir, "population.json")).read())
-            assert population["primary"] == str((out / "gan" / "primary_cnn.npz").resolve())
+            assert os.path.getsize(store.released(run_dir, store.SAMPLES_PNG)) > 500
+            assert open(store.released(run_dir, store.PRIMARY), "rb").read() == shared  # its own copy
+            check_released(run_dir, client_ids=[f"writer_{i:05d}" for i in range(12)])
     assert result.stdout.count("pixel inversion suspected:") == 2
+    assert result.stdout.count("-accuracy GAN:") == 4 and "privacy spent on the demo's populations" in result.stdout

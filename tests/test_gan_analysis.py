@@ -77,7 +77,9 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
 
     def gan(name, images):
         return {"run_dir": name, "select": "by-user-accuracy:low", "samples_png": f"{name}/samples.png",
-                "population": {"users": 3, "users_total": 9, "examples": 30},
+                "population": {"users": 3.2, "users_stddev": 2.8, "users_total": 9, "images": 30.5,
+                               "images_stddev": 1448.2},
+                "privacy": {"run": {"epsilon": 344.0, "above_warning": True}},
                 "dark_background": ga.dark_background(images), "quality": {"frechet_distance": 1.0, "classifier_score": 2.0}}
 
     blanks = np.full((20, 28, 28, 1), 1.0, np.float32)
@@ -85,11 +87,25 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
                            "current": gan("low", _samples(20, 0.5)), "compare": gan("high", blanks)})
     assert [line for line in lines if line.startswith("WARNING")] == [
         "WARNING: the compare GAN draws blank images (100% of samples): it did not learn its data, so its "
-        "dark-background share is no evidence; train longer or with another seed"]
+        "dark-background share is no evidence; train longer, with more clients per round or less noise"]
+    assert "≈3 ± 3 of 9 users, ≈30 ± 1448 images, DP counts; ε = 344 WARNING: weak privacy" in lines[0]
     assert lines[-1].startswith("pixel inversion suspected: YES (INCONCLUSIVE) (")
     healthy = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
                              "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})
     assert not any(line.startswith("WARNING") for line in healthy) and "INCONCLUSIVE" not in healthy[-1]
+
+
+def test_noise_samples_make_the_verdict_inconclusive():
+    """Salt and pepper (a GAN whose discriminator was drowned in DP noise) is not handwriting: its
+    frame median says "white" by chance, so its dark share proves nothing."""
+    noise = np.where(np.random.default_rng(0).random((60, 28, 28)) < 0.5, -1.0, 1.0).astype(np.float32)
+    assert ga.speckle(noise[:5]).min() > 0.4 and ga.speckle(np.stack([WHITE, BLACK, GRAY_WHITE])).max() < 0.1
+    stats = ga.noise_samples(np.concatenate([noise, np.stack([WHITE] * 40)]))
+    assert (stats["noise"], stats["share"]) == (60, 0.6)
+    verdict = ga.inversion_verdict(_samples(100, 1.0), noise[..., None])
+    assert verdict["pixel_inversion_suspected"] is True and verdict["inconclusive"] is True
+    assert verdict["evidence"]["mostly_noise"] == ["reference"] and verdict["evidence"]["mostly_blank"] == []
+    assert ga.inversion_verdict(_samples(100, 1.0), _samples(100, 0.0))["inconclusive"] is False
 
 
 def test_verdict_against_the_noise_floor():

@@ -1,5 +1,5 @@
-"""The GAN scenario end to end at test size: on-device selection, DP-FedAvg-GAN training into a run
-directory, the privacy records, analyze-gan's grids/report, and the CLI's errors. The verdict's
+"""The GAN scenario end to end at test size: on-device selection (strict), DP-FedAvg-GAN training into
+a run store, the privacy records, analyze-gan's grids/report, and the CLI's errors. The verdict's
 statistics are tested on hand-built images in test_gan_analysis.py; its demo-size behaviour is
 measured by evaluation/gan_pixel_inversion.py."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from fedgen_debug.privacy.ledger import PrivacyLedger
+from fedgen_debug.runs import store
 from fedgen_debug.scenarios.gan import GANRun, generate, load_generator, train_gan, with_thresholds
 from fedgen_debug.selectors.registry import parse_selector
 from fedgen_debug.scenarios.gan_report import analyze_gan
@@ -21,26 +21,44 @@ DATA = "synthetic-images:writers=12,seed=3"
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("gan-runs")
+    with pytest.MonkeyPatch.context() as patch:  # a ledger of this module's own: the totals below are exact
+        from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+
+        patch.setenv(LEDGER_ENV, str(root / "ledger"))
+        Ledger(str(root / "ledger")).set_budget("*", float("inf"))
+        yield _train(root)
+
+
+def _train(root):
     low = str(root / "low")
     train_gan(GANRun(DATA, "by-user-accuracy:low", 0.5, "test", rounds=2, primary_classes=10), low)
-    primary = os.path.join(low, "primary_cnn.npz")
+    primary = store.released(low, store.PRIMARY)
     high = str(root / "high")
     train_gan(GANRun(DATA, "by-user-accuracy:high,threshold=0.0", 0.5, "test", rounds=2, primary=primary), high)
     return root, low, high
 
 
-def test_training_writes_a_resumable_run_with_population_sizes_and_privacy_records(runs):
+def test_training_writes_a_resumable_run_with_dp_counts_and_privacy_records(runs):
     root, low, high = runs
     for run_dir in (low, high):
-        assert json.load(open(os.path.join(run_dir, "status.json")))["state"] == "finished"
-        population = json.load(open(os.path.join(run_dir, "population.json")))
-        assert 1 <= population["users"] <= population["users_total"] == 12
-        assert population["examples"] > 0
-    # The DP quantile threshold (no threshold given) is a second record; the modeler's threshold is not.
-    assert os.path.exists(os.path.join(low, "t4_threshold", "privacy.json"))
-    assert not os.path.exists(os.path.join(high, "t4_threshold"))
-    (total,) = PrivacyLedger(str(root)).totals(delta=1e-5)
-    assert total.population == "synthetic-images:seed=3,writers=12" and sorted(total.runs) == ["high", "low", os.path.join("low", "t4_threshold")]
+        assert json.load(open(store.released(run_dir, store.STATUS)))["state"] == "finished"
+        population = json.load(open(store.released(run_dir, store.POPULATION)))
+        assert population["users_total"] == 12 and population["dp"] is True
+        assert population["users_stddev"] > 0 and population["images_stddev"] > 0
+    # The DP quantile threshold (no threshold given) is a release of its own; the modeler's threshold is not.
+    low_privacy = json.load(open(store.released(low, store.PRIVACY)))
+    high_privacy = json.load(open(store.released(high, store.PRIVACY)))
+    assert sorted(r["label"] for r in low_privacy["releases"].values()) == [
+        "DP aggregate selected", "GAN by-user-accuracy:low", "T4 threshold: DP quantile 0.25"]
+    assert sorted(r["label"] for r in high_privacy["releases"].values()) == [
+        "DP aggregate selected", "GAN by-user-accuracy:high,threshold=0.0"]
+    assert json.load(open(store.released(low, store.THRESHOLD))).keys() == {"0.25"}
+    assert not os.path.exists(store.released(high, store.THRESHOLD))
+    # Every release is over the same population, all 12 users: the ledger composes them.
+    assert low_privacy["population"] == high_privacy["population"] == "synthetic-images:seed=3"
+    assert all(r["population_size"] == 12 for r in list(low_privacy["releases"].values())
+               + list(high_privacy["releases"].values()))
+    assert high_privacy["population_total"]["releases"] == 5
 
 
 def test_t4_thresholds_are_filled_inside_combined_selectors_only_where_missing():
@@ -76,8 +94,9 @@ def test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence(runs):
     assert report["current"]["dark_background"]["samples"] == 50
     assert np.isfinite(report["current"]["quality"]["frechet_distance"])
     for run_dir in (low, high):
-        assert os.path.getsize(os.path.join(run_dir, "samples.png")) > 500
-    assert json.load(open(os.path.join(low, "analysis.json")))["evidence"]["z"] == report["evidence"]["z"]
+        assert os.path.getsize(store.released(run_dir, store.SAMPLES_PNG)) > 500
+    assert json.load(open(store.released(low, store.ANALYSIS)))["evidence"]["z"] == report["evidence"]["z"]
+    assert report["current"]["privacy"]["run"]["epsilon"] > 0
     result = run_cli("analyze-gan", low, "--compare", high, "--samples", "40", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["current"]["dark_background"]["samples"] == 40
@@ -102,11 +121,10 @@ def test_analyze_gan_refuses_an_unfinished_or_foreign_run(tmp_path, runs):
     _, low, _ = runs
     result = run_cli("analyze-gan", str(tmp_path))
     assert result.returncode == 2 and "not a run directory" in result.stderr
-    (tmp_path / "config.json").write_text(json.dumps({"lm": {}}))
+    store.write_json(store.released(str(tmp_path), store.CONFIG), {"lm": {}})
     with pytest.raises(ValueError, match="not a GAN run"):
         load_generator(str(tmp_path))
-    config = json.load(open(os.path.join(low, "config.json")))
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "status.json").write_text(json.dumps({"state": "running", "rounds_completed": 1, "rounds": 2}))
+    store.write_json(store.released(str(tmp_path), store.CONFIG), json.load(open(store.released(low, store.CONFIG))))
+    store.write_json(store.released(str(tmp_path), store.STATUS), {"state": "running", "rounds_completed": 1, "rounds": 2})
     with pytest.raises(ValueError, match=r"has not finished \(1/2 rounds\); re-run train-gan"):
         load_generator(str(tmp_path))

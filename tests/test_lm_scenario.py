@@ -4,9 +4,12 @@ analysis tables and the automatic verdict (CLI included)."""
 import json
 import os
 
+import numpy as np
+
 import pytest
 
 from conftest import run_cli
+from fedgen_debug.runs import store
 from fedgen_debug.scenarios.lm import LMRun, train_lm
 from fedgen_debug.scenarios.lm_analysis import analyze_lm
 
@@ -23,9 +26,23 @@ def char_runs(tmp_path_factory):
     return runs
 
 
-def test_device_reported_oov_rate_rises_with_the_bug(char_runs):
-    rates = {f: json.load(open(os.path.join(d, "data_metrics.json")))["oov_rate"] for f, d in char_runs.items()}
-    assert rates[0.3] > rates[0.0] + 0.01
+def test_the_released_oov_rate_is_the_dp_mean_of_the_devices_rates(char_runs):
+    from fedgen_debug.bugs.tokenization import TokenizationBug
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.scenarios import lm_data
+
+    data = data_spec.load_client_data("synthetic-text:users=50,seed=2")
+    vocab = lm_data.load_vocabulary(char_runs[0.0])
+    for fraction, run_dir in char_runs.items():
+        released = json.load(open(store.released(run_dir, store.DEVICE_METRICS)))["oov_rate"]
+        assert released["dp"] and released["stddev"] == pytest.approx(2.0 / 50)  # σ/N: ±2/N for N = 50
+        bug = TokenizationBug(fraction, seed=0) if fraction else None
+        exact = np.mean([lm_data.device_oov_rate(lm_data.device_tokens(data, c, bug), vocab) for c in data.client_ids])
+        assert abs(released["mean"] - exact) < 4 * released["stddev"]
+        if fraction:  # ground truth of the simulation: the bug raises the devices' OOV rate
+            clean = np.mean([lm_data.device_oov_rate(lm_data.device_tokens(data, c, None), vocab)
+                             for c in data.client_ids])
+            assert exact > clean + 0.02
 
 
 def test_verdict_flags_the_bug_against_the_baseline_and_not_without_it(char_runs):
@@ -37,7 +54,7 @@ def test_verdict_flags_the_bug_against_the_baseline_and_not_without_it(char_runs
     assert len(buggy["current"]["top_k"]) == 20 and all(r["word"].strip() for r in buggy["current"]["top_k"])
     clean = analyze_lm(char_runs[0.0], samples=1000)
     assert clean["tokenization_bug_suspected"] is False
-    assert os.path.exists(os.path.join(char_runs[0.3], "top_oov_words.csv"))
+    assert os.path.exists(store.released(char_runs[0.3], store.TOP_OOV_WORDS))
 
 
 def test_analyze_lm_cli_prints_the_verdict(char_runs):
@@ -60,6 +77,6 @@ def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     rate = {k: v["oov"] / v["tokens"] for k, v in position_one.items()}
     assert rate["current"] > rate["baseline"]
     assert report["tokenization_bug_suspected"] is True
-    assert report["evidence"]["test"] == "position-1 OOV rate vs baseline"
-    assert os.path.getsize(os.path.join(runs[0.5], "analysis.png")) > 1000
+    assert report["evidence"]["test"] == "position 1's share of sampled OOV tokens vs baseline"
+    assert os.path.getsize(store.released(runs[0.5], store.ANALYSIS_PNG)) > 1000
     assert analyze_lm(runs[0.0], samples=2500)["tokenization_bug_suspected"] is False

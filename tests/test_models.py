@@ -124,8 +124,8 @@ def test_a_tiny_dp_fedavg_char_lm_learns_a_three_word_vocabulary(tmp_path):
     def client_dataset(cid):
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(word_sequences(clients[cid], 8)), config)
 
-    result = loop.train(dp_fedavg.build_process(spec, config), list(clients), client_dataset, config,
-                        str(tmp_path / "char"), "three-words")
+    result = loop.train(lambda secret: dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise")),
+                        loop.Population("three-words", tuple(clients)), client_dataset, config, str(tmp_path / "char"))
     model = spec.keras_model_fn()
     model.build((None, 8))
     result.model_weights.assign_weights_to(model)

@@ -19,9 +19,11 @@ def register(sub) -> None:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
-    inspect = data_sub.add_parser("inspect", help="client/example counts and per-client size statistics "
-                                  "(never raw examples)")
+    inspect = data_sub.add_parser("inspect", help="client count and DP counts of examples (never raw examples; "
+                                  "each call is a DP release charged to the ledger)")
     inspect.add_argument("spec", help="data spec, e.g. synthetic-images:writers=100")
+    inspect.add_argument("--public", action="store_true",
+                         help="the data is public (e.g. a public stand-in): exact counts, nothing charged")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.set_defaults(handler=run_inspect)
 
@@ -34,7 +36,44 @@ def register(sub) -> None:
     make.set_defaults(handler=run_make)
 
 
+# Each client's example count, capped, as one DP sum; and its size class (log2 bins) as a DP histogram.
+EXAMPLES_CAP = 1024
+SIZE_BINS = 12  # [1], [2, 3], [4, 7], ..., [1024, 2047], [2048, ∞)
+
+
+def size_bin(count: int) -> int:
+    return min(max(int(count), 1).bit_length() - 1, SIZE_BINS - 1)
+
+
+def dp_size_summary(sizes: dict[str, int], population: str, label: str = "data inspect", run_dir: str | None = None,
+                    secret=None) -> dict:
+    """Client count (public: N is public under replace-one), the DP total of examples (each client's
+    count capped at EXAMPLES_CAP) and a DP histogram of client sizes, charged to the ledger first."""
+    from fedgen_debug.privacy import aggregates
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.runs.start import charge
+
+    secret = secret or RunSecret.fresh()
+    total_spec = aggregates.BoundedSum(f"{label}: examples", (float(EXAMPLES_CAP),), noise_multiplier=4.0)
+    hist_spec = aggregates.Histogram(f"{label}: client sizes", SIZE_BINS, noise_multiplier=2.0)
+    counts = np.array(list(sizes.values()))
+    charge([aggregates.aggregate_record(spec, population, len(counts), f"{secret.run_id}/{spec.name}", run_dir or label)
+            for spec in (total_spec, hist_spec)], run_dir)
+    total = aggregates.compute(total_spec, counts[:, None], secret)
+    hist = aggregates.compute(hist_spec, [size_bin(c) for c in counts], secret)
+    cumulative = np.cumsum(np.clip(hist.values, 0, None))
+    median_bin = int(np.searchsorted(cumulative, cumulative[-1] / 2))
+    return {"clients": int(len(counts)), "dp": True,
+            "examples": round(float(total.values[0]), 1), "examples_stddev": round(float(total.stddev[0]), 1),
+            "examples_cap_per_client": EXAMPLES_CAP,
+            "client_size_histogram": [{"from": 2 ** b, "to": (2 ** (b + 1) - 1) if b < SIZE_BINS - 1 else None,
+                                       "clients": round(float(v), 1)} for b, v in enumerate(hist.values)],
+            "client_size_histogram_stddev": round(float(hist_spec.stddev), 2),
+            "median_client_size_bin": [2 ** median_bin, 2 ** (median_bin + 1) - 1]}
+
+
 def size_summary(sizes: dict[str, int]) -> dict:
+    """Exact counts: for public data only."""
     counts = np.array(list(sizes.values()))
     q = np.percentile(counts, [25, 50, 75])
     return {
@@ -52,16 +91,29 @@ def run_inspect(args) -> int:
 
     spec = data_spec.parse_data_spec(args.spec)
     client_data = data_spec.load_client_data(spec)
-    summary = {"spec": str(spec), "modality": spec.modality, **size_summary(cd.client_sizes(client_data))}
+    sizes = cd.client_sizes(client_data)
+    if args.public:
+        summary = {"spec": str(spec), "modality": spec.modality, "public": True, **size_summary(sizes)}
+    else:
+        population = data_spec.population_key(spec)
+        summary = {"spec": str(spec), "population": population, "modality": spec.modality,
+                   **dp_size_summary(sizes, population)}
     if args.json:
         print(json.dumps(summary, indent=2))
-    else:
+        return 0
+    print(f"{summary['spec']} ({summary['modality']})")
+    print(f"  clients:  {summary['clients']}")
+    if args.public:
         s = summary["examples_per_client"]
-        print(f"{summary['spec']} ({summary['modality']})")
-        print(f"  clients:  {summary['clients']}")
-        print(f"  examples: {summary['examples']}")
+        print(f"  examples: {summary['examples']} (public data: exact)")
         print(f"  examples per client: min {s['min']}, p25 {s['p25']:g}, median {s['median']:g}, "
               f"mean {s['mean']:g}, p75 {s['p75']:g}, max {s['max']}")
+        return 0
+    print(f"  examples: ≈ {summary['examples']:,.0f} ± {summary['examples_stddev']:,.0f} (DP; each client counted up "
+          f"to {EXAMPLES_CAP})")
+    print(f"  median client size: {summary['median_client_size_bin'][0]}–{summary['median_client_size_bin'][1]} "
+          f"examples (DP histogram, ± {summary['client_size_histogram_stddev']:g} clients per bin)")
+    print(f"  privacy: two DP releases charged to the ledger for {summary['population']} (`fedgen-debug ledger`)")
     return 0
 
 
@@ -92,6 +144,9 @@ def run_make(args) -> int:
         path = tff_sqlite.write_emnist_sqlite(client_data, args.out)
     else:
         path = tff_sqlite.write_stackoverflow_sqlite(client_data, args.out)
-    sizes = cd.client_sizes(client_data)
-    print(f"wrote {path}: {len(sizes)} clients, {sum(sizes.values())} examples ({fmt})")
+    if spec.source.startswith("synthetic"):
+        sizes = cd.client_sizes(client_data)
+        print(f"wrote {path}: {len(sizes)} clients, {sum(sizes.values())} examples ({fmt})")
+    else:  # counts of private data are released only as DP counts (`data inspect`)
+        print(f"wrote {path} ({fmt})")
     return 0

@@ -1,29 +1,48 @@
 """The demo's LM stage (paper §5): char- and word-LM before (0%) and after (10%) the tokenization
-bug, the after-run analyzed against the before-run, tables side by side and the verdict."""
+bug, the after-run analyzed against the before-run, tables side by side, each model's ε and the verdict."""
 
 from __future__ import annotations
 
 import os
 
 
+def stage_runs(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int) -> dict:
+    """{(kind, "before"|"after"): (LMRun, run_dir)}. Different seeds: the before-run is an independent
+    replicate (its own model initialisation and bug draw); DP noise differs anyway (each run's secret)."""
+    from fedgen_debug.scenarios.lm import LMRun
+
+    runs = {}
+    for kind in ("char", "word"):
+        for name, fraction, run_seed in (("before", 0.0, seed), ("after", concat_fraction, seed + 1)):
+            runs[kind, name] = (LMRun(kind, data, fraction, preset, seed=run_seed, vocab_size=vocab_size),
+                                os.path.join(out, f"{kind}-lm-{name}"))
+    return runs
+
+
 def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str = "demo",
                  vocab_size: int = 10_000, samples: int = 2000) -> dict:
     from fedgen_debug.cli.lm_cmd import format_report
-    from fedgen_debug.scenarios.lm import LMRun, train_lm
+    from fedgen_debug.cli.privacy_flags import privacy_lines
+    from fedgen_debug.scenarios.lm import train_lm
     from fedgen_debug.scenarios.lm_analysis import analyze_lm
 
+    runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
     summary = {}
     for kind in ("char", "word"):
-        before, after = (os.path.join(out, f"{kind}-lm-{name}") for name in ("before", "after"))
         print(f"\n[text]   training the DP-FedAvg {kind}-LM before the bug (0%) and after it "
               f"({concat_fraction:.0%}); re-running resumes", flush=True)
-        # Different seeds: the before-run is an independent replicate, not the same noise.
-        train_lm(LMRun(kind, data, 0.0, preset, seed=seed, vocab_size=vocab_size), before)
-        train_lm(LMRun(kind, data, concat_fraction, preset, seed=seed + 1, vocab_size=vocab_size), after)
+        for name in ("before", "after"):
+            run, run_dir = runs[kind, name]
+            train_lm(run, run_dir)
+            print(f"         {kind}-LM {name}:")
+            print("\n".join("       " + line for line in privacy_lines(run_dir)))
+        before, after = runs[kind, "before"][1], runs[kind, "after"][1]
         report = analyze_lm(after, before, samples=samples)
         for line in format_report(report, after, 20):
             print("         " + line.replace("current", "after (bug)").replace("baseline", "before"))
         summary[kind] = {"run_dirs": {"before": before, "after": after},
+                         "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
+                                     "after": report["current"]["privacy"]["run"]["epsilon"]},
                          "tokenization_bug_suspected": report["tokenization_bug_suspected"],
                          "evidence": report["evidence"]}
         if kind == "char":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.cli.privacy_flags import add_privacy_flags
+
 SELECT_CHOICES = ("by-user-accuracy:low", "by-user-accuracy:high", "by-example:correct", "by-example:misclassified",
                   "random")
 
@@ -17,12 +19,12 @@ def register(sub) -> None:
                        help=f"one of {', '.join(SELECT_CHOICES)}, optionally with settings "
                             "(by-user-accuracy:low,threshold=0.8); see `fedgen-debug selectors`")
     train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
-    train.add_argument("--rounds", type=int)
     train.add_argument("--primary", help="primary CNN weights (.npz from a previous run); default: train one "
                                          "on clean public stand-in data into the run directory")
     train.add_argument("--primary-classes", type=int, default=62, help="classes of a newly trained primary CNN")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
+    add_privacy_flags(train)
     train.set_defaults(handler=run_train)
 
     analyze = sub.add_parser("analyze-gan", help="sample grids, quality and the pixel-inversion verdict")
@@ -35,13 +37,16 @@ def register(sub) -> None:
 
 def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import parse_bug
+    from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.scenarios.gan import GANRun, train_gan
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
-                 preset=args.preset, rounds=args.rounds, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes)
+                 preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
+                 **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
+    print("\n".join(privacy_lines(args.out)))
     return 0
 
 
@@ -64,16 +69,20 @@ def format_report(report: dict) -> list[str]:
             continue
         r = report[name]
         p, d, q = r["population"], r["dark_background"], r["quality"]
-        lines.append(f"{name:8s} {r['run_dir']}  ({r['select']}: {p['users']}/{p['users_total']} users, "
-                     f"{p['examples']} images)")
+        eps = r["privacy"]["run"]
+        lines.append(f"{name:8s} {r['run_dir']}  ({r['select']}: ≈{p['users']:.0f} ± {p['users_stddev']:.0f} of "
+                     f"{p['users_total']} users, ≈{p['images']:.0f} ± {p['images_stddev']:.0f} images, DP counts; "
+                     f"ε = {eps['epsilon']:.4g}{' WARNING: weak privacy' if eps['above_warning'] else ''})")
         lines.append(f"         dark-background samples {d['share']:.1%} ({d['dark']}/{d['samples']}), median "
                      f"background {d['median_background']:.2f}; Fréchet distance {q['frechet_distance']:.1f}, "
                      f"classifier score {q['classifier_score']:.2f}; grid {r['samples_png']}")
     e = report["evidence"]
-    for name in e["mostly_blank"]:
-        gan = "compare" if name == "reference" else "current"
-        lines.append(f"WARNING: the {gan} GAN draws blank images ({e['blank'][name]['share']:.0%} of samples): it did "
-                     "not learn its data, so its dark-background share is no evidence; train longer or with another seed")
+    for kind, names in (("blank", e["mostly_blank"]), ("noise", e.get("mostly_noise", []))):
+        for name in names:
+            gan = "compare" if name == "reference" else "current"
+            lines.append(f"WARNING: the {gan} GAN draws {kind} images ({e[kind][name]['share']:.0%} of samples): it did "
+                         "not learn its data, so its dark-background share is no evidence; train longer, with more "
+                         "clients per round or less noise")
     lines.append(f"pixel inversion suspected: {'YES' if report['pixel_inversion_suspected'] else 'no'}"
                  f"{' (INCONCLUSIVE)' if report['inconclusive'] else ''} "
                  f"({e['test']}: z = {e['z']:.1f}, threshold {e['z_threshold']:g})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.cli.privacy_flags import add_privacy_flags
+
 
 def register(sub) -> None:
     train = sub.add_parser("train-lm", help="train a DP-FedAvg word- or char-LM on text data")
@@ -12,11 +14,13 @@ def register(sub) -> None:
     train.add_argument("--bug", default=None, metavar="concat:FRACTION",
                        help="tokenization bug on the devices: glue the first two tokens of FRACTION of sentences")
     train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
-    train.add_argument("--rounds", type=int)
-    train.add_argument("--clients-per-round", type=int)
     train.add_argument("--vocab-size", type=int, default=10_000)
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--vocab", metavar="dp|public:SPEC",
+                       help="the vocabulary: DP heavy hitters of the users' text, or the top words of public text "
+                            "(default: public:synthetic-text:users=1000,seed=S+1000 for synthetic text, else dp)")
+    train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
+    add_privacy_flags(train)
     train.set_defaults(handler=run_train)
 
     analyze = sub.add_parser("analyze-lm", help="tables and the tokenization-bug verdict of an LM run")
@@ -30,14 +34,16 @@ def register(sub) -> None:
 
 def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import parse_bug
+    from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.scenarios.lm import LMRun, train_lm
 
     run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug, "concat", "0.1"),
-                preset=args.preset, rounds=args.rounds, clients_per_round=args.clients_per_round, seed=args.seed,
-                vocab_size=args.vocab_size)
+                preset=args.preset, seed=args.seed, vocab_size=args.vocab_size, vocab=args.vocab,
+                **privacy_settings(args))
     result = train_lm(run, args.out)
     print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
+    print("\n".join(privacy_lines(args.out)))
     return 0
 
 
@@ -58,7 +64,10 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
     from fedgen_debug.stats import Z_THRESHOLD
 
     current = report["current"]
-    lines = [f"{current['kind']}-LM {run_dir}: device-reported OOV rate {current['device_reported_oov_rate']:.2%}"]
+    lines = [f"{current['kind']}-LM {run_dir}: mean device OOV rate (DP) {current['device_reported_oov_rate']:.2%} "
+             f"± {current['device_reported_oov_rate_stddev']:.2%}; this model ε = "
+             f"{current['privacy']['run']['epsilon']:.4g}"
+             + (" [WARNING: weak privacy]" if current['privacy']['run']['above_warning'] else "")]
     if current["kind"] == "char":
         columns = [("current", current)] + ([("baseline", report["baseline"])] if "baseline" in report else [])
         lines.append("  ".join(f"{name + ' top ' + str(top_k):<34}" for name, _ in columns))

@@ -1,64 +1,88 @@
-"""`fedgen-debug privacy`: (ε, δ) of a DP-FedAvg configuration, its realistic-scale scenario, or the
-per-population ledger of a runs directory."""
+"""`fedgen-debug privacy`: (ε, δ) of a DP-FedAvg configuration and its realistic-scale scenario;
+`fedgen-debug ledger`: the privacy ledger, and budgets."""
 
 from __future__ import annotations
 
 import json
+import math
 
 from fedgen_debug.privacy import accounting
 
 
 def register(sub) -> None:
-    p = sub.add_parser("privacy", help="(ε, δ) of DP-FedAvg training, or the privacy ledger of a runs dir")
-    p.add_argument("--clients-per-round", type=int, metavar="Q", help="qN, users sampled per round")
-    p.add_argument("--population", type=int, metavar="N", help="N, users in the population")
-    p.add_argument("--noise-multiplier", type=float, metavar="Z", help="z (σ = zS/qN)")
-    p.add_argument("--rounds", type=int, metavar="T")
-    p.add_argument("--delta", type=float, metavar="D", help="δ (ledger default: the budget's, else 1/N)")
+    p = sub.add_parser("privacy", help="(ε, δ) of a DP-FedAvg configuration")
+    p.add_argument("--clients-per-round", type=int, metavar="Q", required=True, help="qN, users sampled per round")
+    p.add_argument("--population", type=int, metavar="N", required=True, help="N, users in the population")
+    p.add_argument("--noise-multiplier", type=float, metavar="Z", required=True, help="z (noise std zS on the sum)")
+    p.add_argument("--rounds", type=int, metavar="T", required=True)
+    p.add_argument("--delta", type=float, metavar="D", help="δ, < 1/N (default 0.01/N)")
     p.add_argument("--sampling", choices=accounting.SAMPLINGS, default=accounting.WITHOUT_REPLACEMENT)
-    p.add_argument("--conversion", choices=accounting.CONVERSIONS, default=accounting.PAPER,
-                   help="paper: Mironov Prop. 3 as in the paper; tight: dp_accounting's conversion")
+    p.add_argument("--accounting", choices=accounting.ACCOUNTINGS,
+                   help="replace-one (default for fixed-size rounds: sensitivity 2S), add-remove (Poisson), or "
+                        "paper: augenstein2020/ramaswamy2020's convention (sensitivity S under replace-one), "
+                        "which under-reports ε; to reproduce the papers' tables")
+    p.add_argument("--conversion", choices=accounting.CONVERSIONS,
+                   help="RDP to (ε, δ): tight (dp_accounting's; default) or paper (Mironov Prop. 3 over the "
+                        "paper's orders; default with --accounting paper)")
     p.add_argument("--realistic", action="store_true",
                    help="also report the scaled scenario where z reaches --target-noise-multiplier")
     p.add_argument("--target-noise-multiplier", type=float, default=1.0)
     p.add_argument("--overall-populations", type=int, nargs=2, metavar=("SIMULATED", "REALISTIC"),
                    help="with --realistic: scale N by the overall populations (paper: 3400 2000000)")
-    p.add_argument("--ledger", metavar="RUNS_DIR", help="compose every run's privacy record per population")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run)
 
-
-def _required(args):
-    missing = [f"--{n.replace('_', '-')}" for n in ("clients_per_round", "population", "noise_multiplier",
-                                                    "rounds", "delta") if getattr(args, n) is None]
-    if missing:
-        raise ValueError(f"missing {' '.join(missing)} (or use --ledger RUNS_DIR).")
+    ledger = sub.add_parser("ledger", help="the privacy ledger: every DP release per population, and budgets")
+    ledger_sub = ledger.add_subparsers(dest="ledger_command", metavar="ACTION")
+    show = ledger_sub.add_parser("show", help="totals per population (the default action)")
+    for parser in (ledger, show):
+        parser.add_argument("--json", action="store_true")
+    budget = ledger_sub.add_parser("budget", help="set a population's (ε, δ) budget (recorded in the ledger)")
+    budget.add_argument("population", help="a data spec (e.g. synthetic-text:users=300), or '*' for every "
+                                           "population without its own budget")
+    budget.add_argument("--epsilon", type=float, required=True, help="ε budget ('inf': no limit)")
+    budget.add_argument("--delta", type=float, help="δ budget (default 0.01/N)")
+    budget.add_argument("--reason", default="", help="why, for the record")
+    ledger.set_defaults(handler=run_ledger)
 
 
 def run(args) -> int:
-    if args.ledger:
-        return _run_ledger(args)
-    _required(args)
+    accounting_name = args.accounting or accounting.default_accounting(args.sampling)
     params = accounting.DPFedAvgPrivacy(args.clients_per_round, args.population, args.noise_multiplier,
-                                        args.rounds, args.sampling)
-    guarantee = accounting.dp_fedavg_epsilon(params, args.delta, args.conversion)
-    result = {**guarantee.as_dict(), "clients_per_round": params.clients_per_round,
-              "population": params.population, "noise_multiplier": params.noise_multiplier,
-              "rounds": params.rounds}
+                                        args.rounds, args.sampling, accounting_name)
+    delta = args.delta if args.delta is not None else accounting.default_delta(args.population)
+    # The papers report δ ≈ 1/N (2.92e-6 for N = 342,477, rounded up); their convention may reproduce it.
+    paper_delta = accounting_name == accounting.PAPER_CONVENTION and 0 < delta <= 1.01 / args.population
+    accounting.check_delta(delta, None if paper_delta else args.population)
+    conversion = args.conversion or accounting.default_conversion(accounting_name)
+    guarantee = accounting.dp_fedavg_epsilon(params, delta, conversion)
+    result = {**guarantee.as_dict(), "clients_per_round": params.clients_per_round, "population": params.population,
+              "noise_multiplier": params.noise_multiplier, "rounds": params.rounds, "sampling": params.sampling}
+    if accounting_name == accounting.PAPER_CONVENTION:
+        correct = accounting.dp_fedavg_epsilon(
+            accounting.DPFedAvgPrivacy(*[getattr(params, f) for f in ("clients_per_round", "population",
+                                                                      "noise_multiplier", "rounds", "sampling")]),
+            delta, conversion)
+        result["correct_replace_one_epsilon"] = correct.epsilon
     if args.realistic:
         from fedgen_debug.privacy.realistic import realistic_scenario
 
         scaled = realistic_scenario(
-            params, args.target_noise_multiplier, args.conversion, simulation_delta=args.delta,
+            params, args.target_noise_multiplier, conversion, simulation_delta=delta,
             overall_populations=tuple(args.overall_populations) if args.overall_populations else None,
         )
         result["realistic"] = {"scale": scaled.scale, **scaled.realistic.as_dict()}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"ε = {guarantee.epsilon:.4g} at δ = {guarantee.delta:g}  (qN={params.clients_per_round}, "
-          f"N={params.population}, z={params.noise_multiplier:g}, T={params.rounds}, {params.sampling} "
-          f"sampling, {args.conversion} conversion, optimal RDP order {guarantee.optimal_order:g})")
+    print(f"{accounting.format_epsilon(guarantee)}  (qN={params.clients_per_round}, N={params.population}, "
+          f"z={params.noise_multiplier:g}, T={params.rounds}, {params.sampling} sampling, {accounting_name} "
+          f"accounting, {conversion} conversion, optimal RDP order {guarantee.optimal_order:g})")
+    if delta >= 1.0 / args.population:
+        print(f"note: δ = {delta:g} ≥ 1/N, as the paper reports; no meaningful guarantee (a release needs δ < 1/N)")
+    if "correct_replace_one_epsilon" in result:
+        print(f"the paper's convention: with the replace-one sensitivity 2S of fixed-size rounds the same "
+              f"training has ε = {result['correct_replace_one_epsilon']:.4g}")
     if args.realistic:
         r = result["realistic"]
         print(f"realistic scenario (×{r['scale']:g}): ε = {r['epsilon']:.4g} at δ = {r['delta']:g}  "
@@ -66,20 +90,32 @@ def run(args) -> int:
     return 0
 
 
-def _run_ledger(args) -> int:
-    from fedgen_debug.privacy.ledger import PrivacyLedger
+def run_ledger(args) -> int:
+    from fedgen_debug.privacy.ledger import ALL_POPULATIONS, Ledger
 
-    ledger = PrivacyLedger(args.ledger)
-    totals = [t.as_dict() for t in ledger.totals(args.delta, args.conversion)]
-    if args.json:
-        print(json.dumps({"runs_dir": args.ledger, "populations": totals}, indent=2))
+    ledger = Ledger()
+    if args.ledger_command == "budget":
+        population = args.population
+        if population != ALL_POPULATIONS:
+            from fedgen_debug.data.spec import population_key
+
+            population = population_key(population)
+        ledger.set_budget(population, args.epsilon, args.delta, args.reason)
+        print(f"{ledger.path}: budget of {population}: ε = {args.epsilon:g}"
+              + (f" at δ = {args.delta:g}" if args.delta is not None else " at δ = 0.01/N")
+              + (" (no limit)" if math.isinf(args.epsilon) else ""))
         return 0
+    totals = [t.as_dict() for t in ledger.totals()]
+    if args.json:
+        print(json.dumps({"ledger": ledger.path, "populations": totals}, indent=2))
+        return 0
+    print(f"ledger: {ledger.path}")
     if not totals:
-        print(f"{args.ledger}: no privacy records.")
+        print("no DP releases yet.")
     for t in totals:
-        budget = f", budget ε = {t['budget']['epsilon']:g}" if t["budget"] else ""
-        print(f"{t['population']} (N={t['population_size']}): ε = {t['epsilon']:.4g} at δ = {t['delta']:g} "
-              f"over {len(t['runs'])} run(s){budget}")
-        for run_name in t["runs"]:
-            print(f"    {run_name}")
+        mark = f"  WARNING: ε > {accounting.EPSILON_WARNING:g}" if t["above_warning"] else ""
+        print(f"{t['population']} (N={t['population_size']}): ε = {t['epsilon']:.4g} at δ = {t['delta']:.3g} over "
+              f"{len(t['releases'])} release(s); budget ε = {t['budget']['epsilon']:g} ({t['budget']['source']}){mark}")
+        for r in t["releases"]:
+            print(f"    ε = {r['epsilon_alone']:.4g}  {r['label']}  {r['source']}")
     return 0

@@ -106,3 +106,31 @@ def load_client_data(spec: DataSpec | str):
     if spec.source == "tff-emnist":
         return tff_sqlite.load_tff_emnist(spec.path)
     return tff_sqlite.load_tff_stackoverflow(spec.path)
+
+
+def population_key(spec: DataSpec | str) -> str:
+    """The canonical name of the users a spec holds: the privacy ledger's key.
+
+    The same users must never pass for two populations, whatever the spelling: synthetic users are
+    keyed by their generator seed alone (user k depends only on (seed, k), so `users=300` is a prefix
+    of `users=1000`: the same people); files by the SHA-256 of their content (a copy, a move or a
+    relative path is the same data; filter options such as `min_sentences` select among the same
+    people); TFF's datasets by their name (the cache directory does not matter).
+    """
+    import hashlib
+    import os
+
+    if isinstance(spec, str):
+        spec = parse_data_spec(spec)
+    if spec.source in ("synthetic-images", "synthetic-text"):
+        return f"{spec.source}:seed={spec.option('seed')}"
+    if spec.source in ("tff-emnist", "tff-stackoverflow"):
+        return spec.source
+    path = os.path.expanduser(spec.path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{spec.path}: no such file.")
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"{spec.source}:sha256={digest.hexdigest()[:16]}"

@@ -1,21 +1,31 @@
 """The GAN scenario (paper §6, App. C): DP-FedAvg-GANs on the images of selected users or examples.
 
 `train_gan`: the devices apply the app's (possibly buggy) preprocessing, run the primary CNN and a
-selector (T4 by user accuracy, T2 by example correctness, T1 random) on their own data; the selected
-population trains a DP-FedAvg-GAN (Algorithm 1) into a run directory. `load_generator` rebuilds the
-generator for `gan_analysis`. The primary CNN is the modeler's pre-update model: given with
-`primary=PATH`, or trained centrally on clean public stand-in data (synthetic handwriting of other
-writers) into the run directory.
+selector (T4 by user accuracy, T2 by example correctness, T1 random) on their own data, and a
+DP-FedAvg-GAN (Algorithm 1) trains on what they selected. Before anything is computed the run charges
+all its releases to the privacy ledger: the DP quantiles of T4 thresholds, the DP counts of the
+selected subpopulation, and every training round. `load_generator` rebuilds the generator for
+`gan_report`.
 
-T4 without a threshold uses a DP quantile of the users' accuracies measured before the update (paper
-Table 10: 25th percentile for "low", 75th for "high"); its privacy cost is a second record in the
-run directory (`t4_threshold/privacy.json`), which the ledger adds to the population's total.
+Selection (`selection`): `strict` (default) samples qN of all N users each round; a sampled device
+that does not qualify trains on nothing and sends a zero update that still counts in the fixed
+denominator, so ε is over all N users and no output depends on anyone's selection bit except through
+DP. `paper`: the population is the users who qualified (the server learns who), ε over them only, as
+augenstein2020 accounts; with a warning.
+
+The primary CNN is the modeler's pre-update model: given with `primary=PATH`, or trained centrally on
+clean public stand-in data (synthetic handwriting of other writers). Either way the run keeps its own
+copy in `released/` (a public model), which the analysis reads. T4 without a threshold uses a DP
+quantile of the users' accuracies before the update (paper Table 10: 25th percentile for "low", 75th
+for "high") over all users.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -24,31 +34,47 @@ from fedgen_debug.bugs import PixelInversionBug
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.models import cnn
 from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
+from fedgen_debug.privacy import aggregates
+from fedgen_debug.privacy.accounting import check_delta
+from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
+from fedgen_debug.runs import store
+from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.scenarios import gan_data, primary_cnn
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
 from fedgen_debug.selectors.criteria import ByUserMetric
-from fedgen_debug.selectors.quantile import QuantileConfig, dp_quantile
 from fedgen_debug.training import dp_fedavg_gan, loop
 from fedgen_debug.training import run_dir as rd
+from fedgen_debug.training.config import PrivacySettings
 
+logger = logging.getLogger(__name__)
 PRESETS = ("paper", "demo", "test")
-PRIMARY_FILE = "primary_cnn.npz"
-POPULATION_FILE = "population.json"
-THRESHOLD_DIR = "t4_threshold"
 PUBLIC_STAND_IN = "synthetic-images:writers={writers},seed={seed}"
 T4_QUANTILES = {"low": 0.25, "high": 0.75}
 _SHUFFLE_STREAM = 0x6A5
+PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
+                           "them only, as if membership were public (augenstein2020's accounting)")
+# The DP counts of the selected subpopulation: users, and images kept (capped at 512 a user).
+SELECTION_COUNTS = aggregates.BoundedSum("selected", (1.0, 512.0), noise_multiplier=4.0)
+
+
+def quantile_config(target: float, population: int) -> QuantileConfig:
+    """The T4 threshold's DP quantile: about a tenth of the users (at most 100) per round, 100 rounds,
+    noise 2 × the record bound (ε ≈ 13 at N = 100, ≈ 2.5 at the paper's N = 3,400)."""
+    return QuantileConfig(target, clients_per_round=max(1, min(100, population // 10)), rounds=100,
+                          noise_multiplier=2.0)
 
 
 @dataclasses.dataclass(frozen=True)
-class GANRun:
+class GANRun(PrivacySettings):
+    """One GAN run: the data, the selector, the simulated bug, the preset, the primary CNN, and the
+    modeler's privacy settings (`PrivacySettings`)."""
+
     data: str
     select: str
     bug_fraction: float = 0.0
     preset: str = "demo"
-    rounds: int | None = None
     seed: int = 0
     primary: str | None = None     # weights of the primary CNN (`primary_cnn.train_primary_cnn`)
     primary_classes: int = 62
@@ -56,20 +82,16 @@ class GANRun:
     def __post_init__(self):
         if self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
+        self.check_privacy_settings()
         if data_spec.parse_data_spec(self.data).modality != "images":
             raise ValueError(f"train-gan needs image data. Found {self.data!r}.")
         registry.parse_selector(self.select)  # validates
         PixelInversionBug(self.bug_fraction)  # validates the fraction
-        if self.rounds is not None and self.rounds < 1:
-            raise ValueError(f"rounds must be >= 1. Found {self.rounds}.")
 
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
+        """The preset's values with the run's privacy settings; qN at most the population."""
         config = dp_fedavg_gan.gan_training_config(self.preset, self.seed)
-        training = config.training
-        qn = min(training.dp.clients_per_round, population)
-        training = dataclasses.replace(training, rounds=self.rounds or training.rounds,
-                                       dp=dataclasses.replace(training.dp, clients_per_round=qn))
-        return dataclasses.replace(config, training=training)
+        return dataclasses.replace(config, training=self.override(config.training, population))
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -83,33 +105,28 @@ def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -
     return primary_cnn.train_primary_cnn(public, config, seed, 3, path)
 
 
-def _primary(run: GANRun, out_dir: str) -> tuple[tf.keras.Model, str]:
-    if run.primary is not None:
-        return primary_cnn.load_primary_cnn(run.primary), run.primary
-    path = os.path.join(out_dir, PRIMARY_FILE)
-    if os.path.exists(path):
-        return primary_cnn.load_primary_cnn(path), path
-    return train_public_primary(path, run.preset, run.seed, run.primary_classes), path
+def _primary(run: GANRun, out_dir: str) -> tf.keras.Model:
+    """The run's own copy of the primary CNN (released: a public model), made once."""
+    path = store.released(out_dir, store.PRIMARY)
+    if not os.path.exists(path):
+        if run.primary is None:
+            train_public_primary(path, run.preset, run.seed, run.primary_classes)
+        else:
+            primary_cnn.load_primary_cnn(run.primary)  # validates before copying
+            for source, target in ((run.primary, path), (primary_cnn.info_path(run.primary), primary_cnn.info_path(path)),
+                                   (primary_cnn.reference_path(run.primary), primary_cnn.reference_path(path))):
+                shutil.copyfile(source, target + ".partial")
+                os.replace(target + ".partial", target)
+    return primary_cnn.load_primary_cnn(path)
 
 
-def _threshold(selector: ByUserMetric, clean_data, model, population: str, out_dir: str, seed: int) -> float:
-    """A DP quantile of user accuracy before the update; computed once per run directory."""
-    path = os.path.join(out_dir, THRESHOLD_DIR)
-    if os.path.exists(os.path.join(path, "threshold.json")):
-        saved = rd.read_json(os.path.join(path, "threshold.json"))
-        if saved["target_quantile"] != T4_QUANTILES[selector.direction]:
-            raise ValueError(f"{out_dir} already has a T4 threshold for quantile {saved['target_quantile']}; "
-                             "give the thresholds explicitly (threshold=...) to combine low and high.")
-        return saved["threshold"]
-    accuracies = gan_data.user_accuracies(clean_data, model)
-    config = QuantileConfig(T4_QUANTILES[selector.direction], clients_per_round=min(100, len(accuracies)),
-                            rounds=100, seed=seed)
-    estimate = dp_quantile(accuracies, config, population, label=f"T4 threshold for {out_dir}")
-    os.makedirs(path, exist_ok=True)
-    estimate.privacy.write(path)
-    rd.write_json(os.path.join(path, "threshold.json"), {"threshold": estimate.value,
-                                                          "target_quantile": config.target_quantile})
-    return estimate.value
+def t4_parts(selector: Selector) -> list[ByUserMetric]:
+    """The threshold-less T4 parts of `selector` (also inside AllOf/AnyOf)."""
+    if isinstance(selector, ByUserMetric):
+        return [selector] if selector.threshold is None else []
+    if isinstance(selector, AllOf):  # AnyOf is a subclass
+        return [p for part in selector.parts for p in t4_parts(part)]
+    return []
 
 
 def with_thresholds(selector: Selector, estimate) -> Selector:
@@ -122,38 +139,113 @@ def with_thresholds(selector: Selector, estimate) -> Selector:
     return selector
 
 
+def _thresholds(targets: list[float], clean_data, model, everyone: loop.Population, secret, out_dir: str) -> dict:
+    """DP quantiles of user accuracy before the update, by target quantile; computed once per run."""
+    path = store.released(out_dir, store.THRESHOLD)
+    saved = store.read_json(path) if os.path.exists(path) else {}
+    missing = [q for q in targets if f"{q:g}" not in saved]
+    if missing:
+        accuracies = gan_data.user_accuracies(clean_data, model)
+        for q in missing:
+            saved[f"{q:g}"] = dp_quantile(everyone.client_ids, accuracies, quantile_config(q, everyone.size),
+                                          secret).value
+        store.write_json(path, saved)
+    return {q: saved[f"{q:g}"] for q in targets}
+
+
+def _quantile_targets(selector: Selector) -> list[float]:
+    return sorted({T4_QUANTILES[p.direction] for p in t4_parts(selector)})
+
+
+def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str) -> list:
+    """The ledger records of every DP release of the run, before it computes any: the DP quantiles of
+    T4 thresholds, the DP counts of the selected subpopulation, and training (under strict selection;
+    the paper's subpopulation is known only after the devices select, and charged by the loop)."""
+    records = [quantile_record(quantile_config(q, everyone.size), everyone.key, everyone.size,
+                               f"{secret.run_id}/t4-quantile-{q:g}", f"T4 threshold: DP quantile {q:g}", out_dir)
+               for q in _quantile_targets(registry.parse_selector(run.select))]
+    records.append(aggregates.aggregate_record(SELECTION_COUNTS, everyone.key, everyone.size,
+                                               f"{secret.run_id}/selection-counts", out_dir))
+    if run.selection == "strict":
+        records.append(loop.training_record(run.training_config(everyone.size).training, everyone, secret,
+                                            f"GAN {run.select}", out_dir))
+    return records
+
+
 def train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
-    os.makedirs(out_dir, exist_ok=True)
-    population_name = str(data_spec.parse_data_spec(run.data))
+    with store.exclusive(out_dir):
+        return _train_gan(run, out_dir)
+
+
+def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
     clean = data_spec.load_client_data(run.data)
+    everyone = loop.Population(data_spec.population_key(run.data), tuple(clean.client_ids))
+    if run.delta is not None:
+        check_delta(run.delta, everyone.size)
+    config = run.training_config(everyone.size)
+    label = f"GAN {run.select}"
+    extra = {"gan": run.to_json(), "gan_training": config.to_json()}
+    config_json = loop.run_config(config.training, everyone, label, extra)
+    secret, _ = open_run(out_dir, config_json)
+    selector = registry.parse_selector(run.select)
+    targets = _quantile_targets(selector)
+    # Every release of the run, charged before any is computed (all or nothing).
+    charge(release_records(run, everyone, secret, out_dir), out_dir, secret=secret, config_json=config_json,
+           delta=run.delta)
+
     # What the devices see after the app update: its (possibly buggy) preprocessing.
     app_data = PixelInversionBug(run.bug_fraction, seed=run.seed).apply(clean) if run.bug_fraction else clean
-    model, primary_path = _primary(run, out_dir)
-    selector = with_thresholds(registry.parse_selector(run.select),
-                               lambda part: _threshold(part, clean, model, population_name, out_dir, run.seed))
+    model = _primary(run, out_dir)
+    thresholds = _thresholds(targets, clean, model, everyone, secret, out_dir)
+    selector = with_thresholds(selector, lambda part: thresholds[T4_QUANTILES[part.direction]])
     selected = gan_data.select_gan_data(app_data, model, selector)
-    if selected.population.size == 0:
-        raise ValueError(f"{run.select}: no device selected any image; nothing to train the GAN on.")
-    rd.write_json(os.path.join(out_dir, POPULATION_FILE), {**selected.sizes(), "primary": os.path.abspath(primary_path)})
-    config = run.training_config(selected.population.size)
+    _release_selection_counts(selected, everyone, out_dir, secret)
+    population = everyone
+    if run.selection == "paper":
+        logger.warning(PAPER_SELECTION_WARNING)
+        if selected.population.size == 0:
+            raise ValueError(f"{run.select}: no device selected any image; nothing to train the GAN on.")
+        population = loop.Population(everyone.key, selected.client_ids)
+        store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(selected.client_ids)})
     gan = gan_config(run.preset)
-    process = dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),
-                                              lambda: build_discriminator(gan, run.seed), config)
     batch = config.training.client.batch_size
 
     def client_dataset(cid):
-        # Each device shuffles its own images (seeded by client), batches of B; at most n are used.
+        # On the device: its selected images (none if it does not qualify), shuffled (seeded by client),
+        # batches of B; at most n are used.
         images = selected.client_images(cid)
         order = client_rng(run.seed, cid, _SHUFFLE_STREAM).permutation(len(images))
         return tf.data.Dataset.from_tensor_slices(images[order]).batch(batch)
 
-    return loop.train(process, selected.client_ids, client_dataset, config.training, out_dir, population_name,
-                      label=f"GAN {run.select}", extra_config={"gan": run.to_json(), "gan_training": config.to_json()})
+    def build(secret_):
+        return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),
+                                               lambda: build_discriminator(gan, run.seed), config, secret_)
+
+    return loop.train(build, population, client_dataset, config.training, out_dir, label=label, extra_config=extra,
+                      secret=secret, delta=run.delta)
+
+
+def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Population, out_dir: str, secret) -> None:
+    """DP counts of the users who qualified and the images they kept (paper Tables 11/12), once per run."""
+    path = store.released(out_dir, store.POPULATION)
+    if os.path.exists(path):
+        return
+    kept = selected.kept_per_client()
+    records = [[1.0 if cid in kept else 0.0, float(kept.get(cid, 0))] for cid in everyone.client_ids]
+    total = aggregates.compute(SELECTION_COUNTS, records, secret)
+    (users, images), (users_sd, images_sd) = total.values, total.stddev
+    # Clamped to what is possible (post-processing: a noised count below 0 says "about none").
+    users = min(max(float(users), 0.0), float(everyone.size))
+    images = min(max(float(images), 0.0), everyone.size * SELECTION_COUNTS.upper[1])
+    store.write_json(path, {"users": float(users), "users_stddev": float(users_sd), "users_total": everyone.size,
+                            "images": float(images), "images_stddev": float(images_sd),
+                            "images_cap_per_user": SELECTION_COUNTS.upper[1], "selector": selected.population.selector,
+                            "dp": True})
 
 
 def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
     """The trained generator of a finished GAN run directory, and its GANRun."""
-    run = GANRun(**rd.finished_run_config(run_dir, "gan", "train-gan")["gan"])
+    run = GANRun(**store.finished_run_config(run_dir, "gan", "train-gan")["gan"])
     generator = build_generator(gan_config(run.preset), run.seed)
     rd.load_model_weights(run_dir, generator)
     return generator, run

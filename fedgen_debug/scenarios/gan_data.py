@@ -3,13 +3,12 @@
 Each device runs the shipped primary CNN on its own (possibly buggy) images: per-example
 correctness and confidence, and the user's accuracy (the share classified correctly). A selector
 (T4 `ByUserMetric` on accuracy, T2 `ByExampleCorrectness`, T1 `RandomExamples`, ...) then decides on
-the device which images train the auxiliary GAN. The server learns only which clients take part and
-how many images they keep (paper Tables 11/12), never the images or the per-example outputs.
+the device which images train the auxiliary GAN. Under strict selection the server learns nothing of
+it: a sampled device that does not qualify trains on nothing; the subpopulation's size is released
+only as DP counts (`scenarios.gan.SELECTION_COUNTS`).
 
 T4 thresholds: the modeler's, or DP quantiles of the users' accuracies measured *without* the bug
-(paper: 25th/75th percentile, Table 10), e.g.
-`dp_quantile(user_accuracies(clean, model), QuantileConfig(0.25), population).value`
-(`fedgen_debug.selectors.quantile`; its privacy record belongs in the population's ledger).
+(paper: 25th/75th percentile, Table 10; `fedgen_debug.privacy.quantile`, charged to the ledger).
 
 The app only classifies characters in the CNN's label set: a digits-only CNN (10 classes) sees a
 device's digits, and letters never enter its metrics or the GAN's data.
@@ -84,10 +83,9 @@ def accuracy_percentiles(accuracies: Mapping[str, float], percentiles=(25, 75)) 
 
 @dataclasses.dataclass(frozen=True)
 class GanData:
-    """A selected population: who takes part, how much they keep, and (on each device) what.
-
-    `masks` is device-side state in the simulation (each device remembers which of its examples it
-    selected); only `population` (ids and counts) is what the server learns.
+    """What the devices selected. `masks` is device-side state in the simulation (each device remembers
+    which of its examples it selected); `population` (ids and counts) is what the server would learn
+    under the paper's subpopulation mode, and is never released.
     """
 
     client_data: object
@@ -104,8 +102,14 @@ class GanData:
         return {"users": self.population.size, "users_total": self.population.clients_total,
                 "examples": self.population.examples_kept, "selector": self.population.selector}
 
+    def kept_per_client(self) -> dict[str, int]:
+        """Images kept by each device that qualified (device-side; only DP sums of it are released)."""
+        return {cid: int(mask.sum()) for cid, mask in self.masks.items()}
+
     def client_images(self, client_id: str) -> np.ndarray:
-        """The selected images of one device, float32 [k, 28, 28, 1] in [-1, 1]."""
+        """The selected images of one device, float32 [k, 28, 28, 1] in [-1, 1]; none if it did not qualify."""
+        if client_id not in self.masks:
+            return np.zeros((0, 28, 28, 1), np.float32)
         pixels = device_examples(self.client_data, client_id, self.classes)["pixels"]
         return to_gan_range(pixels[self.masks[client_id]])
 

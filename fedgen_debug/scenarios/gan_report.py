@@ -4,34 +4,38 @@ The verdict compares the current GAN with another (low- vs high-accuracy users, 
 correct examples, or before vs after a fix) with a one-sided z-test on the share of samples with a
 dark background (`gan_analysis.inversion_verdict`); without a second GAN, against a noise floor.
 Quality: Fréchet distance and classifier score in the primary CNN's feature space, against clean
-held-out images' feature statistics saved with the primary CNN. Only generated images and
-population sizes are read: never a client's example.
+held-out images' feature statistics saved with the run's copy of the primary CNN. Only released
+files are read (generated images, the DP counts of the subpopulation): never a client's example.
 """
 
 from __future__ import annotations
 
-import os
-
+from fedgen_debug.runs import store
+from fedgen_debug.runs.start import run_privacy
 from fedgen_debug.scenarios import gan_analysis, primary_cnn
-from fedgen_debug.scenarios.gan import POPULATION_FILE, generate, load_generator
-from fedgen_debug.training import run_dir as rd
-
-ANALYSIS = "analysis.json"
-SAMPLES_PNG = "samples.png"
-SAMPLES_NPZ = "samples.npz"
+from fedgen_debug.scenarios.gan import generate, load_generator
 
 
 def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
     generator, run = load_generator(run_dir)
     images = generate(generator, samples, seed)
-    rd.save_arrays(os.path.join(run_dir, SAMPLES_NPZ), [images])
-    gan_analysis.sample_grid_png(images[:64], os.path.join(run_dir, SAMPLES_PNG))
-    population = rd.read_json(os.path.join(run_dir, POPULATION_FILE))
-    primary = primary_cnn.load_primary_cnn(population["primary"])
-    quality = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(population["primary"]))
+    store.save_arrays(store.released(run_dir, store.SAMPLES_NPZ), [images])
+    gan_analysis.sample_grid_png(images[:64], store.released(run_dir, store.SAMPLES_PNG))
+    population = store.read_json(store.released(run_dir, store.POPULATION))
+    primary_path = store.released(run_dir, store.PRIMARY)
+    primary = primary_cnn.load_primary_cnn(primary_path)
+    quality = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path))
+    privacy = run_privacy(run_dir)
     return {"run_dir": run_dir, "select": run.select, "population": population,
+            "privacy": {"run": privacy["releases"][f"{_run_id(privacy)}/training"], "population_total":
+                        privacy["population_total"]},
             "dark_background": gan_analysis.dark_background(images), "quality": quality,
-            "samples_png": os.path.join(run_dir, SAMPLES_PNG)}, images
+            "samples_png": store.released(run_dir, store.SAMPLES_PNG)}, images
+
+
+def _run_id(privacy: dict) -> str:
+    (training,) = [k for k in privacy["releases"] if k.endswith("/training")]
+    return training.rsplit("/", 1)[0]
 
 
 def analyze_gan(run_dir: str, compare_dir: str | None = None, samples: int = 1000, seed: int = 0) -> dict:
@@ -45,5 +49,5 @@ def analyze_gan(run_dir: str, compare_dir: str | None = None, samples: int = 100
         report["compare"], reference_images = describe_gan(compare_dir, samples, seed)
     verdict = gan_analysis.inversion_verdict(current_images, reference_images)
     report = {**verdict, **report}
-    rd.write_json(os.path.join(run_dir, ANALYSIS), report)
+    store.write_json(store.released(run_dir, store.ANALYSIS), report)
     return report

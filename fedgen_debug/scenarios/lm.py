@@ -1,52 +1,89 @@
 """The LM scenario (paper §5, App. B): DP-FedAvg word- and char-LMs on text with a tokenization bug.
 
-`train_lm` runs on-device preparation (`lm_data`), DP-FedAvg training and writes a run directory
-that `analyze_lm` (in `lm_analysis`) reads back: the model is rebuilt from the run's config.
+`train_lm` charges every release of the run to the privacy ledger at once (the DP vocabulary when it
+comes from the private users, the DP mean OOV rate, all training rounds), then builds the vocabulary,
+lets every device prepare its examples (`lm_data`) and trains. `analyze_lm` (in `lm_analysis`) reads
+the released run back.
+
+Selection (`selection`):
+- `strict` (default): every user of the data is in the population and may be sampled; a device
+  without out-of-vocabulary words (char-LM, T3) trains on nothing and sends a zero update that still
+  counts in the fixed denominator. ε is over all N users and nothing reveals who qualified.
+- `paper`: the population is the users who qualified (the server learns who they are, and ε is over
+  that subpopulation as if membership were public); augenstein2020's accounting, with a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import logging
 
 import tensorflow as tf
 
 from fedgen_debug.bugs.tokenization import TokenizationBug
 from fedgen_debug.data import spec as data_spec
-from fedgen_debug.data.text import oov_rate
 from fedgen_debug.models.char_lm import word_sequences
-from fedgen_debug.models.lm import build_lm, char_lm_config, word_lm_config
+from fedgen_debug.models.lm import CHAR_VOCAB, build_lm, char_lm_config, word_lm_config
 from fedgen_debug.models.word_lm import sequences
+from fedgen_debug.privacy import aggregates
+from fedgen_debug.privacy.accounting import check_delta
+from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
+from fedgen_debug.runs import store
+from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.scenarios import lm_data
 from fedgen_debug.training import dp_fedavg, loop
 from fedgen_debug.training import run_dir as rd
-from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
+from fedgen_debug.training.config import ClientConfig, DPConfig, PrivacySettings, ServerConfig, TrainingConfig
 
+logger = logging.getLogger(__name__)
 KINDS = ("char", "word")
 PRESETS = ("paper", "demo", "test")
-DATA_METRICS = "data_metrics.json"
+PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
+                           "them only, as if membership were public (augenstein2020's accounting)")
+
+# Training defaults per preset and kind; every field can be overridden by the run (CLI flags).
+# paper: App. B.2 / Table 5. demo/test: converge on 2 CPU cores (the char-LM needs ~120 rounds before
+# its top 20 shows whole glued words; the word-LM learns the position-1 OOV excess early).
+_DEMO = dict(clients_per_round=20, noise_multiplier=0.1, clip=1.0, client=ClientConfig(2, 16, 1.0),
+             server=ServerConfig("momentum", 1.0, 0.5))
+TRAINING_PRESETS = {
+    ("paper", "word"): dict(rounds=2000, clients_per_round=5000, noise_multiplier=1.0, clip=0.2,
+                            client=ClientConfig(1, 16, 0.5), server=ServerConfig("nesterov", 1.0, 0.99)),
+    ("paper", "char"): dict(rounds=2000, clients_per_round=5000, noise_multiplier=1.0, clip=0.1,
+                            client=ClientConfig(1, 16, 0.5), server=ServerConfig("nesterov", 1.0, 0.99)),
+    ("demo", "char"): dict(rounds=120, **_DEMO),
+    ("demo", "word"): dict(rounds=30, **_DEMO),
+    ("test", "char"): dict(rounds=12, **_DEMO),
+    ("test", "word"): dict(rounds=12, **_DEMO),
+}
 
 
 @dataclasses.dataclass(frozen=True)
-class LMRun:
+class LMRun(PrivacySettings):
+    """One LM run: the data, the simulated bug, the preset, and the modeler's privacy settings
+    (`PrivacySettings`: rounds, clients_per_round, noise_multiplier, clip, delta, sampling, selection)."""
+
     kind: str
     data: str
     bug_fraction: float = 0.0
     preset: str = "demo"
-    rounds: int | None = None
-    clients_per_round: int | None = None
     seed: int = 0
     vocab_size: int = 10_000
+    vocab: str | None = None          # "dp" or "public:SPEC"; None: lm_data.default_vocabulary_source
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}. Found {self.kind!r}.")
         if self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
+        self.check_privacy_settings()
         data_spec.parse_data_spec(self.data)
         TokenizationBug(self.bug_fraction)  # validates the fraction
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1. Found {self.vocab_size}.")
+        if self.vocab is None:
+            object.__setattr__(self, "vocab", lm_data.default_vocabulary_source(self.data))
+        lm_data.check_vocabulary_source(self.vocab, self.data)
 
     @property
     def max_length(self) -> int:
@@ -56,20 +93,12 @@ class LMRun:
         return word_lm_config(self.preset, num_ids) if self.kind == "word" else char_lm_config(self.preset)
 
     def training_config(self, population: int) -> TrainingConfig:
-        """Paper preset: App. B.2 / Table 5. Demo and test presets converge on 2 CPU cores."""
-        if self.preset == "paper":
-            defaults = dict(rounds=2000, qn=5000, client=ClientConfig(1, 16, 0.5),
-                            server=ServerConfig("nesterov", 1.0, 0.99), clip=0.2 if self.kind == "word" else 0.1, z=1.0)
-        else:
-            # The word-LM learns the position-1 OOV excess early; the char-LM needs ~120 rounds before its
-            # top-20 shows whole glued words (measured: 40 rounds gave 2-3 letter fragments).
-            demo_rounds = 120 if self.kind == "char" else 30
-            defaults = dict(rounds=demo_rounds if self.preset == "demo" else 12, qn=20, client=ClientConfig(2, 16, 1.0),
-                            server=ServerConfig("momentum", 1.0, 0.5), clip=1.0, z=0.1)
-        qn = min(self.clients_per_round or defaults["qn"], population)
-        return TrainingConfig(rounds=self.rounds or defaults["rounds"], dp=DPConfig(qn, defaults["z"], defaults["clip"]),
-                              client=defaults["client"], server=defaults["server"], seed=self.seed,
-                              checkpoint_every=10)
+        """The preset's values with the run's privacy settings; qN at most the population."""
+        preset = TRAINING_PRESETS[(self.preset, self.kind)]
+        dp = DPConfig(preset["clients_per_round"], preset["noise_multiplier"], preset["clip"])
+        base = TrainingConfig(rounds=preset["rounds"], dp=dp, client=preset["client"], server=preset["server"],
+                              seed=self.seed, checkpoint_every=10)
+        return self.override(base, population)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -83,60 +112,117 @@ def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:
                                (tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape, tf.int32)))
 
 
+def _vocabulary(run: LMRun, client_data, population: loop.Population, secret, out_dir: str):
+    """The run's released vocabulary (built once; a resumed run reads it back)."""
+    try:
+        return lm_data.load_vocabulary(out_dir)
+    except FileNotFoundError:
+        pass
+    if run.vocab == lm_data.DP_VOCABULARY:
+        config = lm_data.heavy_hitters_config(run.vocab_size, population.size)
+        vocab = lm_data.dp_vocabulary(client_data, config, secret.tf_seed("vocabulary-noise"))
+    else:
+        vocab = lm_data.public_vocabulary(run.vocab, run.vocab_size)
+    lm_data.save_vocabulary(vocab, out_dir, run.vocab)
+    logger.info("vocabulary: %d words (%s)", vocab.size, run.vocab)
+    return vocab
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceData:
-    """What the devices prepared: the training population (T3 opt-outs removed for the char-LM), each
-    client's examples, the model's number of ids, and the device-reported aggregates."""
+    """What each device prepared on its own: its tokens (bug included) and training examples (char-LM:
+    its OOV words, possibly none), and the model's number of ids. Device-side state of the simulation."""
 
-    vocab: object
-    population: list
+    tokens: dict
     examples: dict
     num_ids: int
-    metrics: dict
 
 
-def prepare_devices(run: LMRun) -> DeviceData:
-    client_data = data_spec.load_client_data(run.data)
+def prepare_devices(run: LMRun, client_data, vocab) -> DeviceData:
     bug = TokenizationBug(run.bug_fraction, seed=run.seed) if run.bug_fraction > 0 else None
-    vocab = lm_data.production_vocabulary(client_data, run.vocab_size)
-    tokens = {cid: lm_data.device_tokens(client_data, cid, bug) for cid in client_data.client_ids}
+    tokens = {cid: lm_data.device_tokens(client_data, cid, bug) for cid in sorted(client_data.client_ids)}
     if run.kind == "word":
-        population = sorted(tokens)
-        examples = {cid: sequences(tokens[cid], vocab, run.max_length) for cid in population}
-        num_ids = vocab.num_ids
-    else:
-        oov = {cid: lm_data.device_oov_words(toks, vocab, cid) for cid, toks in tokens.items()}
-        population = sorted(cid for cid, words in oov.items() if words)  # T3: no OOV word → opt out
-        if not population:
-            raise ValueError(f"{run.data}: no client has out-of-vocabulary words for the char-LM.")
-        examples = {cid: word_sequences(oov[cid], run.max_length) for cid in population}
-        num_ids = 258
-    # The device-reported aggregate the modeler monitors (paper Table 6).
-    metrics = {"oov_rate": oov_rate((t for toks in tokens.values() for t in toks), vocab),
-               "clients": len(tokens), "population": len(population)}
-    return DeviceData(vocab, population, examples, num_ids, metrics)
+        return DeviceData(tokens, {cid: sequences(t, vocab, run.max_length) for cid, t in tokens.items()}, vocab.num_ids)
+    examples = {cid: word_sequences(lm_data.device_oov_words(t, vocab, cid), run.max_length) for cid, t in tokens.items()}
+    return DeviceData(tokens, examples, CHAR_VOCAB)
+
+
+def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str) -> list:
+    """The ledger records of every DP release of the run, before it computes any: the DP mean OOV rate,
+    the DP vocabulary (if from the private users) and training (under strict selection; the paper's
+    subpopulation is known only after the devices select, and charged by the training loop)."""
+    records = [aggregates.aggregate_record(lm_data.OOV_RATE, everyone.key, everyone.size, f"{secret.run_id}/oov-rate",
+                                           out_dir)]
+    if run.vocab == lm_data.DP_VOCABULARY:
+        records.append(heavy_hitters_record(lm_data.heavy_hitters_config(run.vocab_size, everyone.size), everyone.key,
+                                            everyone.size, f"{secret.run_id}/vocabulary", out_dir))
+    if run.selection == "strict":
+        records.append(loop.training_record(run.training_config(everyone.size), everyone, secret, f"{run.kind}-LM",
+                                            out_dir))
+    return records
 
 
 def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
-    devices = prepare_devices(run)
-    config = run.training_config(len(devices.population))
-    lm_data.save_vocabulary(devices.vocab, out_dir)
-    rd.write_json(os.path.join(out_dir, DATA_METRICS), devices.metrics)
-    spec = model_spec(run, devices.num_ids)
+    with store.exclusive(out_dir):
+        return _train_lm(run, out_dir)
+
+
+def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
+    client_data = data_spec.load_client_data(run.data)
+    everyone = loop.Population(data_spec.population_key(run.data), tuple(client_data.client_ids))
+    config = run.training_config(everyone.size)
+    if run.delta is not None:
+        check_delta(run.delta, everyone.size)
+    label = f"{run.kind}-LM"
+    config_json = loop.run_config(config, everyone, label, {"lm": run.to_json()})
+    secret, _ = open_run(out_dir, config_json)
+    # Every release of the run, charged before any is computed (all or nothing).
+    charge(release_records(run, everyone, secret, out_dir), out_dir, secret=secret, config_json=config_json,
+           delta=run.delta)
+
+    vocab = _vocabulary(run, client_data, everyone, secret, out_dir)
+    devices = prepare_devices(run, client_data, vocab)
+    _release_oov_rate(devices.tokens, vocab, out_dir, secret)
+    examples, num_ids = devices.examples, devices.num_ids
+    population = everyone
+    if run.selection == "paper":
+        logger.warning(PAPER_SELECTION_WARNING)
+        qualified = tuple(cid for cid, (x, _) in examples.items() if len(x))
+        if not qualified:
+            raise ValueError(f"{run.data}: no device qualified (no out-of-vocabulary words).")
+        population = loop.Population(everyone.key, qualified)
+        store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(qualified)})
+    spec = model_spec(run, num_ids)
 
     def client_dataset(cid):
-        return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(devices.examples[cid]), config)
+        return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(examples[cid]), config)
 
-    return loop.train(dp_fedavg.build_process(spec, config), devices.population, client_dataset, config, out_dir,
-                      str(data_spec.parse_data_spec(run.data)), label=f"{run.kind}-LM",
-                      extra_config={"lm": run.to_json()})
+    return loop.train(lambda s: dp_fedavg.build_process(spec, config, s.tf_seed("dp-noise")), population,
+                      client_dataset, config, out_dir, label=label, extra_config={"lm": run.to_json()},
+                      secret=secret, delta=run.delta)
+
+
+def _release_oov_rate(tokens: dict, vocab, out_dir: str, secret) -> None:
+    """The DP mean of the devices' OOV rates (paper Table 6), once per run."""
+    path = store.released(out_dir, store.DEVICE_METRICS)
+    try:
+        store.read_json(path)
+        return
+    except FileNotFoundError:
+        pass
+    rates = [[lm_data.device_oov_rate(t, vocab)] for t in tokens.values()]
+    total = aggregates.compute(lm_data.OOV_RATE, rates, secret)
+    store.write_json(path, {"oov_rate": {"mean": float(total.values[0]) / total.devices,
+                                         "stddev": float(total.stddev[0]) / total.devices,
+                                         "devices": total.devices, "dp": True,
+                                         "statistic": "mean over users of each user's OOV token share"}})
 
 
 def load_lm(run_dir: str):
     """(model with the run's final weights, vocabulary, LMRun) of a finished LM run directory."""
-    run = LMRun(**rd.finished_run_config(run_dir, "lm", "train-lm")["lm"])
+    run = LMRun(**store.finished_run_config(run_dir, "lm", "train-lm")["lm"])
     vocab = lm_data.load_vocabulary(run_dir)
-    model = model_spec(run, vocab.num_ids if run.kind == "word" else 258).keras_model_fn()
+    model = model_spec(run, vocab.num_ids if run.kind == "word" else CHAR_VOCAB).keras_model_fn()
     model.build((None, run.max_length))
     rd.load_model_weights(run_dir, model)
     return model, vocab, run

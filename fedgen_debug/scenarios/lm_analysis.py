@@ -4,16 +4,15 @@ char-LM: Monte-Carlo samples, deduplicated and ranked by joint probability (Eq. 
 (Tables 2/8); the sampled probability mass of "words" with a space, and of those that split into
 in-vocabulary words. word-LM: sampled phrases → OOV rate by position 1..8 (Fig. 1/4) and phrases
 with UNK (Table 7). The verdict tests, with a one-sided two-proportion z-test, whether the current
-run's space mass (char) or position-1 OOV rate (word) exceeds the baseline's; without a baseline,
-the char-LM's space mass is tested against a 1% noise floor (correctly tokenized OOV words never
-contain a space) and the word-LM's position-1 OOV rate against its positions 2-8.
+run's space mass (char) or position 1's share of its sampled OOV tokens (word) exceeds the baseline's;
+without a baseline, the char-LM's space mass is tested against a 1% noise floor (correctly tokenized
+OOV words never contain a space) and the word-LM's position-1 OOV rate against its positions 2-8.
 """
 
 from __future__ import annotations
 
 import collections
 import csv
-import os
 
 import numpy as np
 
@@ -21,10 +20,10 @@ from fedgen_debug.data.atomic import atomic_path
 from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
 from fedgen_debug.models.char_lm import joint_log_prob, sample_words
 from fedgen_debug.models.word_lm import sample_sentences
+from fedgen_debug.runs import store
+from fedgen_debug.runs.start import run_privacy
 from fedgen_debug.scenarios.lm import load_lm
-from fedgen_debug.training import run_dir as rd
 
-ANALYSIS = "analysis.json"
 SPACE_NOISE_FLOOR = 0.01
 
 
@@ -71,12 +70,17 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
         rest = current["oov_by_position"][1:]
         k2, n2 = sum(r["oov"] for r in rest), sum(r["tokens"] for r in rest)
         test = "position-1 OOV rate vs positions 2-8"
+        z = z_two_proportions(first["oov"], max(first["tokens"], 1), k2, max(n2, 1))
     else:
-        base_first = baseline["oov_by_position"][0]
-        k2, n2 = base_first["oov"], base_first["tokens"]
-        test = "position-1 OOV rate vs baseline"
-    z = z_two_proportions(first["oov"], max(first["tokens"], 1), k2, max(n2, 1))
-    return {"statistic": "position_1_oov_rate", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
+        # Position 1's share of the OOV tokens sampled at positions 1-8, vs the baseline's. Independently
+        # trained runs differ in how much OOV they sample overall (measured: 3% vs 9% at positions 3-8
+        # for two 0% runs, so raw position-1 rates gave z = 8.2); glued first tokens raise position 1 alone.
+        k1, n1 = first["oov"], sum(p["oov"] for p in current["oov_by_position"])
+        k2, n2 = baseline["oov_by_position"][0]["oov"], sum(p["oov"] for p in baseline["oov_by_position"])
+        test = "position 1's share of sampled OOV tokens vs baseline"
+        z = z_two_proportions(k1, max(n1, 1), k2, max(n2, 1))
+    statistic = "position_1_oov_rate" if baseline is None else "position_1_share_of_oov"
+    return {"statistic": statistic, "test": test, "z": z, "suspected": z > Z_THRESHOLD}
 
 
 def _plot(report: dict, path: str) -> None:
@@ -123,16 +127,19 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
             raise ValueError(f"baseline {directory} is a {run.kind}-LM; {run_dir} is a {reports['current']['kind']}-LM.")
         body = (analyze_char(model, vocab, run, samples, top_k, seed) if run.kind == "char"
                 else analyze_word(model, vocab, run, samples, seed))
-        data_metrics = rd.read_json(os.path.join(directory, "data_metrics.json"))
-        reports[name] = {"run_dir": directory, "kind": run.kind, "device_reported_oov_rate": data_metrics["oov_rate"],
-                         **body}
+        oov = store.read_json(store.released(directory, store.DEVICE_METRICS))["oov_rate"]
+        privacy = run_privacy(directory)
+        (training,) = [r for k, r in privacy["releases"].items() if k.endswith("/training")]
+        reports[name] = {"run_dir": directory, "kind": run.kind, "device_reported_oov_rate": oov["mean"],
+                         "device_reported_oov_rate_stddev": oov["stddev"],
+                         "privacy": {"run": training, "population_total": privacy["population_total"]}, **body}
     current, baseline = reports["current"], reports.get("baseline")
     verdict = (_char_verdict if current["kind"] == "char" else _word_verdict)(current, baseline)
     report = {"tokenization_bug_suspected": bool(verdict["suspected"]), "evidence": verdict, **reports}
-    rd.write_json(os.path.join(run_dir, ANALYSIS), report)
-    _plot(report, os.path.join(run_dir, "analysis.png"))
+    store.write_json(store.released(run_dir, store.ANALYSIS), report)
+    _plot(report, store.released(run_dir, store.ANALYSIS_PNG))
     if current["kind"] == "char":
-        with atomic_path(os.path.join(run_dir, "top_oov_words.csv")) as tmp, open(tmp, "w", newline="") as f:
+        with atomic_path(store.released(run_dir, store.TOP_OOV_WORDS)) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["word", "probability", "sampled"])
             writer.writeheader()
             writer.writerows(current["top_k"])

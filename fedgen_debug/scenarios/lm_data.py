@@ -1,36 +1,85 @@
-"""On-device data preparation for the LM scenario (paper §5).
+"""On-device data preparation for the LM scenario (paper §5), and the vocabulary.
 
 Each device tokenizes its own sentences (with the tokenization bug, if its app has it) and builds:
 - word-LM examples: bos + token ids (+ eos), fixed length;
-- char-LM examples: its out-of-vocabulary tokens, selected with T3 (`OutOfVocabulary`), as bytes.
-The vocabulary is the production one: built from correctly tokenized text before the bug shipped.
+- char-LM examples: its out-of-vocabulary tokens, selected with T3 (`OutOfVocabulary`), as bytes; a
+  device without any trains on nothing (strict selection: it still sends its zero update).
+- its OOV rate (OOV tokens / tokens), released only as a DP mean over users (`OOV_RATE`).
+
+The vocabulary is the production one, fixed before the bug shipped, and never the top-K of the
+private text (which would publish words a single user typed). It comes from public text
+(`public:SPEC`, the default for synthetic text: another seed's users, the public stand-in), or from
+the private users' correctly tokenized text as DP heavy hitters (`dp`, `privacy.heavy_hitters`).
 """
 
 from __future__ import annotations
-
-import json
-import os
 
 import numpy as np
 
 from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import client_data as cd
-from fedgen_debug.data.atomic import write_json
+from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary
+from fedgen_debug.privacy.aggregates import BoundedSum
+from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, user_top_words
+from fedgen_debug.runs import store
 from fedgen_debug.selectors.criteria import OutOfVocabulary
 
-VOCAB_FILE = "vocab.json"
+DP_VOCABULARY = "dp"
+PUBLIC_PREFIX = "public:"
+PUBLIC_STAND_IN_USERS = 1000
+# One DP mean of the users' OOV rates: σ/Δ = 2 (ε ≈ 2.4 at δ = 1e-5), error ±2/N.
+OOV_RATE = BoundedSum("oov_rate", (1.0,), noise_multiplier=4.0)
+
+
+def default_vocabulary_source(data: str) -> str:
+    """Synthetic text: the public stand-in (other users of the same generator); anything else: DP."""
+    spec = data_spec.parse_data_spec(data)
+    if spec.source == "synthetic-text":
+        seed = spec.option("seed") + 1000
+        return f"{PUBLIC_PREFIX}synthetic-text:users={PUBLIC_STAND_IN_USERS},seed={seed}"
+    return DP_VOCABULARY
+
+
+def check_vocabulary_source(source: str, data: str) -> None:
+    if source == DP_VOCABULARY:
+        return
+    if not source.startswith(PUBLIC_PREFIX):
+        raise ValueError(f"vocabulary must be 'dp' or 'public:DATA_SPEC'. Found {source!r}.")
+    public = data_spec.parse_data_spec(source[len(PUBLIC_PREFIX):])
+    if public.modality != "text":
+        raise ValueError(f"the public vocabulary needs text data. Found {public}.")
+    if data_spec.population_key(public) == data_spec.population_key(data):
+        raise ValueError(f"{public} holds the same users as the private data; a public vocabulary must come "
+                         "from other text (or use --vocab dp).")
+
+
+def device_sentences(client_data, client_id: str) -> list[str]:
+    return [t.decode("utf-8") for t in cd.client_numpy(client_data, client_id)["text"]]
 
 
 def device_tokens(client_data, client_id: str, bug: TokenizationBug | None) -> list[list[str]]:
-    sentences = [t.decode("utf-8") for t in cd.client_numpy(client_data, client_id)["text"]]
-    return tokenize_client(client_id, sentences, bug)
+    return tokenize_client(client_id, device_sentences(client_data, client_id), bug)
 
 
-def production_vocabulary(client_data, size: int) -> Vocabulary:
-    """The word-LM's vocabulary: the `size` most frequent words of correctly tokenized text."""
+def public_vocabulary(source: str, size: int) -> Vocabulary:
+    """The `size` most frequent words of public text, correctly tokenized."""
+    public = data_spec.load_client_data(source[len(PUBLIC_PREFIX):])
     return Vocabulary.from_sentences(
-        (t for cid in client_data.client_ids for t in device_tokens(client_data, cid, None)), size)
+        (t for cid in public.client_ids for t in device_tokens(public, cid, None)), size)
+
+
+def heavy_hitters_config(size: int, population_size: int) -> HeavyHittersConfig:
+    """k = 16 words a user, σ = 2, the threshold's δ a tenth of the default 0.01/N."""
+    return HeavyHittersConfig(size=size, max_words_per_user=16, noise_multiplier=2.0,
+                              threshold_delta=0.001 / population_size)
+
+
+def dp_vocabulary(client_data, config: HeavyHittersConfig, noise_seed) -> Vocabulary:
+    """DP heavy hitters of the users' correctly tokenized text (the tokenizer before the update)."""
+    top = {cid: user_top_words((t for s in device_tokens(client_data, cid, None) for t in s), config.max_words_per_user)
+           for cid in client_data.client_ids}
+    return Vocabulary(tuple(dp_heavy_hitters(top, config, noise_seed)))
 
 
 def device_oov_words(tokens: list[list[str]], vocab: Vocabulary, client_id: str) -> list[str]:
@@ -40,11 +89,15 @@ def device_oov_words(tokens: list[list[str]], vocab: Vocabulary, client_id: str)
     return [] if mask is None else list(flat[mask])
 
 
-def save_vocabulary(vocab: Vocabulary, run_dir: str) -> None:
-    os.makedirs(run_dir, exist_ok=True)
-    write_json(os.path.join(run_dir, VOCAB_FILE), {"words": list(vocab.words)})
+def device_oov_rate(tokens: list[list[str]], vocab: Vocabulary) -> float:
+    """The device's share of OOV tokens (0 without tokens): its record for `OOV_RATE`."""
+    flat = [t for sentence in tokens for t in sentence]
+    return sum(t not in vocab for t in flat) / len(flat) if flat else 0.0
+
+
+def save_vocabulary(vocab: Vocabulary, run_dir: str, source: str) -> None:
+    store.write_json(store.released(run_dir, store.VOCAB), {"words": list(vocab.words), "source": source})
 
 
 def load_vocabulary(run_dir: str) -> Vocabulary:
-    with open(os.path.join(run_dir, VOCAB_FILE)) as f:
-        return Vocabulary(tuple(json.load(f)["words"]))
+    return Vocabulary(tuple(store.read_json(store.released(run_dir, store.VOCAB))["words"]))

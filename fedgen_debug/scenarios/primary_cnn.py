@@ -7,7 +7,7 @@ handwriting, the public stand-in for that pre-deployment data (pass a dataset wi
 handwriting styles the model never saw, as app users' would be; the same writers inverted show the
 premise of the scenario (an inversion bug wrecks the CNN's accuracy).
 
-Files: `out_path` (weights, `run_dir.save_arrays`) and the same path with `.json` (config, metrics).
+Files: `out_path` (weights, `runs.store.save_arrays`) and the same path with `.json` (config, metrics).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fedgen_debug.data import client_data as cd
 from fedgen_debug.models import cnn
 from fedgen_debug.scenarios.gan_analysis import feature_statistics
 from fedgen_debug.progress import progress
-from fedgen_debug.training import run_dir as rd
+from fedgen_debug.runs import store
 
 log = logging.getLogger(__name__)
 HOLDOUT_FRACTION = 0.1
@@ -101,10 +101,10 @@ def train_primary_cnn(client_data, config: cnn.CNNConfig, seed: int, epochs: int
             "heldout_writers": len(held_ids), "heldout_examples": int(len(hy)),
             "heldout_accuracy": accuracy(model, hx, hy) if len(hy) else None,
             "heldout_accuracy_inverted": accuracy(model, 1.0 - hx, hy) if len(hy) else None}
-    rd.save_arrays(out_path, model.get_weights())
+    store.save_arrays(out_path, model.get_weights())
     # Feature statistics of clean held-out images: the reference of the GANs' Fréchet distance.
-    rd.save_arrays(reference_path(out_path), feature_statistics(cnn.features(model, hx if len(hy) else x)))
-    rd.write_json(info_path(out_path), info)
+    store.save_arrays(reference_path(out_path), feature_statistics(cnn.features(model, hx if len(hy) else x)))
+    store.write_json(info_path(out_path), info)
     return model
 
 
@@ -114,7 +114,7 @@ def reference_path(weights_path: str) -> str:
 
 def reference_statistics(weights_path: str) -> tuple[np.ndarray, np.ndarray]:
     """(mean, covariance) of the CNN's features on clean held-out images."""
-    mean, cov = rd.load_arrays(reference_path(weights_path))
+    mean, cov = store.load_arrays(reference_path(weights_path))
     return mean, cov
 
 
@@ -123,9 +123,9 @@ def load_primary_cnn(path: str) -> tf.keras.Model:
     for p in (path, info_path(path)):
         if not os.path.exists(p):
             raise FileNotFoundError(f"{p}: no such file; train the primary CNN first.")
-    info = rd.read_json(info_path(path))
+    info = store.read_json(info_path(path))
     model = cnn.build_cnn(cnn.CNNConfig(**info["config"]), info["seed"])
-    weights = rd.load_arrays(path)
+    weights = store.load_arrays(path)
     if [w.shape for w in weights] != [w.shape for w in model.get_weights()]:
         raise ValueError(f"{path}: weights do not match the CNN configured in {info_path(path)}.")
     model.set_weights(weights)
@@ -133,4 +133,4 @@ def load_primary_cnn(path: str) -> tf.keras.Model:
 
 
 def primary_info(path: str) -> dict:
-    return rd.read_json(info_path(path))
+    return store.read_json(info_path(path))

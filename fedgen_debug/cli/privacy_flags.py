@@ -1,0 +1,66 @@
+"""The privacy flags every training command takes, and how a run's privacy is printed."""
+
+from __future__ import annotations
+
+
+def add_privacy_flags(parser) -> None:
+    from fedgen_debug.privacy.accounting import SAMPLINGS, WITHOUT_REPLACEMENT
+
+    group = parser.add_argument_group("privacy (defaults: the preset's)")
+    group.add_argument("--noise-multiplier", type=float, metavar="Z", help="z: noise std zS on the sum of clipped updates")
+    group.add_argument("--clip", type=float, metavar="S", help="S: L2 clip of each user's update")
+    group.add_argument("--clients-per-round", type=int, metavar="Q", help="qN: users sampled per round")
+    group.add_argument("--rounds", type=int, metavar="T")
+    group.add_argument("--delta", type=float, metavar="D", help="δ the run's ε is reported at (default 0.01/N; < 1/N)")
+    group.add_argument("--sampling", choices=SAMPLINGS, default=WITHOUT_REPLACEMENT,
+                       help="fixed-size rounds (replace-one accounting, sensitivity 2S) or Poisson (add/remove)")
+    group.add_argument("--selection", choices=("strict", "paper"), default="strict",
+                       help="strict: every user is sampled, non-qualifying devices send zero updates, ε over all "
+                            "users; paper: only qualifying users, ε over them (augenstein2020; the server learns "
+                            "who qualified)")
+
+
+def privacy_settings(args) -> dict:
+    return {"rounds": args.rounds, "clients_per_round": args.clients_per_round, "noise_multiplier": args.noise_multiplier,
+            "clip": args.clip, "delta": args.delta, "sampling": args.sampling, "selection": args.selection}
+
+
+def privacy_lines(run_dir: str) -> list[str]:
+    """The run's releases with their ε, and the population's total (from the released privacy.json)."""
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+    from fedgen_debug.runs.start import run_privacy
+
+    privacy = run_privacy(run_dir)
+
+    def mark(entry):
+        return f"  WARNING: ε > {EPSILON_WARNING:g}, weak privacy" if entry["above_warning"] else ""
+
+    lines = []
+    for release_id, release in privacy["releases"].items():
+        lines.append(f"  {release['label']}: ε = {release['epsilon']:.4g} at δ = {release['delta']:.3g}{mark(release)}")
+        if release_id.endswith("/training"):
+            lines.extend(_realistic_line(run_dir, release))
+    total = privacy["population_total"]
+    lines.append(f"  population {privacy['population']} (N = {privacy['population_size']}), all releases so far "
+                 f"({total['releases']}): ε = {total['epsilon']:.4g} at δ = {total['delta']:.3g}, budget ε = "
+                 f"{total['budget']['epsilon']:g}{mark(total)}")
+    return lines
+
+
+def _realistic_line(run_dir: str, release: dict) -> list[str]:
+    """For a simulation with z < 1: the ε of the same noise on the averaged update at the scale where
+    z = 1 (qN and N × 1/z, as augenstein2020's "realistic scenario")."""
+    from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
+    from fedgen_debug.privacy.realistic import realistic_scenario
+    from fedgen_debug.runs import store
+
+    training = store.read_config(run_dir)["training"]
+    dp = training["dp"]
+    if not 0 < dp["noise_multiplier"] < 1 or dp["accounting"] != "replace-one":
+        return []
+    params = DPFedAvgPrivacy(dp["clients_per_round"], release["population_size"], dp["noise_multiplier"],
+                             training["rounds"])
+    scaled = realistic_scenario(params).realistic
+    return [f"    (a simulation: at realistic scale, qN = {scaled.params.clients_per_round:,} of "
+            f"N = {scaled.params.population:,} with z = 1, the same noise on the mean update gives "
+            f"ε = {scaled.guarantee.epsilon:.3g} at δ = {scaled.guarantee.delta:.2g})"]
