@@ -5,6 +5,7 @@ import numpy as np
 from fedgen_debug.bugs import PixelInversionBug
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import synthetic_images as si
+from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.selectors.criteria import PublicDensity
 from fedgen_debug.selectors.population import select_population
 from fedgen_debug.selectors.public_discriminator import public_log_prob, train_public_discriminator
@@ -19,9 +20,14 @@ def test_discriminator_t6_selects_the_images_public_data_lacks(tmp_path):
     bug = PixelInversionBug(1 / 3, seed=1)
     private = bug.apply(private_clean)
     inverted = bug.affected_clients(private.client_ids)
-    config = TrainingConfig(rounds=12, dp=DPConfig(clients_per_round=6, noise_multiplier=0.1, clip=1.0),
+    # 24 rounds: across 20 run secrets all 4 inverted devices were selected every time; at 12 rounds, 6 of
+    # 40 secrets selected 2 or fewer (benchmark: the sweep in the privacy issue's note). A fixed secret
+    # keeps a failure reproducible.
+    run_dir = str(tmp_path / "disc")
+    secret_lib.save(run_dir, secret_lib.RunSecret(2024))
+    config = TrainingConfig(rounds=24, dp=DPConfig(clients_per_round=6, noise_multiplier=0.1, clip=1.0),
                             client=ClientConfig(epochs=1, batch_size=16, learning_rate=0.05), checkpoint_every=6)
-    model = train_public_discriminator(private, public, config, str(tmp_path / "disc"), "private-images")
+    model = train_public_discriminator(private, public, config, run_dir, "synthetic-images:seed=0")
 
     def device_view(cid):
         pixels = cd.client_numpy(private, cid)["pixels"]

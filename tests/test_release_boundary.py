@@ -1,0 +1,116 @@
+"""The release boundary after each scenario: the released part of every run store holds no undeclared
+file, secret, client id, raw example or exact count of private data (`release_boundary.check_released`).
+The demo's stores are walked by test_cli.py's demo test."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from fedgen_debug.data import client_data as cd
+from fedgen_debug.data import spec as data_spec
+from fedgen_debug.runs import store
+from fedgen_debug.scenarios.gan import GANRun, train_gan
+from fedgen_debug.scenarios.gan_report import analyze_gan
+from fedgen_debug.scenarios.lm import LMRun, train_lm
+from fedgen_debug.scenarios.lm_analysis import analyze_lm
+from release_boundary import check_released
+
+TEXT = "synthetic-text:users=40,seed=4"
+IMAGES = "synthetic-images:writers=12,seed=3"
+
+
+@pytest.fixture(scope="module")
+def text_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm")
+    runs = {"char": str(root / "char"), "word-dp-vocab": str(root / "word")}
+    train_lm(LMRun("char", TEXT, 0.3, "test", rounds=2, vocab_size=500), runs["char"])
+    train_lm(LMRun("word", TEXT, 0.3, "test", rounds=2, vocab_size=300, vocab="dp"), runs["word-dp-vocab"])
+    analyze_lm(runs["char"], samples=200)
+    analyze_lm(runs["word-dp-vocab"], samples=200)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def image_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gan")
+    runs = {"strict": str(root / "strict"), "paper": str(root / "paper")}
+    train_gan(GANRun(IMAGES, "by-user-accuracy:low", 0.5, "test", rounds=2, primary_classes=10), runs["strict"])
+    primary = store.released(runs["strict"], store.PRIMARY)
+    train_gan(GANRun(IMAGES, "by-example:correct,min_count=1", 0.5, "test", rounds=2, primary=primary,
+                     selection="paper"), runs["paper"])
+    analyze_gan(runs["strict"], runs["paper"], samples=40)
+    return runs
+
+
+def _text_ground_truth():
+    data = data_spec.load_client_data(TEXT)
+    sentences = [s.decode() for cid in data.client_ids for s in cd.client_numpy(data, cid)["text"]]
+    sizes = cd.client_sizes(data)
+    return data.client_ids, [s for s in sentences if len(s) > 25], [sum(sizes.values()), max(sizes.values())]
+
+
+@pytest.mark.parametrize("name", ["char", "word-dp-vocab"])
+def test_lm_run_stores_release_nothing_private(text_runs, name):
+    client_ids, sentences, counts = _text_ground_truth()
+    check_released(text_runs[name], client_ids, sentences, exact_counts=counts)
+    # The mean OOV rate is released as a DP mean, never as the exact aggregate.
+    oov = store.read_json(store.released(text_runs[name], store.DEVICE_METRICS))["oov_rate"]
+    assert oov["dp"] is True and oov["stddev"] > 0
+
+
+@pytest.mark.parametrize("name", ["strict", "paper"])
+def test_gan_run_stores_release_nothing_private(image_runs, name):
+    data = data_spec.load_client_data(IMAGES)
+    images = np.concatenate([cd.client_numpy(data, c)["pixels"] for c in data.client_ids])
+    check_released(image_runs[name], data.client_ids, images=images,
+                   exact_counts=[len(images)] + [v for v in cd.client_sizes(data).values() if v >= 10])
+    population = store.read_json(store.released(image_runs[name], store.POPULATION))
+    # Noised and continuous; clamped to [0, N] afterwards (post-processing), so a bound may show exactly.
+    assert population["dp"] is True and population["users_stddev"] > 0
+    assert population["users"] != round(population["users"]) or population["users"] in (0.0, 12.0)
+    assert population["users_total"] == 12  # N is public under replace-one
+
+
+def test_paper_selection_keeps_who_qualified_on_the_server_side_and_says_so(image_runs):
+    paper, strict = image_runs["paper"], image_runs["strict"]
+    selected = store.read_json(store.server(paper, store.SELECTION))["client_ids"]
+    assert 0 < len(selected) <= 12
+    privacy = json.load(open(store.released(paper, store.PRIVACY)))
+    (training,) = [r for k, r in privacy["releases"].items() if k.endswith("/training")]
+    assert training["population_size"] == len(selected)  # the paper's subpopulation accounting
+    assert json.load(open(store.released(paper, store.CONFIG)))["gan"]["selection"] == "paper"
+    # Strict selection accounts over every user and keeps no selection anywhere.
+    (strict_training,) = [r for k, r in json.load(open(store.released(strict, store.PRIVACY)))["releases"].items()
+                          if k.endswith("/training")]
+    assert strict_training["population_size"] == 12 and not os.path.exists(store.server(strict, store.SELECTION))
+
+
+def test_run_files_live_only_in_released_and_server(text_runs, image_runs):
+    for run_dir in list(text_runs.values()) + list(image_runs.values()):
+        assert sorted(os.listdir(run_dir)) == ["released", "server"]
+        server = os.listdir(os.path.join(run_dir, "server"))
+        assert set(server) <= set(store.SERVER_FILES) and store.SECRET in server
+
+
+@pytest.mark.parametrize("plant", ["client id", "sentence", "exact count", "secret", "undeclared file"])
+def test_the_walker_catches_each_kind_of_leak(text_runs, tmp_path, plant):
+    import shutil
+
+    from fedgen_debug.runs import secret as secret_lib
+
+    run = str(tmp_path / "leaky")
+    shutil.copytree(text_runs["char"], run)
+    client_ids, sentences, counts = _text_ground_truth()
+    analysis = store.released(run, store.ANALYSIS)
+    report = store.read_json(analysis)
+    if plant == "undeclared file":
+        open(os.path.join(run, "released", "client_metrics.csv"), "w").write("round,num_examples\n1,17\n")
+    elif plant == "secret":
+        report["debug"] = str(secret_lib.load(run).tf_seed("dp-noise")[0])
+    else:
+        report["debug"] = {"client id": client_ids[3], "sentence": sentences[0], "exact count": counts[0]}[plant]
+    store.write_json(analysis, report)
+    with pytest.raises(AssertionError):
+        check_released(run, client_ids, sentences, exact_counts=counts)
