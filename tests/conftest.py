@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import hashlib
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 import fedgen_debug
 from fedgen_debug import runtime
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+from fedgen_debug.runs import secret as secret_lib
 
 # The suite never touches the real privacy ledger: one of its own (inherited by CLI subprocesses),
 # with an explicit unlimited budget so that tests may train with z = 0. Tests about budgets and
@@ -84,6 +86,17 @@ def text_client_data():
     from fedgen_debug.data.client_data import ArrayClientData
 
     return ArrayClientData(hand_built_text())
+
+
+def provision_secret(run_dir: str, name: str) -> None:
+    """Fix the run secret of `run_dir` before it starts, as a server may provision one (`runs.start.open_run`).
+
+    For tests that assert what DP training learned: under a fresh secret they would pass or fail with the
+    draw (the image-T6 test selected 2 or fewer of 4 devices for 6 of 40 secrets), so they pin one and a
+    failure replays. `name` must be unique in the suite: the suite's ledger keys releases by the secret's
+    run id, and two runs with one secret would collide there."""
+    entropy = int.from_bytes(hashlib.sha256(f"fedgen-debug test secret: {name}".encode()).digest(), "little")
+    secret_lib.save(run_dir, secret_lib.RunSecret(entropy))
 
 
 @pytest.fixture

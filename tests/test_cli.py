@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import provision_secret, run_cli
 from fedgen_debug.runs import store
 from release_boundary import check_released
 
@@ -130,6 +130,9 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(tmp_path):
     out = tmp_path / "demo"
     args = ("demo", "--out", str(out), "--users", "40", "--stages", "lm", "--preset", "test",
             "--concat-fraction", "0.5", "--vocab-size", "300")
+    for kind in ("char", "word"):  # the verdict asserted below depends on what DP training learned
+        for name in ("before", "after"):
+            provision_secret(str(out / "lm" / f"{kind}-lm-{name}"), f"test_cli/demo/{kind}-{name}")
     result = run_cli(*args, timeout=600)
     assert result.returncode == 0, result.stderr
     lm = json.loads((out / "summary.json").read_text())["lm"]

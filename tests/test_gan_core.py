@@ -285,7 +285,8 @@ def test_tiny_gan_learns_with_dp_through_the_loop_and_resumes_exactly(tmp_path):
     population = loop.Population("tiny-1d", tuple(CLIENTS))
     start = generated_mean(build(SECRET).get_model_weights(build(SECRET).initialize()))
     a = str(tmp_path / "runs" / "a")
-    result = loop.train(build, population, client_dataset, config.training, a, extra_config={"gan": config.to_json()})
+    result = loop.train(build, population, client_dataset, config.training, a, extra_config={"gan": config.to_json()},
+                        secret=RunSecret(20240602))
     end = generated_mean(result.model_weights)
     assert abs(end - DATA_MEAN) < 0.5 * abs(start - DATA_MEAN), (start, end)
     rows = store.read_csv(store.released(a, store.METRICS))

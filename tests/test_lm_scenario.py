@@ -8,7 +8,7 @@ import numpy as np
 
 import pytest
 
-from conftest import run_cli
+from conftest import provision_secret, run_cli
 from fedgen_debug.runs import store
 from fedgen_debug.scenarios.lm import LMRun, train_lm
 from fedgen_debug.scenarios.lm_analysis import analyze_lm
@@ -22,6 +22,7 @@ def char_runs(tmp_path_factory):
         run = LMRun(kind="char", data="synthetic-text:users=50,seed=2", bug_fraction=fraction, preset="test",
                     rounds=8, vocab_size=1000)
         runs[fraction] = str(root / f"char-{fraction}")
+        provision_secret(runs[fraction], f"test_lm_scenario/char-{fraction}")
         train_lm(run, runs[fraction])
     return runs
 
@@ -70,6 +71,7 @@ def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     runs = {}
     for fraction in (0.0, 0.5):
         runs[fraction] = str(tmp_path / f"word-{fraction}")
+        provision_secret(runs[fraction], f"test_lm_scenario/word-{fraction}")
         train_lm(LMRun(kind="word", data="synthetic-text:users=40,seed=1", bug_fraction=fraction, preset="test",
                        rounds=8, vocab_size=400), runs[fraction])
     report = analyze_lm(runs[0.5], runs[0.0], samples=2500)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from fedgen_debug.models.char_lm import decode_symbols, encode_word, joint_log_prob, sample_words, word_sequences
 from fedgen_debug.models.cifg import CIFGCell
 from fedgen_debug.models.lm import BOW, CHAR_VOCAB, EOW, build_lm, char_lm_config, word_lm_config
+from fedgen_debug.runs.secret import RunSecret
 
 
 def _sigmoid(x):
@@ -125,7 +126,8 @@ def test_a_tiny_dp_fedavg_char_lm_learns_a_three_word_vocabulary(tmp_path):
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(word_sequences(clients[cid], 8)), config)
 
     result = loop.train(lambda secret: dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise")),
-                        loop.Population("three-words", tuple(clients)), client_dataset, config, str(tmp_path / "char"))
+                        loop.Population("three-words", tuple(clients)), client_dataset, config, str(tmp_path / "char"),
+                        secret=RunSecret(20240601))
     model = spec.keras_model_fn()
     model.build((None, 8))
     result.model_weights.assign_weights_to(model)

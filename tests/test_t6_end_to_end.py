@@ -3,6 +3,7 @@ on T6-selected sentences writes about the topic far more often than one trained 
 
 import json
 
+from conftest import provision_secret
 from fedgen_debug.scenarios import t6_topic
 
 
@@ -10,6 +11,8 @@ def test_t6_auxiliary_generates_the_missing_topic_more_often_than_t1(tmp_path, f
     fresh_ledger.set_budget("*", float("inf"), reason="z = 0.3 at N = 120: large ε")
     config = t6_topic.T6Config(users=120, public_users=150, rounds=20, clients_per_round=20, client_epochs=3,
                                samples=800)
+    for name in ("vocabulary", "t1", "t6"):  # measured across secrets: see the privacy issue's note
+        provision_secret(str(tmp_path / name), f"test_t6_end_to_end/{name}")
     report = t6_topic.run(config, str(tmp_path))
     t1, t6 = report["t1"], report["t6"]
     print(json.dumps({k: v for k, v in report.items() if k != "topic_words_in_vocab"}, indent=1))

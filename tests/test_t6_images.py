@@ -2,10 +2,10 @@
 
 import numpy as np
 
+from conftest import provision_secret
 from fedgen_debug.bugs import PixelInversionBug
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import synthetic_images as si
-from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.selectors.criteria import PublicDensity
 from fedgen_debug.selectors.population import select_population
 from fedgen_debug.selectors.public_discriminator import public_log_prob, train_public_discriminator
@@ -24,7 +24,7 @@ def test_discriminator_t6_selects_the_images_public_data_lacks(tmp_path):
     # 40 secrets selected 2 or fewer (benchmark: the sweep in the privacy issue's note). A fixed secret
     # keeps a failure reproducible.
     run_dir = str(tmp_path / "disc")
-    secret_lib.save(run_dir, secret_lib.RunSecret(2024))
+    provision_secret(run_dir, "test_t6_images/disc")
     config = TrainingConfig(rounds=24, dp=DPConfig(clients_per_round=6, noise_multiplier=0.1, clip=1.0),
                             client=ClientConfig(epochs=1, batch_size=16, learning_rate=0.05), checkpoint_every=6)
     model = train_public_discriminator(private, public, config, run_dir, "synthetic-images:seed=0")
