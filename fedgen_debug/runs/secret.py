@@ -31,6 +31,7 @@ STREAMS = {
     "quantile-sampling": 6,
     "aggregate-noise": 7,     # DP aggregates of device statistics (keyed by the aggregate's name)
     "vocabulary-noise": 8,    # DP heavy hitters
+    "canary-insertion": 9,    # which users share a canary, and which of their sentences it replaces
 }
 
 
