@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
+from fedgen_debug.memorization.canaries import CANARIES_HELP
 
 
 def register(sub) -> None:
@@ -19,6 +20,9 @@ def register(sub) -> None:
                        help="the vocabulary: DP heavy hitters of the users' text, or the top words of public text "
                             "(default: public:synthetic-text:users=1000,seed=S+1000 for synthetic text, else dp)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
+    train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
+                       help="insert canaries for `check-memorization` (bare flag: both published grids). "
+                            "SPEC: " + " ".join(CANARIES_HELP.split()))
     train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
     add_privacy_flags(train)
     train.set_defaults(handler=run_train)
@@ -39,7 +43,7 @@ def run_train(args) -> int:
 
     run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug, "concat", "0.1"),
                 preset=args.preset, seed=args.seed, vocab_size=args.vocab_size, vocab=args.vocab,
-                **privacy_settings(args))
+                canaries=args.canaries, **privacy_settings(args))
     result = train_lm(run, args.out)
     print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")

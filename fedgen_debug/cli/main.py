@@ -12,7 +12,8 @@ logger = logging.getLogger("fedgen_debug")
 
 def _build_parser() -> argparse.ArgumentParser:
     from fedgen_debug import __version__
-    from fedgen_debug.cli import data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, privacy_cmd, selectors_cmd
+    from fedgen_debug.cli import (data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, memorization_cmd, privacy_cmd,
+                                  selectors_cmd)
 
     parser = argparse.ArgumentParser(
         prog="fedgen-debug",
@@ -28,6 +29,7 @@ def _build_parser() -> argparse.ArgumentParser:
     selectors_cmd.register(sub)
     lm_cmd.register(sub)
     gan_cmd.register(sub)
+    memorization_cmd.register(sub)
     return parser
 
 

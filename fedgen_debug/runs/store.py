@@ -10,7 +10,7 @@ released; `released()` refuses any other name, so a new output has to be argued 
       released/   config.json status.json privacy.json metrics.csv eval.csv tensorboard/
                   model_weights.npz vocab.json device_metrics.json population.json t4_threshold.json
                   primary_cnn.npz/.json/.reference.npz analysis.json analysis.png top_oov_words.csv
-                  samples.png samples.npz
+                  samples.png samples.npz canaries.json memorization.json memorization.png
       server/     secret.json checkpoints/round_NNNNNN.npz timing.csv selection.json
 
 TF-free (numpy only): the app imports it. Writes are atomic; CSV logs drop rows past a resumed round.
@@ -49,6 +49,9 @@ ANALYSIS_PNG = "analysis.png"
 TOP_OOV_WORDS = "top_oov_words.csv"
 SAMPLES_PNG = "samples.png"
 SAMPLES_NPZ = "samples.npz"
+CANARIES = "canaries.json"
+MEMORIZATION = "memorization.json"
+MEMORIZATION_PNG = "memorization.png"
 
 SECRET = "secret.json"
 CHECKPOINTS = "checkpoints"
@@ -77,6 +80,9 @@ RELEASED_FILES = {
     TOP_OOV_WORDS: "computed from generated samples",
     SAMPLES_PNG: "generated samples",
     SAMPLES_NPZ: "generated samples",
+    CANARIES: "synthetic canaries and their insertion configs (never which users shared them)",
+    MEMORIZATION: "computed from the released weights and the canaries",
+    MEMORIZATION_PNG: "computed from the released weights and the canaries",
 }
 SERVER_FILES = {
     SECRET: "the run secret: DP noise and client sampling derive from it",

@@ -20,7 +20,7 @@ import logging
 
 import tensorflow as tf
 
-from fedgen_debug.bugs.tokenization import TokenizationBug
+from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.models.char_lm import word_sequences
 from fedgen_debug.models.lm import CHAR_VOCAB, build_lm, char_lm_config, word_lm_config
@@ -30,7 +30,8 @@ from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
-from fedgen_debug.scenarios import lm_data
+from fedgen_debug.memorization.canaries import parse_canaries
+from fedgen_debug.scenarios import lm_canaries, lm_data
 from fedgen_debug.training import dp_fedavg, loop
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import ClientConfig, DPConfig, PrivacySettings, ServerConfig, TrainingConfig
@@ -70,6 +71,7 @@ class LMRun(PrivacySettings):
     seed: int = 0
     vocab_size: int = 10_000
     vocab: str | None = None          # "dp" or "public:SPEC"; None: lm_data.default_vocabulary_source
+    canaries: str | None = None       # a `memorization.canaries` spec: canaries inserted for the checker
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -84,6 +86,8 @@ class LMRun(PrivacySettings):
         if self.vocab is None:
             object.__setattr__(self, "vocab", lm_data.default_vocabulary_source(self.data))
         lm_data.check_vocabulary_source(self.vocab, self.data)
+        if self.canaries is not None:
+            parse_canaries(self.canaries)
 
     @property
     def max_length(self) -> int:
@@ -138,13 +142,25 @@ class DeviceData:
     num_ids: int
 
 
-def prepare_devices(run: LMRun, client_data, vocab) -> DeviceData:
+def prepare_devices(run: LMRun, client_data, vocab, sentences: dict | None = None) -> DeviceData:
+    """`sentences`: every device's text when canaries changed it (`lm_canaries.device_sentences`,
+    synthetic devices included); by default the data's."""
     bug = TokenizationBug(run.bug_fraction, seed=run.seed) if run.bug_fraction > 0 else None
-    tokens = {cid: lm_data.device_tokens(client_data, cid, bug) for cid in sorted(client_data.client_ids)}
+    if sentences is None:
+        sentences = {cid: lm_data.device_sentences(client_data, cid) for cid in sorted(client_data.client_ids)}
+    tokens = {cid: tokenize_client(cid, text, bug) for cid, text in sentences.items()}
     if run.kind == "word":
         return DeviceData(tokens, {cid: sequences(t, vocab, run.max_length) for cid, t in tokens.items()}, vocab.num_ids)
     examples = {cid: word_sequences(lm_data.device_oov_words(t, vocab, cid), run.max_length) for cid, t in tokens.items()}
     return DeviceData(tokens, examples, CHAR_VOCAB)
+
+
+def training_population(run: LMRun, everyone: loop.Population) -> loop.Population:
+    """Who may be sampled: every user, and Ramaswamy's synthetic canary devices (under the users' key:
+    the real users are sampled at the rate qN / (N + synthetic), which is what ε is computed for)."""
+    if run.canaries is None:
+        return everyone
+    return loop.Population(everyone.key, everyone.client_ids + lm_canaries.synthetic_device_ids(run.canaries))
 
 
 def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str) -> list:
@@ -157,7 +173,8 @@ def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str)
         records.append(heavy_hitters_record(lm_data.heavy_hitters_config(run.vocab_size, everyone.size), everyone.key,
                                             everyone.size, f"{secret.run_id}/vocabulary", out_dir))
     if run.selection == "strict":
-        records.append(loop.training_record(run.training_config(everyone.size), everyone, secret, f"{run.kind}-LM",
+        trained = training_population(run, everyone)
+        records.append(loop.training_record(run.training_config(trained.size), trained, secret, f"{run.kind}-LM",
                                             out_dir))
     return records
 
@@ -170,7 +187,7 @@ def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
 def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
     client_data = data_spec.load_client_data(run.data)
     everyone = loop.Population(data_spec.population_key(run.data), tuple(client_data.client_ids))
-    config = run.training_config(everyone.size)
+    config = run.training_config(training_population(run, everyone).size)
     if run.delta is not None:
         check_delta(run.delta, everyone.size)
     label = f"{run.kind}-LM"
@@ -181,16 +198,21 @@ def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
            delta=run.delta)
 
     vocab = _vocabulary(run, client_data, everyone, secret, out_dir)
-    devices = prepare_devices(run, client_data, vocab)
-    _release_oov_rate(devices.tokens, vocab, out_dir, secret)
+    sentences = None
+    if run.canaries is not None:
+        canaries = lm_canaries.canaries_for_run(run.canaries, run.kind, vocab, run.seed, out_dir)
+        sentences = lm_canaries.device_sentences(canaries, secret, run.vocab, run.seed, client_data)
+    devices = prepare_devices(run, client_data, vocab, sentences)
+    # The users' statistic: synthetic canary devices are not users.
+    _release_oov_rate({cid: devices.tokens[cid] for cid in everyone.client_ids}, vocab, out_dir, secret)
     examples, num_ids = devices.examples, devices.num_ids
-    population = everyone
+    population = training_population(run, everyone)
     if run.selection == "paper":
         logger.warning(PAPER_SELECTION_WARNING)
-        qualified = tuple(cid for cid, (x, _) in examples.items() if len(x))
+        qualified = tuple(cid for cid in population.client_ids if len(examples[cid][0]))
         if not qualified:
             raise ValueError(f"{run.data}: no device qualified (no out-of-vocabulary words).")
-        population = loop.Population(everyone.key, qualified)
+        population = loop.Population(population.key, qualified)
         store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(qualified)})
     spec = model_spec(run, num_ids)
 

@@ -1,0 +1,69 @@
+"""Memorization with and without DP: the same LM configuration trained with canaries at several noise
+multipliers, each checked with `check-memorization`. Prints one JSON row per (z, canary config).
+
+  .venv/bin/python evaluation/memorization_dp.py --data synthetic-text:users=300 --out runs/eval-mem
+  .venv/bin/python evaluation/memorization_dp.py --data play:../shared/data/tinyshakespeare.txt \\
+      --out runs/eval-mem-shakespeare
+
+Runs resume; rows go into OUT/summary.json as soon as they are measured. Every run is charged to the
+privacy ledger ($FEDGEN_DEBUG_LEDGER): z = 0 needs a budget of ε = ∞ (`fedgen-debug ledger budget`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from fedgen_debug import runtime  # noqa: E402
+from fedgen_debug.memorization.check import CheckConfig, check_lm_run  # noqa: E402
+from fedgen_debug.memorization.report import plot_exposure  # noqa: E402
+from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
+from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
+
+
+def rows_of(report: dict, z: float, seconds: float) -> list[dict]:
+    training = [r for k, r in report["privacy"]["releases"].items() if k.endswith("/training")][0]
+    common = {"kind": report["kind"], "z": z, "epsilon": training["epsilon"], "train_seconds": round(seconds),
+              "control_exposure_max": report["verdict"]["control_exposure_max"], "passed": report["verdict"]["passed"]}
+    out = [{**common, "design": "thakkar", **t} for t in report["thakkar"]]
+    return out + [{**common, "design": "ramaswamy", **t} for t in report["ramaswamy"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="synthetic-text:users=300")
+    parser.add_argument("--kind", choices=("word", "char"), default="word")
+    parser.add_argument("--canaries", default="ramaswamy")
+    parser.add_argument("--noise-multipliers", default="0,0.1,1.0")
+    parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
+    parser.add_argument("--clients-per-round", type=int)
+    parser.add_argument("--references", type=int, default=2_000_000)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    runtime.install_shutdown_hooks()
+    summary_path = os.path.join(args.out, "summary.json")
+    try:
+        summary = read_json(summary_path)
+    except FileNotFoundError:
+        summary = {"data": args.data, "kind": args.kind, "canaries": args.canaries, "rows": []}
+    for z in (float(v) for v in args.noise_multipliers.split(",")):
+        run_dir = os.path.join(args.out, f"{args.kind}-z{z:g}")
+        started = time.perf_counter()
+        train_lm(LMRun(args.kind, args.data, 0.0, "demo", rounds=args.rounds, clients_per_round=args.clients_per_round,
+                       noise_multiplier=z, canaries=args.canaries), run_dir)
+        seconds = time.perf_counter() - started
+        report = check_lm_run(run_dir, CheckConfig(references=args.references))
+        plot_exposure(report, run_dir)
+        rows = rows_of(report, z, seconds)
+        summary["rows"] = [r for r in summary["rows"] if r["z"] != z] + rows
+        write_json(summary_path, summary)
+        for row in rows:
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

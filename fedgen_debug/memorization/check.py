@@ -1,0 +1,158 @@
+"""`check-memorization` for LM runs: every canary's exposure, random-sampling rank and beam-search
+extraction, the tables of Thakkar et al. 2021 (Tables 1/2) and Ramaswamy et al. 2020 (Table 4), and a
+pass/fail against an exposure threshold.
+
+For each canary `prefix | suffix` (`memorization.canaries`), with m random suffixes drawn uniformly from
+the canary alphabet (the checker's own public randomness, `seed`):
+- `rs_rank`: 1 + the references at least as likely as the canary's suffix after its prefix; 1 means
+  "memorized" in RS terms (Thakkar: the least log-perplexity among 2M random suffixes);
+- `exposure`: −log2 of the canary's quantile among the references (`exposure.exposure_interpolation`;
+  at most log2(m + 1), ≈ 21 bits for 2M), and `exposure_extrapolated` from a skew-normal fit of the
+  reference scores, which reads past it, up to log2 |R|;
+- `bs_found`: the suffix is among the `beam_width` continuations a beam search finds from the prefix.
+Control canaries (generated alike, never inserted) give the exposure of a canary the model never saw.
+
+What is computed: the released model weights and the public canaries only, so the report is a release
+like the samples (post-processing of DP outputs) and is written to `released/memorization.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+
+from fedgen_debug.memorization.canaries import RAMASWAMY, THAKKAR, Canary
+from fedgen_debug.memorization.exposure import exposure_extrapolation, exposure_from_rank
+from fedgen_debug.progress import progress
+from fedgen_debug.runs import store
+
+logger = logging.getLogger(__name__)
+
+# An unseen canary's exposure exceeds t bits with probability 2^-t: at 12 bits, a false "fail" among
+# the 54 canaries of both default grids has probability ≈ 1.3%.
+DEFAULT_MAX_EXPOSURE_BITS = 12.0
+DEFAULT_REFERENCES = 2_000_000
+# Reference scores kept for the skew-normal fit (it needs the shape, not all 2M).
+EXTRAPOLATION_SAMPLE = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckConfig:
+    references: int = DEFAULT_REFERENCES
+    beam_width: int = 5
+    max_exposure_bits: float = DEFAULT_MAX_EXPOSURE_BITS
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.references < 3:
+            raise ValueError(f"references must be >= 3. Found {self.references}.")
+        if self.beam_width < 1:
+            raise ValueError(f"beam_width must be >= 1. Found {self.beam_width}.")
+        if not self.max_exposure_bits > 0 or math.isinf(self.max_exposure_bits):
+            raise ValueError(f"max_exposure_bits must be > 0. Found {self.max_exposure_bits}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoding:
+    """Model ids of a run's canaries: the prefix starts with the sequence's start symbol."""
+
+    start_id: int
+    alphabet_ids: np.ndarray
+    symbol_id: dict
+
+    def prefix(self, canary: Canary) -> list[int]:
+        return [self.start_id] + [self.symbol_id[s] for s in canary.prefix]
+
+    def suffix(self, canary: Canary) -> list[int]:
+        return [self.symbol_id[s] for s in canary.suffix]
+
+
+def check_canary(model, canary: Canary, encoding: Encoding, config: CheckConfig, log2_space: float) -> dict:
+    from fedgen_debug.memorization import extraction  # TensorFlow: only for real work (the CLI's --help stays fast)
+
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0xE4, *canary.canary_id.encode())))
+    prefix, suffix = encoding.prefix(canary), encoding.suffix(canary)
+    ranked = extraction.random_sampling_rank(model, prefix, suffix, encoding.alphabet_ids, config.references, rng,
+                                             keep_reference_sample=EXTRAPOLATION_SAMPLE)
+    canary_bits = -ranked.canary_log_prob / math.log(2.0)
+    reference_bits = -np.asarray(ranked.reference_sample) / math.log(2.0)
+    # The rank among the references (ties against the canary) implies the exposure in the whole space.
+    exposure = float(exposure_from_rank(ranked.rank, config.references)[0])
+    found = extraction.beam_search_found(model, prefix, suffix, encoding.alphabet_ids, width=config.beam_width)
+    return {"id": canary.canary_id, "inserted": canary.config is not None,
+            "config": None if canary.config is None else canary.config.to_json(),
+            "log_perplexity_bits": canary_bits, "rs_rank": int(ranked.rank), "exposure": exposure,
+            # No canary can be exposed more than rank 1 in the whole space.
+            "exposure_extrapolated": min(float(exposure_extrapolation([canary_bits], reference_bits)[0]), log2_space),
+            "bs_found": bool(found)}
+
+
+def thakkar_table(rows: list[dict]) -> list[dict]:
+    """Per (p_u, p_e): canaries memorized by RS (rank 1) and found by BS, out of the total (Thakkar Tables 1/2)."""
+    return _grouped(rows, THAKKAR, ("p_u", "p_e"),
+                    lambda group: {"rs_memorized": sum(r["rs_rank"] == 1 for r in group),
+                                   "bs_found": sum(r["bs_found"] for r in group)})
+
+
+def ramaswamy_table(rows: list[dict]) -> list[dict]:
+    """Per (n_u, n_e): each canary's RS rank and how many BS found (Ramaswamy Table 4)."""
+    return _grouped(rows, RAMASWAMY, ("n_u", "n_e"),
+                    lambda group: {"rs_ranks": [r["rs_rank"] for r in group],
+                                   "bs_found": sum(r["bs_found"] for r in group)})
+
+
+def _grouped(rows, design, keys, summarize) -> list[dict]:
+    groups = {}
+    for row in rows:
+        if row["config"] is not None and row["config"]["design"] == design:
+            groups.setdefault(tuple(row["config"][k] for k in keys), []).append(row)
+    return [{**dict(zip(keys, point)), "canaries": len(group),
+             "max_exposure": max(r["exposure"] for r in group), **summarize(group)}
+            for point, group in sorted(groups.items())]
+
+
+def verdict(rows: list[dict], max_exposure_bits: float) -> dict:
+    over = [r["id"] for r in rows if r["inserted"] and r["exposure"] > max_exposure_bits]
+    controls = [r["exposure"] for r in rows if not r["inserted"]]
+    return {"passed": not over, "max_exposure_bits": max_exposure_bits, "over_threshold": over,
+            "control_exposure_mean": float(np.mean(controls)) if controls else None,
+            "control_exposure_max": float(np.max(controls)) if controls else None}
+
+
+def check_canaries(model, canaries, encoding: Encoding, config: CheckConfig, log2_space: float) -> dict:
+    rows = [check_canary(model, c, encoding, config, log2_space)
+            for c in progress(canaries, desc="canaries", unit="canary")]
+    return {"references": config.references, "beam_width": config.beam_width, "log2_space": log2_space,
+            "canaries": rows, "thakkar": thakkar_table(rows), "ramaswamy": ramaswamy_table(rows),
+            "verdict": verdict(rows, config.max_exposure_bits)}
+
+
+def check_lm_run(run_dir: str, config: CheckConfig = CheckConfig()) -> dict:
+    """Checks a finished LM run trained with `--canaries`; writes and returns the report."""
+    from fedgen_debug.models.lm import BOW
+    from fedgen_debug.scenarios import lm_canaries
+    from fedgen_debug.scenarios.lm import load_lm
+
+    try:
+        recorded = store.read_json(store.released(run_dir, store.CANARIES))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{run_dir}: no canaries in this run (train it with --canaries).") from None
+    model, vocab, run = load_lm(run_dir)
+    canaries = tuple(Canary.from_json(c) for c in recorded["canaries"])
+    symbols = sorted({s for c in canaries for s in c.prefix + c.suffix})
+    alphabet = lm_canaries.alphabet(run.kind, vocab)
+    if run.kind == "word":
+        encoding = Encoding(vocab.bos_id, np.array(vocab.ids(list(alphabet)), np.int64),
+                            dict(zip(symbols, vocab.ids(symbols))))
+    else:
+        encoding = Encoding(BOW, np.array([ord(s) for s in alphabet], np.int64), {s: ord(s) for s in symbols})
+    log2_space = math.log2(recorded["space_size"])
+    report = check_canaries(model, canaries, encoding, config, log2_space)
+    privacy = store.read_json(store.released(run_dir, store.PRIVACY))
+    report.update({"run_dir": run_dir, "kind": run.kind, "spec": recorded["spec"], "privacy": privacy})
+    store.write_json(store.released(run_dir, store.MEMORIZATION), report)
+    return report
+
