@@ -254,3 +254,19 @@ def test_models_of_another_shape_are_refused(layers, message):
     model.build((None, None))
     with pytest.raises(ValueError, match=message):
         suffix_log_probs(model, [1], [[2]])
+
+
+def test_greedy_continuations_take_the_argmax_step_by_step_and_skip_banned_ids():
+    from fedgen_debug.memorization.extraction import greedy_continuations
+
+    model = tiny_lm(vocab_size=6, seed=2)
+    prefixes = np.array([[5, 1], [5, 2], [5, 3]])
+    found = greedy_continuations(model, prefixes, 3, banned_ids=[0], batch_size=2)
+    for prefix, continuation in zip(prefixes, found):
+        sequence = list(prefix)
+        for _ in range(3):
+            logits = model(np.array([sequence]))[0, -1].numpy()
+            logits[0] = -np.inf
+            sequence.append(int(np.argmax(logits)))
+        assert list(continuation) == sequence[2:]
+        assert 0 not in continuation

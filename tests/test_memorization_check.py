@@ -123,6 +123,27 @@ def test_the_canary_run_releases_canaries_but_not_who_shared_them(canary_run):
     assert privacy["population_size"] == 22
 
 
+def test_cross_client_ratios_are_a_charged_dp_release_with_no_per_client_value(canary_run):
+    args = ("check-memorization", canary_run, "--references", "2000", "--cross-client", "--prefixes-per-client", "5")
+    result = run_cli(*args, "--json", timeout=600)
+    report = json.loads(result.stdout)
+    cross = report["cross_client"]
+    assert cross["users"] == 20 and cross["dp"] and 0 < cross["epsilon"] < 10
+    assert cross["stddev"] == pytest.approx(2 * math.sqrt(5) / 20)
+    assert -1 < cross["mr_intra"] < 2 and -1 < cross["mr_inter"] < 2
+    releases = store.read_json(store.released(canary_run, store.PRIVACY))["releases"]
+    (key,) = [k for k in releases if "cross-client-mr" in k]
+    assert releases[key]["population_size"] == 20
+    # The same check again is the same release (same noise, nothing charged twice); other settings are another.
+    again = json.loads(run_cli(*args, "--json", timeout=600).stdout)["cross_client"]
+    assert again["mr_intra"] == cross["mr_intra"]
+    run_cli("check-memorization", canary_run, "--references", "2000", "--cross-client", "--ngram", "3", timeout=600)
+    releases = store.read_json(store.released(canary_run, store.PRIVACY))["releases"]
+    assert len([k for k in releases if "cross-client-mr" in k]) == 2
+    text = run_cli(*args, timeout=600).stdout
+    assert "MR_intra" in text and "MR_total is not released" in text
+
+
 def test_check_memorization_refuses_a_run_without_canaries(tmp_path):
     run_dir = tmp_path / "plain"
     (run_dir / "released").mkdir(parents=True)

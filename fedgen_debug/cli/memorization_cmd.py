@@ -19,6 +19,12 @@ def register(sub) -> None:
                        help="fail when an inserted canary's exposure is above this (default: %(default)s bits; an "
                             "unseen canary exceeds t bits with probability 2^-t)")
     check.add_argument("--seed", type=int, default=0, help="the checker's public randomness (reference suffixes)")
+    check.add_argument("--cross-client", action="store_true",
+                       help="word-LM: also the intra-/inter-client memorization ratios (Udsa et al.) on the simulated "
+                            "devices, released as DP means over users (charged to the ledger)")
+    check.add_argument("--prefix-tokens", type=int, default=3, help="--cross-client: tokens of each prefix")
+    check.add_argument("--ngram", type=int, default=4, help="--cross-client: verbatim match length")
+    check.add_argument("--prefixes-per-client", type=int, default=10, help="--cross-client: prefixes sampled per user")
     check.add_argument("--json", action="store_true", help="the report as JSON (one object per canary under 'canaries')")
     check.set_defaults(handler=run_check)
 
@@ -27,7 +33,13 @@ def run_check(args) -> int:
     from fedgen_debug.memorization.check import CheckConfig, check_lm_run
     from fedgen_debug.memorization.report import plot_exposure
 
-    report = check_lm_run(args.run_dir, CheckConfig(args.references, args.beam_width, args.max_exposure, args.seed))
+    cross_client = None
+    if args.cross_client:
+        from fedgen_debug.memorization.cross_client_lm import CrossClientConfig
+
+        cross_client = CrossClientConfig(args.prefix_tokens, args.ngram, args.prefixes_per_client, seed=args.seed)
+    report = check_lm_run(args.run_dir, CheckConfig(args.references, args.beam_width, args.max_exposure, args.seed),
+                          cross_client)
     plot = plot_exposure(report, args.run_dir)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -60,6 +72,13 @@ def format_report(report: dict) -> list[str]:
                   f"  {'n_u':>4} {'n_e':>4}  {'RS ranks':<30} {'BS':>5} {'max exposure':>13}"]
         lines += [f"  {t['n_u']:>4} {t['n_e']:>4}  {', '.join(f'{r:,}' for r in t['rs_ranks']):<30} "
                   f"{_fraction(t['bs_found'], t['canaries']):>5} {t['max_exposure']:>10.1f} b" for t in report["ramaswamy"]]
+    if "cross_client" in report:
+        c = report["cross_client"]
+        lines += ["", f"cross-client memorization (Udsa et al.; {c['detector']}), {c['prefixes_per_client']} prefixes "
+                      f"of {c['prefix_tokens']} tokens per user, {c['ngram']}-gram matches, DP means over {c['users']} "
+                      f"users (ε = {c['epsilon']:.3g}):",
+                  f"  MR_intra {c['mr_intra']:.2%} ± {c['stddev']:.2%}   MR_inter {c['mr_inter']:.2%} ± {c['stddev']:.2%}"
+                  "   (MR_total is not released: one user's text can change every other user's matches)"]
     v = report["verdict"]
     if v["control_exposure_mean"] is not None:
         lines += ["", f"controls (never inserted): exposure mean {v['control_exposure_mean']:.1f}, "

@@ -123,15 +123,19 @@ def verdict(rows: list[dict], max_exposure_bits: float) -> dict:
 
 
 def check_canaries(model, canaries, encoding: Encoding, config: CheckConfig, log2_space: float) -> dict:
-    rows = [check_canary(model, c, encoding, config, log2_space)
-            for c in progress(canaries, desc="canaries", unit="canary")]
+    rows = []
+    for canary in progress(canaries, desc="canaries", unit="canary"):
+        rows.append(check_canary(model, canary, encoding, config, log2_space))
+        logger.info("%s: rank %d, exposure %.1f bits, beam search %s", canary.canary_id, rows[-1]["rs_rank"],
+                    rows[-1]["exposure"], "found" if rows[-1]["bs_found"] else "not found")
     return {"references": config.references, "beam_width": config.beam_width, "log2_space": log2_space,
             "canaries": rows, "thakkar": thakkar_table(rows), "ramaswamy": ramaswamy_table(rows),
             "verdict": verdict(rows, config.max_exposure_bits)}
 
 
-def check_lm_run(run_dir: str, config: CheckConfig = CheckConfig()) -> dict:
-    """Checks a finished LM run trained with `--canaries`; writes and returns the report."""
+def check_lm_run(run_dir: str, config: CheckConfig = CheckConfig(), cross_client=None) -> dict:
+    """Checks a finished LM run trained with `--canaries`; writes and returns the report. `cross_client`
+    (a `cross_client_lm.CrossClientConfig`): also the DP cross-client memorization ratios (word-LM)."""
     from fedgen_debug.models.lm import BOW
     from fedgen_debug.scenarios import lm_canaries
     from fedgen_debug.scenarios.lm import load_lm
@@ -152,6 +156,11 @@ def check_lm_run(run_dir: str, config: CheckConfig = CheckConfig()) -> dict:
     log2_space = math.log2(recorded["space_size"])
     report = check_canaries(model, canaries, encoding, config, log2_space)
     privacy = store.read_json(store.released(run_dir, store.PRIVACY))
+    if cross_client is not None:
+        from fedgen_debug.memorization.cross_client_lm import cross_client_memorization
+
+        report["cross_client"] = cross_client_memorization(run_dir, model, vocab, run, cross_client)
+        privacy = store.read_json(store.released(run_dir, store.PRIVACY))
     report.update({"run_dir": run_dir, "kind": run.kind, "spec": recorded["spec"], "privacy": privacy})
     store.write_json(store.released(run_dir, store.MEMORIZATION), report)
     return report

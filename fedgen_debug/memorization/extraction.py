@@ -294,3 +294,24 @@ def _check_in_alphabet(name: str, suffix, alphabet: np.ndarray, vocab_size: int 
     if len(outside):
         raise ValueError(f"{name} ids must be in the alphabet. Found {outside[:10].tolist()}.")
     return array
+
+
+def greedy_continuations(model: tf.keras.Model, prefixes, length: int, banned_ids=(),
+                         batch_size: int = 2048) -> np.ndarray:
+    """The most likely next symbol, `length` times, after each row of `prefixes` [n, k] (all of one
+    length), never a `banned_ids` symbol: [n, length]. For cross-client memorization, where thousands of
+    client prefixes are continued at once (full-model calls on the growing batch; k + length is short)."""
+    lm = _stepped(model)
+    prefixes = _check_ids("prefixes", prefixes, lm.vocab_size, 2)
+    if length < 1:
+        raise ValueError(f"length must be >= 1. Found {length}.")
+    banned = np.asarray(list(banned_ids), np.int64)
+    out = np.empty((len(prefixes), length), np.int32)
+    for start in range(0, len(prefixes), batch_size):
+        sequences = prefixes[start: start + batch_size]
+        for _ in range(length):
+            logits = model(sequences, training=False)[:, -1, :].numpy()
+            logits[:, banned] = -np.inf
+            sequences = np.concatenate([sequences, logits.argmax(axis=1).astype(np.int32)[:, None]], axis=1)
+        out[start: start + len(sequences)] = sequences[:, prefixes.shape[1]:]
+    return out

@@ -1,0 +1,98 @@
+"""Cross-client memorization of a word-LM run (`check-memorization --cross-client`), on its simulated
+devices: each real user's sentences, tokenized as its device does, split into prefix and suffix; a
+sample of prefixes continued greedily by the released model; verbatim n-gram matches against every
+user's suffixes (`cross_client`). The server side of the run (its secret) noises the release, which is
+charged to the ledger before anything is computed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fedgen_debug.memorization import cross_client
+from fedgen_debug.runs import secret as secret_lib
+from fedgen_debug.runs import store
+from fedgen_debug.runs.start import charge
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossClientConfig:
+    prefix_tokens: int = 3
+    ngram: int = 4
+    prefixes_per_client: int = 10
+    continuation_tokens: int = 10
+    seed: int = 0       # which prefixes are sampled (the checker's public randomness)
+
+    def __post_init__(self):
+        for name in ("prefix_tokens", "ngram", "prefixes_per_client", "continuation_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+
+    @property
+    def key(self) -> str:
+        """Names the release: other settings are another release, charged and noised anew."""
+        return (f"cross-client-mr/p{self.prefix_tokens}-n{self.ngram}-k{self.prefixes_per_client}"
+                f"-c{self.continuation_tokens}-s{self.seed}")
+
+
+def client_splits(sentences: list[list[str]], config: CrossClientConfig, rng: np.random.Generator):
+    """(sampled prefixes, every suffix) of one client's tokenized sentences longer than the prefix."""
+    long_enough = [s for s in sentences if len(s) > config.prefix_tokens]
+    suffixes = [tuple(s[config.prefix_tokens:]) for s in long_enough]
+    chosen = rng.permutation(len(long_enough))[: config.prefixes_per_client]
+    return [tuple(long_enough[i][: config.prefix_tokens]) for i in sorted(chosen)], suffixes
+
+
+def continue_prefixes(model, vocab, prefixes: list[tuple[str, ...]], length: int) -> list[list[str]]:
+    """Greedy continuations as tokens, cut at end-of-sentence; out-of-vocabulary ids read '<oov>'."""
+    from fedgen_debug.memorization.extraction import greedy_continuations
+
+    ids = np.array([[vocab.bos_id] + vocab.ids(list(p)) for p in prefixes], np.int32)
+    words = {i + 1: w for i, w in enumerate(vocab.words)}
+    out = []
+    for row in greedy_continuations(model, ids, length, banned_ids=[vocab.pad_id, vocab.bos_id]):
+        tokens = []
+        for i in row:
+            if int(i) == vocab.eos_id:
+                break
+            tokens.append(words.get(int(i), "<oov>"))
+        out.append(tokens)
+    return out
+
+
+def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClientConfig) -> dict:
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.data.text import tokenize
+    from fedgen_debug.scenarios import lm_data
+
+    if run.kind != "word":
+        raise ValueError("cross-client memorization needs a word-LM run (a char-LM writes single words).")
+    secret = secret_lib.load(run_dir)
+    if secret is None:
+        raise ValueError(f"{run_dir}: the run's server part (its secret) is missing; the cross-client ratios are a "
+                         "DP release that only the server can noise.")
+    client_data = data_spec.load_client_data(run.data)
+    population = data_spec.population_key(run.data)
+    clients = sorted(client_data.client_ids)
+    release_id = f"{secret.run_id}/{config.key}"
+    charge(cross_client.release_record(population, len(clients), release_id, run_dir), run_dir)
+
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0xC1C1,)))
+    prefixes, suffixes = {}, {}
+    for cid in clients:
+        sentences = [tokenize(s) for s in lm_data.device_sentences(client_data, cid)]
+        prefixes[cid], suffixes[cid] = client_splits(sentences, config, rng)
+    order = [(cid, i) for cid in clients for i in range(len(prefixes[cid]))]
+    generated = continue_prefixes(model, vocab, [prefixes[cid][i] for cid, i in order], config.continuation_tokens)
+    generations = {cid: [] for cid in clients}
+    for (cid, _), tokens in zip(order, generated):
+        generations[cid].append(tokens)
+    hits = cross_client.pairwise_hits(generations, suffixes, config.ngram)
+    ratios = cross_client.memorization_ratios(hits, {cid: len(prefixes[cid]) for cid in clients})
+    release = cross_client.dp_release(ratios.per_client, secret.tf_seed("aggregate-noise", config.key))
+    privacy = store.read_json(store.released(run_dir, store.PRIVACY))["releases"][release_id]
+    return {**dataclasses.asdict(config), **release, "epsilon": privacy["epsilon"], "delta": privacy["delta"],
+            "detector": "verbatim n-gram matching only (the paper's PAN2014 paraphrase and idea levels are not "
+                        "available offline)",
+            "weights": "uniform over users (the paper weighs by |D_j|, which would release each client's size)"}
