@@ -1,5 +1,5 @@
-"""The `NAME[:ARG][,KEY=VALUE...]` grammar of the command-line specs (canaries; data specs and
-selectors parse the same shape). Only the splitting lives here; each spec validates its own names."""
+"""The `NAME[:ARG][,KEY=VALUE...]` grammar of the command-line specs: data specs, selectors, canaries.
+Only the splitting lives here; each spec validates its own names and values."""
 
 from __future__ import annotations
 

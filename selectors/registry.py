@@ -9,6 +9,7 @@ import dataclasses
 
 from fedgen_debug.selectors import criteria
 from fedgen_debug.selectors.base import AllOf, AnyOf, Selector
+from fedgen_debug.spec_grammar import split_spec
 
 # name: (class, the setting a bare positional argument sets, its allowed values or None)
 REGISTRY: dict[str, tuple[type, str | None, tuple | None]] = {
@@ -35,24 +36,22 @@ def _convert(cls, key: str, value: str):
 
 
 def _parse_one(text: str) -> Selector:
-    name, _, rest = text.strip().partition(":")
-    if name not in REGISTRY:
-        raise ValueError(f"Unknown selector {name!r}. Valid selectors: {', '.join(REGISTRY)}.")
-    cls, positional, allowed = REGISTRY[name]
+    parts = split_spec(text)
+    if parts.name not in REGISTRY:
+        raise ValueError(f"Unknown selector {parts.name!r}. Valid selectors: {', '.join(REGISTRY)}.")
+    cls, positional, allowed = REGISTRY[parts.name]
     fields = {f.name for f in dataclasses.fields(cls)}
     settings = {}
-    for part in [p for p in rest.split(",") if p]:
-        key, eq, value = part.partition("=")
-        if eq:
-            if key not in fields:
-                raise ValueError(f"{name}: unknown setting {key!r} (settings: {', '.join(sorted(fields)) or 'none'}).")
-            settings[key] = _convert(cls, key, value)
-        elif positional and positional not in settings:
-            if allowed and part not in allowed:
-                raise ValueError(f"{name}: {part!r} is not one of {', '.join(allowed)}.")
-            settings[positional] = part
-        else:
-            raise ValueError(f"{name}: unexpected {part!r}.")
+    for key, value in parts.settings:
+        if key not in fields:
+            raise ValueError(f"{parts.name}: unknown setting {key!r} (settings: {', '.join(sorted(fields)) or 'none'}).")
+        settings[key] = _convert(cls, key, value)
+    for part in parts.positional:
+        if not positional or positional in settings:
+            raise ValueError(f"{parts.name}: unexpected {part!r}.")
+        if allowed and part not in allowed:
+            raise ValueError(f"{parts.name}: {part!r} is not one of {', '.join(allowed)}.")
+        settings[positional] = part
     return cls(**settings)
 
 

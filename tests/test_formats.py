@@ -270,6 +270,8 @@ def test_spec_parsing_round_trips(text, expected):
     ("synthetic-text:writers=3", r"unexpected 'writers=3'"),
     ("npz", r"npz needs a path"),
     ("npz:x.npz,background=grey", r"background must be white or black"),
+    ("synthetic-text:users=3,users=4", r"users is given twice"),
+    ("npz:a.npz,b.npz", r"unexpected 'b.npz'"),
 ])
 def test_bad_specs_are_clear_errors(text, problem):
     with pytest.raises(ValueError, match=problem):

@@ -154,6 +154,8 @@ def test_registry_parses_command_line_forms(text, expected):
     ("random:fraction=lots", r"fraction must be a number. Found 'lots'"),
     ("oov:alpha=1", r"oov: unknown setting 'alpha'"),
     ("oov&random|unlabeled", r"mixing '&' and '\|' is ambiguous"),
+    ("by-example:misclassified,keep=correct", r"by-example: unexpected 'misclassified'"),
+    ("random:fraction=0.1,fraction=0.2", r"fraction is given twice"),
 ])
 def test_registry_errors(text, message):
     with pytest.raises(ValueError, match=message):

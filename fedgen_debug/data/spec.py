@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from fedgen_debug.spec_grammar import split_spec
+
 IMAGES = "images"  # == client_data.IMAGES, repeated so that parsing does not import TensorFlow
 TEXT = "text"
 
@@ -55,24 +57,24 @@ def _usage() -> str:
 
 def parse_data_spec(text: str) -> DataSpec:
     """Parses and validates a data spec; raises ValueError naming the problem and the valid forms."""
-    source, _, rest = text.strip().partition(":")
+    source = text.strip().partition(":")[0]
     if source not in _SOURCES:
         raise ValueError(f"Unknown data source {source!r} in spec {text!r}.\n{_usage()}")
+    parts = split_spec(text)
     _, positional, allowed = _SOURCES[source]
-    path, options = None, {}
-    for part in [p for p in rest.split(",") if p] if rest else []:
-        key, eq, value = part.partition("=")
-        if eq and key in allowed:
-            kind = allowed[key][0]
-            try:
-                options[key] = kind(value)
-            except ValueError:
-                raise ValueError(f"{source}: option {key} must be an integer. Found {value!r}.") from None
-        elif positional and path is None and not eq:
-            path = part
-        else:
-            valid = ", ".join(allowed) or "none"
-            raise ValueError(f"{source}: unexpected {part!r} in spec {text!r} (options: {valid}).\n{_usage()}")
+    if len(parts.positional) > (1 if positional else 0):
+        raise ValueError(f"{source}: unexpected {parts.positional[-1]!r} in spec {text!r} "
+                         f"(options: {', '.join(allowed) or 'none'}).\n{_usage()}")
+    path = parts.positional[0] if parts.positional else None
+    options = {}
+    for key, value in parts.settings:
+        if key not in allowed:
+            raise ValueError(f"{source}: unexpected '{key}={value}' in spec {text!r} "
+                             f"(options: {', '.join(allowed) or 'none'}).\n{_usage()}")
+        try:
+            options[key] = allowed[key][0](value)
+        except ValueError:
+            raise ValueError(f"{source}: option {key} must be an integer. Found {value!r}.") from None
     if source in _REQUIRED_PATH and not path:
         raise ValueError(f"{source} needs a path, e.g. {source}:data/file.{source}.")
     for key in ("writers", "users", "min_sentences"):
