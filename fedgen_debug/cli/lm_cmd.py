@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
-from fedgen_debug.memorization.canaries import CANARIES_HELP
 
 
 def register(sub) -> None:
@@ -21,8 +20,10 @@ def register(sub) -> None:
                             "(default: public:synthetic-text:users=1000,seed=S+1000 for synthetic text, else dp)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
-                       help="insert canaries for `check-memorization` (bare flag: both published grids). "
-                            "SPEC: " + " ".join(CANARIES_HELP.split()))
+                       help="insert canaries for check-memorization: thakkar[:p_u=P,p_e=Q] (user-level insertion), "
+                            "ramaswamy[:n_u=N,n_e=E] (synthetic secret-sharing devices), each with [,count=C] "
+                            "canaries per config (3), joined with '+'; without the settings, the published 3x3 "
+                            "grid; the bare flag: both grids")
     train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
     add_privacy_flags(train)
     train.set_defaults(handler=run_train)
