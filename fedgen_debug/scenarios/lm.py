@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import spec as data_spec
+from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.models.char_lm import word_sequences
 from fedgen_debug.models.lm import CHAR_VOCAB, build_lm, char_lm_config, word_lm_config
 from fedgen_debug.models.word_lm import sequences
@@ -30,7 +31,6 @@ from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
-from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.scenarios import lm_canaries, lm_data
 from fedgen_debug.training import dp_fedavg, loop
 from fedgen_debug.training import run_dir as rd
@@ -187,9 +187,10 @@ def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
 def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
     client_data = data_spec.load_client_data(run.data)
     everyone = loop.Population(data_spec.population_key(run.data), tuple(client_data.client_ids))
-    config = run.training_config(training_population(run, everyone).size)
+    trained = training_population(run, everyone)
+    config = run.training_config(trained.size)
     if run.delta is not None:
-        check_delta(run.delta, everyone.size)
+        check_delta(run.delta, trained.size)
     label = f"{run.kind}-LM"
     config_json = loop.run_config(config, everyone, label, {"lm": run.to_json()})
     secret, _ = open_run(out_dir, config_json)
@@ -206,7 +207,7 @@ def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
     # The users' statistic: synthetic canary devices are not users.
     _release_oov_rate({cid: devices.tokens[cid] for cid in everyone.client_ids}, vocab, out_dir, secret)
     examples, num_ids = devices.examples, devices.num_ids
-    population = training_population(run, everyone)
+    population = trained
     if run.selection == "paper":
         logger.warning(PAPER_SELECTION_WARNING)
         qualified = tuple(cid for cid in population.client_ids if len(examples[cid][0]))
