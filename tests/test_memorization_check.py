@@ -135,12 +135,15 @@ def test_cross_client_ratios_are_a_charged_dp_release_with_no_per_client_value(c
     (key,) = [k for k in releases if "cross-client-mr" in k]
     assert releases[key]["population_size"] == 20
     # The same check again is the same release (same noise, nothing charged twice); other settings are another.
-    again = json.loads(run_cli(*args, "--json", timeout=600).stdout)["cross_client"]
-    assert again["mr_intra"] == cross["mr_intra"]
-    run_cli("check-memorization", canary_run, "--references", "2000", "--cross-client", "--ngram", "3", timeout=600)
+    from fedgen_debug.memorization.check import check_lm_run
+    from fedgen_debug.memorization.cross_client_lm import CrossClientConfig
+
+    again = check_lm_run(canary_run, CheckConfig(references=500), CrossClientConfig(prefixes_per_client=5))
+    assert again["cross_client"]["mr_intra"] == cross["mr_intra"]
+    other = check_lm_run(canary_run, CheckConfig(references=500), CrossClientConfig(ngram=3, prefixes_per_client=5))
     releases = store.read_json(store.released(canary_run, store.PRIVACY))["releases"]
     assert len([k for k in releases if "cross-client-mr" in k]) == 2
-    text = run_cli(*args, timeout=600).stdout
+    text = "\n".join(format_report(other))
     assert "MR_intra" in text and "MR_total is not released" in text
 
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 RECORD_SENSITIVITY = math.sqrt(5.0)   # see the module docstring
-NOISE_MULTIPLIER = 2.0                # σ / Δ of the release: ε ≈ 2.4 at δ = 1e-5 for one release
+NOISE_MULTIPLIER = 2.0                # σ / Δ of the release: ε ≈ 1.8 at δ = 0.01/300 (PLD)
 
 
 def ngrams(tokens: Sequence[str], n: int) -> set[tuple[str, ...]]:
