@@ -60,7 +60,7 @@ def ramaswamy_devices(canaries: Sequence[Canary], public_sentences: Sequence[str
     devices = {}
     for canary in chosen:
         fill = RAMASWAMY_DEVICE_SENTENCES - canary.config.n_e
-        for user in range(canary.config.n_u):
+        for _ in range(canary.config.n_u):
             picks = rng.integers(len(public_sentences), size=fill)
             sentences = [canary.text] * canary.config.n_e + [public_sentences[i] for i in picks]
             devices[synthetic_device_id(len(devices))] = sentences

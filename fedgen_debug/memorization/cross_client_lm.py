@@ -46,6 +46,7 @@ def client_splits(sentences: list[list[str]], config: CrossClientConfig, rng: np
 
 def continue_prefixes(model, vocab, prefixes: list[tuple[str, ...]], length: int) -> list[list[str]]:
     """Greedy continuations as tokens, cut at end-of-sentence; out-of-vocabulary ids read '<oov>'."""
+    from fedgen_debug.data.text import OOV
     from fedgen_debug.memorization.extraction import greedy_continuations
 
     ids = np.array([[vocab.bos_id] + vocab.ids(list(p)) for p in prefixes], np.int32)
@@ -56,14 +57,13 @@ def continue_prefixes(model, vocab, prefixes: list[tuple[str, ...]], length: int
         for i in row:
             if int(i) == vocab.eos_id:
                 break
-            tokens.append(words.get(int(i), "<oov>"))
+            tokens.append(words.get(int(i), OOV))
         out.append(tokens)
     return out
 
 
 def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClientConfig) -> dict:
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.data.text import tokenize
     from fedgen_debug.scenarios import lm_data
 
     if run.kind != "word":
@@ -81,8 +81,7 @@ def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClie
     rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0xC1C1,)))
     prefixes, suffixes = {}, {}
     for cid in clients:
-        sentences = [tokenize(s) for s in lm_data.device_sentences(client_data, cid)]
-        prefixes[cid], suffixes[cid] = client_splits(sentences, config, rng)
+        prefixes[cid], suffixes[cid] = client_splits(lm_data.device_tokens(client_data, cid, None), config, rng)
     order = [(cid, i) for cid in clients for i in range(len(prefixes[cid]))]
     generated = continue_prefixes(model, vocab, [prefixes[cid][i] for cid, i in order], config.continuation_tokens)
     generations = {cid: [] for cid in clients}
