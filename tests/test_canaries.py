@@ -120,7 +120,7 @@ def test_ramaswamy_devices_hold_n_e_copies_and_public_filler():
         assert len(devices[cid]) == 200 and devices[cid].count(first) == 14
         assert set(devices[cid]) - {first} <= {"public one", "public two"}
     assert devices["canary-device-0002"] == [canaries[1].text] * 200
-    with pytest.raises(ValueError, match="public sentences"):
+    with pytest.raises(ValueError, match="public examples"):
         ramaswamy_devices(canaries, [], np.random.default_rng(0))
 
 

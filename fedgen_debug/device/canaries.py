@@ -10,7 +10,9 @@
   n_e copies of it and 200 − n_e sentences of public text; they join the population and may be sampled
   like any device (the paper's "always available").
 
-Both work on a device's raw sentences, before its tokenizer: the canary enters as if typed.
+Both work on a device's raw examples (an LM's sentences before its tokenizer: the canary enters as if
+typed; a GAN's images after the app's preprocessing), through `payload(canary)`: what one example
+becomes (by default the canary's text).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from fedgen_debug.runs.secret import RunSecret
 SYNTHETIC_DEVICE_PREFIX = "canary-device-"
 
 
+def _text(canary) -> str:
+    return canary.text
+
+
 def synthetic_device_id(index: int) -> str:
     return f"{SYNTHETIC_DEVICE_PREFIX}{index:04d}"
 
@@ -39,29 +45,36 @@ class ThakkarInsertion:
         object.__setattr__(self, "canaries", tuple(c for c in self.canaries
                                                   if c.config is not None and c.config.design == THAKKAR))
 
-    def apply(self, client_id: str, sentences: Sequence[str]) -> list[str]:
-        out = list(sentences)
+    def apply(self, client_id: str, examples: Sequence, payload=_text) -> list:
+        out = list(examples)
         for canary in self.canaries:
             rng = self.secret.rng("canary-insertion", client_id, canary.canary_id)
             if rng.random() >= canary.config.p_u:
                 continue
             replaced = rng.random(len(out)) < canary.config.p_e
-            out = [canary.text if hit else s for s, hit in zip(out, replaced)]
+            out = [payload(canary) if hit else s for s, hit in zip(out, replaced)]
         return out
 
 
-def ramaswamy_devices(canaries: Sequence[Canary], public_sentences: Sequence[str],
-                      rng: np.random.Generator) -> dict[str, list[str]]:
-    """The synthetic secret-sharing devices of every ramaswamy canary: id → sentences. Public
-    sentences are drawn with replacement from `public_sentences` (public randomness)."""
+def ramaswamy_devices(canaries: Sequence, public_examples: Sequence, rng: np.random.Generator,
+                      payload=_text) -> dict[str, list]:
+    """The synthetic secret-sharing devices of every ramaswamy canary: id → examples (n_e canaries,
+    then 200 − n_e public examples drawn with replacement from `public_examples`: public randomness)."""
     chosen = [c for c in canaries if c.config is not None and c.config.design == RAMASWAMY]
-    if chosen and not public_sentences:
-        raise ValueError("ramaswamy canaries need public sentences to fill their synthetic devices.")
+    if chosen and not len(public_examples):
+        raise ValueError("ramaswamy canaries need public examples to fill their synthetic devices.")
     devices = {}
     for canary in chosen:
         fill = RAMASWAMY_DEVICE_SENTENCES - canary.config.n_e
         for _ in range(canary.config.n_u):
-            picks = rng.integers(len(public_sentences), size=fill)
-            sentences = [canary.text] * canary.config.n_e + [public_sentences[i] for i in picks]
-            devices[synthetic_device_id(len(devices))] = sentences
+            picks = rng.integers(len(public_examples), size=fill)
+            examples = [payload(canary)] * canary.config.n_e + [public_examples[i] for i in picks]
+            devices[synthetic_device_id(len(devices))] = examples
     return devices
+
+
+def synthetic_device_ids(configs) -> tuple[str, ...]:
+    """The synthetic devices `configs` (`memorization.canaries.parse_canaries`) add to the population
+    (public: the configs say how many)."""
+    count = sum(c.n_u * c.count for c in configs if c.design == RAMASWAMY)
+    return tuple(synthetic_device_id(i) for i in range(count))

@@ -13,7 +13,8 @@ import numpy as np
 
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary, tokenize
-from fedgen_debug.device.canaries import ThakkarInsertion, ramaswamy_devices, synthetic_device_id
+from fedgen_debug.device import canaries as device_canaries
+from fedgen_debug.device.canaries import ThakkarInsertion, ramaswamy_devices
 from fedgen_debug.memorization.canaries import (CHAR_ALPHABET, RAMASWAMY, Canary, generate_canaries,
                                                 parse_canaries, space_size)
 from fedgen_debug.runs import store
@@ -48,8 +49,7 @@ def canaries_for_run(spec: str, kind: str, vocab: Vocabulary, seed: int, out_dir
 
 def synthetic_device_ids(spec: str) -> tuple[str, ...]:
     """The synthetic devices the spec adds to the population (public: the configs say how many)."""
-    count = sum(c.n_u * c.count for c in parse_canaries(spec) if c.design == RAMASWAMY)
-    return tuple(synthetic_device_id(i) for i in range(count))
+    return device_canaries.synthetic_device_ids(parse_canaries(spec))
 
 
 def public_filler(vocab_source: str) -> list[str]:
