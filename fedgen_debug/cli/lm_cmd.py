@@ -24,6 +24,9 @@ def register(sub) -> None:
                             "ramaswamy[:n_u=N,n_e=E] (synthetic secret-sharing devices), each with [,count=C] "
                             "canaries per config (3), joined with '+'; without the settings, the published 3x3 "
                             "grid; the bare flag: both grids")
+    train.add_argument("--update-canaries", type=int, default=0, metavar="K",
+                       help="add K clients that send random directions (scaled to the clip) instead of training: "
+                            "check-memorization turns them into an empirical ε (Andrew et al. 2023)")
     train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
     add_privacy_flags(train)
     train.set_defaults(handler=run_train)
@@ -44,7 +47,7 @@ def run_train(args) -> int:
 
     run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug, "concat", "0.1"),
                 preset=args.preset, seed=args.seed, vocab_size=args.vocab_size, vocab=args.vocab,
-                canaries=args.canaries, **privacy_settings(args))
+                canaries=args.canaries, update_canaries=args.update_canaries, **privacy_settings(args))
     result = train_lm(run, args.out)
     print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
@@ -32,7 +33,7 @@ from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.scenarios import lm_canaries, lm_data
-from fedgen_debug.training import dp_fedavg, loop
+from fedgen_debug.training import dp_fedavg, loop, update_canaries
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import ClientConfig, DPConfig, PrivacySettings, ServerConfig, TrainingConfig
 
@@ -72,6 +73,7 @@ class LMRun(PrivacySettings):
     vocab_size: int = 10_000
     vocab: str | None = None          # "dp" or "public:SPEC"; None: lm_data.default_vocabulary_source
     canaries: str | None = None       # a `memorization.canaries` spec: canaries inserted for the checker
+    update_canaries: int = 0          # clients sending random directions, for the empirical ε
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -88,6 +90,8 @@ class LMRun(PrivacySettings):
         lm_data.check_vocabulary_source(self.vocab, self.data)
         if self.canaries is not None:
             parse_canaries(self.canaries)
+        if self.update_canaries < 0:
+            raise ValueError(f"update_canaries must be >= 0. Found {self.update_canaries}.")
 
     @property
     def max_length(self) -> int:
@@ -105,7 +109,10 @@ class LMRun(PrivacySettings):
         return self.override(base, population)
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if not self.update_canaries:  # runs from before the option resume with the config they saved
+            del out["update_canaries"]
+        return out
 
 
 def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:
@@ -156,11 +163,12 @@ def prepare_devices(run: LMRun, client_data, vocab, sentences: dict | None = Non
 
 
 def training_population(run: LMRun, everyone: loop.Population) -> loop.Population:
-    """Who may be sampled: every user, and Ramaswamy's synthetic canary devices (under the users' key:
-    the real users are sampled at the rate qN / (N + synthetic), which is what ε is computed for)."""
-    if run.canaries is None:
-        return everyone
-    return loop.Population(everyone.key, everyone.client_ids + lm_canaries.synthetic_device_ids(run.canaries))
+    """Who may be sampled: every user, Ramaswamy's synthetic canary devices and the update canaries
+    (under the users' key: the real users are sampled at the rate qN / (N + canaries), which is what
+    ε is computed for)."""
+    synthetic = lm_canaries.synthetic_device_ids(run.canaries) if run.canaries is not None else ()
+    added = synthetic + update_canaries.canary_ids(run.update_canaries)
+    return loop.Population(everyone.key, everyone.client_ids + added) if added else everyone
 
 
 def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str) -> list:
@@ -206,11 +214,15 @@ def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
     devices = prepare_devices(run, client_data, vocab, sentences)
     # The users' statistic: synthetic canary devices are not users.
     _release_oov_rate({cid: devices.tokens[cid] for cid in everyone.client_ids}, vocab, out_dir, secret)
-    examples, num_ids = devices.examples, devices.num_ids
+    num_ids = devices.num_ids
+    # An update canary's device trains on nothing; the DP sum adds its direction.
+    empty = np.zeros((0, run.max_length), np.int32)
+    examples = {**devices.examples, **{cid: (empty, empty) for cid in update_canaries.canary_ids(run.update_canaries)}}
     population = trained
     if run.selection == "paper":
         logger.warning(PAPER_SELECTION_WARNING)
-        qualified = tuple(cid for cid in population.client_ids if len(examples[cid][0]))
+        qualified = tuple(cid for cid in population.client_ids
+                          if len(examples[cid][0]) or update_canaries.is_canary(cid))
         if not qualified:
             raise ValueError(f"{run.data}: no device qualified (no out-of-vocabulary words).")
         population = loop.Population(population.key, qualified)
@@ -220,9 +232,13 @@ def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
     def client_dataset(cid):
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(examples[cid]), config)
 
-    return loop.train(lambda s: dp_fedavg.build_process(spec, config, s.tf_seed("dp-noise")), population,
-                      client_dataset, config, out_dir, label=label, extra_config={"lm": run.to_json()},
-                      secret=secret, delta=run.delta)
+    def build_process(secret):
+        plan = (update_canaries.plan(population.client_ids, run.update_canaries, config, secret)
+                if run.update_canaries else None)
+        return dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise"), plan)
+
+    return loop.train(build_process, population, client_dataset, config, out_dir, label=label,
+                      extra_config={"lm": run.to_json()}, secret=secret, delta=run.delta)
 
 
 def _release_oov_rate(tokens: dict, vocab, out_dir: str, secret) -> None:

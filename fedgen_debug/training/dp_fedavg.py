@@ -18,6 +18,7 @@ import tensorflow_federated as tff
 from fedgen_debug.training.config import TrainingConfig
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
+from fedgen_debug.training.update_canaries import UpdateCanaryPlan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,12 +96,14 @@ def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
     return aggregate
 
 
-def build_process(model: ModelSpec, config: TrainingConfig, noise_seed) -> tff.learning.templates.LearningProcess:
-    """`noise_seed`: two integers from the run secret (`RunSecret.tf_seed("dp-noise")`)."""
+def build_process(model: ModelSpec, config: TrainingConfig, noise_seed,
+                  canaries: UpdateCanaryPlan | None = None) -> tff.learning.templates.LearningProcess:
+    """`noise_seed`: two integers from the run secret (`RunSecret.tf_seed("dp-noise")`); `canaries`:
+    the update canaries the DP sum adds (`update_canaries.plan`), if any."""
     return tff.learning.algorithms.build_unweighted_fed_avg(
         model.tff_model_fn(),
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate=config.client.learning_rate),
         server_optimizer_fn=server_optimizer(config.server),
-        model_aggregator=dp_aggregator(config.dp, noise_seed),
+        model_aggregator=dp_aggregator(config.dp, noise_seed, canaries),
         metrics_aggregator=no_client_metrics,
     )

@@ -25,6 +25,7 @@ import tensorflow_privacy as tfp
 
 from fedgen_debug.privacy.accounting import gaussian_event, sum_sensitivity
 from fedgen_debug.training.config import DPConfig
+from fedgen_debug.training.update_canaries import UpdateCanaryPlan, direction
 
 
 class SeededGaussianSumQuery(tfp.GaussianSumQuery):
@@ -66,17 +67,47 @@ class SeededGaussianSumQuery(tfp.GaussianSumQuery):
         return tf.nest.pack_sequence_as(sample_state, noised), new_state, self.round_event
 
 
-def sum_query(config: DPConfig, noise_seed) -> SeededGaussianSumQuery:
-    """Sum of updates clipped to S + N(0, (zS)²)."""
+class CanaryGaussianSumQuery(SeededGaussianSumQuery):
+    """The seeded query whose round-t sum also holds S·c_i for each update canary the round sampled
+    (`training.update_canaries`): the record a canary client clipped to S would have sent. The round
+    counter lives in the global state so a resumed run adds the right round's canaries."""
+
+    _GlobalState = collections.namedtuple("_GlobalState", ["l2_norm_clip", "stddev", "noise_seed", "round"])
+
+    def __init__(self, l2_norm_clip, stddev, noise_seed, l2_sensitivity, plan: UpdateCanaryPlan):
+        super().__init__(l2_norm_clip, stddev, noise_seed, l2_sensitivity)
+        self._plan = plan
+
+    def make_global_state(self, l2_norm_clip, stddev):
+        return self._GlobalState(tf.cast(l2_norm_clip, tf.float32), tf.cast(stddev, tf.float32),
+                                 tf.constant(self._noise_seed, tf.int64), tf.constant(0, tf.int64))
+
+    def get_noised_result(self, sample_state, global_state):
+        leaves = tf.nest.flatten(sample_state)
+        shapes = [v.shape for v in leaves]
+        sampled = tf.where(tf.gather(tf.constant(self._plan.schedule), global_state.round))[:, 0]
+
+        def add_canary(total, index):
+            return [t + self._plan.clip * c for t, c in zip(total, direction(shapes, self._plan.seed, index))]
+
+        leaves = tf.foldl(add_canary, sampled, initializer=leaves)
+        noised, state, event = super().get_noised_result(tf.nest.pack_sequence_as(sample_state, leaves), global_state)
+        return noised, state._replace(round=global_state.round + 1), event
+
+
+def sum_query(config: DPConfig, noise_seed, canaries: UpdateCanaryPlan | None = None) -> SeededGaussianSumQuery:
+    """Sum of updates clipped to S + N(0, (zS)²) (and the sampled update canaries' S·c_i)."""
     clip = config.clip
     stddev = config.noise_multiplier * clip if clip is not None else 0.0
     sensitivity = sum_sensitivity(clip, config.accounting) if clip is not None else None
+    if canaries is not None and canaries.count:
+        return CanaryGaussianSumQuery(clip, stddev, noise_seed, sensitivity, canaries)
     return SeededGaussianSumQuery(clip, stddev, noise_seed, sensitivity)
 
 
-def dp_query(config: DPConfig, noise_seed) -> tfp.DPQuery:
+def dp_query(config: DPConfig, noise_seed, canaries: UpdateCanaryPlan | None = None) -> tfp.DPQuery:
     """The sum query normalized by the fixed qN: noise std on the mean zS/qN."""
-    return tfp.NormalizedQuery(sum_query(config, noise_seed), denominator=float(config.clients_per_round))
+    return tfp.NormalizedQuery(sum_query(config, noise_seed, canaries), denominator=float(config.clients_per_round))
 
 
 def round_event(config: DPConfig) -> dp_accounting.DpEvent:
@@ -84,8 +115,9 @@ def round_event(config: DPConfig) -> dp_accounting.DpEvent:
     return sum_query(config, (0, 0)).round_event
 
 
-def dp_aggregator(config: DPConfig, noise_seed) -> tff.aggregators.UnweightedAggregationFactory:
-    return tff.aggregators.DifferentiallyPrivateFactory(dp_query(config, noise_seed))
+def dp_aggregator(config: DPConfig, noise_seed,
+                  canaries: UpdateCanaryPlan | None = None) -> tff.aggregators.UnweightedAggregationFactory:
+    return tff.aggregators.DifferentiallyPrivateFactory(dp_query(config, noise_seed, canaries))
 
 
 def released_event(aggregator_state) -> dp_accounting.DpEvent:
