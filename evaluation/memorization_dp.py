@@ -4,6 +4,8 @@ multipliers, each checked with `check-memorization`. Prints one JSON row per (z,
   .venv/bin/python evaluation/memorization_dp.py --data synthetic-text:users=300 --out runs/eval-mem
   .venv/bin/python evaluation/memorization_dp.py --data play:../shared/data/tinyshakespeare.txt \\
       --out runs/eval-mem-shakespeare
+  .venv/bin/python evaluation/memorization_dp.py --kind gan --data synthetic-images:writers=100 \\
+      --canaries ramaswamy:n_u=4,n_e=200+ramaswamy:n_u=1,n_e=200 --out runs/eval-mem-gan
 
 Runs resume; rows go into OUT/summary.json as soon as they are measured. Every run is charged to the
 privacy ledger ($FEDGEN_DEBUG_LEDGER): z = 0 needs a budget of ε = ∞ (`fedgen-debug ledger budget`).
@@ -20,8 +22,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.memorization.check import CheckConfig, check_lm_run  # noqa: E402
+from fedgen_debug.memorization.gan_check import GanCheckConfig, check_gan_run  # noqa: E402
 from fedgen_debug.memorization.report import plot_exposure  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
+from fedgen_debug.scenarios.gan import GANRun, train_gan  # noqa: E402
 from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
 
 
@@ -36,12 +40,13 @@ def rows_of(report: dict, z: float, seconds: float) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="synthetic-text:users=300")
-    parser.add_argument("--kind", choices=("word", "char"), default="word")
+    parser.add_argument("--kind", choices=("word", "char", "gan"), default="word")
+    parser.add_argument("--select", default="random", help="GAN: the selector (default: every image)")
     parser.add_argument("--canaries", default="ramaswamy")
     parser.add_argument("--noise-multipliers", default="0,0.1,1.0")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--clients-per-round", type=int)
-    parser.add_argument("--references", type=int, default=2_000_000)
+    parser.add_argument("--references", type=int, help="default: 2,000,000 suffixes (LM), 2,000 glyphs (GAN)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -53,10 +58,17 @@ def main() -> None:
     for z in (float(v) for v in args.noise_multipliers.split(",")):
         run_dir = os.path.join(args.out, f"{args.kind}-z{z:g}")
         started = time.perf_counter()
-        train_lm(LMRun(args.kind, args.data, 0.0, "demo", rounds=args.rounds, clients_per_round=args.clients_per_round,
-                       noise_multiplier=z, canaries=args.canaries), run_dir)
+        settings = dict(preset="demo", rounds=args.rounds, clients_per_round=args.clients_per_round,
+                        noise_multiplier=z, canaries=args.canaries)
+        if args.kind == "gan":
+            train_gan(GANRun(args.data, args.select, **settings), run_dir)
+        else:
+            train_lm(LMRun(args.kind, args.data, **settings), run_dir)
         seconds = time.perf_counter() - started
-        report = check_lm_run(run_dir, CheckConfig(references=args.references))
+        if args.kind == "gan":
+            report = check_gan_run(run_dir, GanCheckConfig(references=args.references or 2_000))
+        else:
+            report = check_lm_run(run_dir, CheckConfig(references=args.references or 2_000_000))
         plot_exposure(report, run_dir)
         rows = rows_of(report, z, seconds)
         summary["rows"] = [r for r in summary["rows"] if r["z"] != z] + rows

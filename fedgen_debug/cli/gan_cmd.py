@@ -23,6 +23,9 @@ def register(sub) -> None:
                                          "on clean public stand-in data into the run directory")
     train.add_argument("--primary-classes", type=int, default=62, help="classes of a newly trained primary CNN")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
+    train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
+                       help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "
+                            "thakkar[:p_u=P,p_e=Q], ramaswamy[:n_u=N,n_e=E], [,count=C], '+'; bare flag: both grids)")
     train.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
     add_privacy_flags(train)
     train.set_defaults(handler=run_train)
@@ -42,7 +45,7 @@ def run_train(args) -> int:
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
-                 **privacy_settings(args))
+                 canaries=args.canaries, **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")

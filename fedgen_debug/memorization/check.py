@@ -134,34 +134,62 @@ def check_canaries(model, canaries, encoding: Encoding, config: CheckConfig, log
 
 
 def check_lm_run(run_dir: str, config: CheckConfig = CheckConfig(), cross_client=None) -> dict:
-    """Checks a finished LM run trained with `--canaries`; writes and returns the report. `cross_client`
-    (a `cross_client_lm.CrossClientConfig`): also the DP cross-client memorization ratios (word-LM)."""
-    from fedgen_debug.models.lm import BOW
-    from fedgen_debug.scenarios import lm_canaries
+    """Checks a finished LM run trained with `--canaries` and/or `--update-canaries`; writes and returns
+    the report. `cross_client` (a `cross_client_lm.CrossClientConfig`): also the DP cross-client
+    memorization ratios (word-LM)."""
     from fedgen_debug.scenarios.lm import load_lm
 
     try:
         recorded = store.read_json(store.released(run_dir, store.CANARIES))
     except FileNotFoundError:
-        raise FileNotFoundError(f"{run_dir}: no canaries in this run (train it with --canaries).") from None
+        recorded = None
+    if recorded is None and not ((store.read_config(run_dir) or {}).get("lm") or {}).get("update_canaries"):
+        raise FileNotFoundError(f"{run_dir}: no canaries in this run (train it with --canaries or --update-canaries).")
     model, vocab, run = load_lm(run_dir)
-    canaries = tuple(Canary.from_json(c) for c in recorded["canaries"])
-    symbols = sorted({s for c in canaries for s in c.prefix + c.suffix})
-    alphabet = lm_canaries.alphabet(run.kind, vocab)
-    if run.kind == "word":
-        encoding = Encoding(vocab.bos_id, np.array(vocab.ids(list(alphabet)), np.int64),
-                            dict(zip(symbols, vocab.ids(symbols))))
-    else:
-        encoding = Encoding(BOW, np.array([ord(s) for s in alphabet], np.int64), {s: ord(s) for s in symbols})
-    log2_space = math.log2(recorded["space_size"])
-    report = check_canaries(model, canaries, encoding, config, log2_space)
-    privacy = store.read_json(store.released(run_dir, store.PRIVACY))
+    report = {"run_dir": run_dir, "kind": run.kind, "spec": None, "canaries": [], "thakkar": [], "ramaswamy": [],
+              "verdict": verdict([], config.max_exposure_bits)}
+    if recorded is not None:
+        report.update(check_canaries(model, _canaries(recorded), _encoding(recorded, vocab, run), config,
+                                     math.log2(recorded["space_size"])), spec=recorded["spec"])
     if cross_client is not None:
         from fedgen_debug.memorization.cross_client_lm import cross_client_memorization
 
         report["cross_client"] = cross_client_memorization(run_dir, model, vocab, run, cross_client)
-        privacy = store.read_json(store.released(run_dir, store.PRIVACY))
-    report.update({"run_dir": run_dir, "kind": run.kind, "spec": recorded["spec"], "privacy": privacy})
+    report["privacy"] = store.read_json(store.released(run_dir, store.PRIVACY))
+    if run.update_canaries:
+        empirical = report["empirical_privacy"] = _lm_empirical_privacy(model, vocab, run, report["privacy"])
+        # A (1 − α)-confidence lower bound above the accountant's ε means the accounting does not hold.
+        broken = empirical["lower_bound"] > empirical["accountant_epsilon"]
+        report["verdict"] = {**report["verdict"], "passed": report["verdict"]["passed"] and not broken,
+                             "empirical_bound_exceeds_accountant": broken}
     store.write_json(store.released(run_dir, store.MEMORIZATION), report)
     return report
 
+
+def _canaries(recorded: dict) -> tuple:
+    return tuple(Canary.from_json(c) for c in recorded["canaries"])
+
+
+def _encoding(recorded: dict, vocab, run) -> Encoding:
+    from fedgen_debug.models.lm import BOW
+    from fedgen_debug.scenarios import lm_canaries
+
+    symbols = sorted({s for c in _canaries(recorded) for s in c.prefix + c.suffix})
+    alphabet = lm_canaries.alphabet(run.kind, vocab)
+    if run.kind == "word":
+        return Encoding(vocab.bos_id, np.array(vocab.ids(list(alphabet)), np.int64),
+                        dict(zip(symbols, vocab.ids(symbols))))
+    return Encoding(BOW, np.array([ord(s) for s in alphabet], np.int64), {s: ord(s) for s in symbols})
+
+
+def _lm_empirical_privacy(model, vocab, run, privacy: dict) -> dict:
+    """The update canaries' cosines with the released model delta; the initial weights are the model
+    family's at the run's public seed (what the training process starts from)."""
+    from fedgen_debug.memorization.empirical_check import empirical_privacy
+    from fedgen_debug.models.lm import CHAR_VOCAB
+    from fedgen_debug.scenarios.lm import model_spec
+
+    initial = model_spec(run, vocab.num_ids if run.kind == "word" else CHAR_VOCAB).keras_model_fn()
+    initial.build((None, run.max_length))
+    return empirical_privacy([w.numpy() for w in initial.trainable_variables],
+                             [w.numpy() for w in model.trainable_variables], run.update_canaries, run.seed, privacy)

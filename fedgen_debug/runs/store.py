@@ -52,6 +52,7 @@ SAMPLES_NPZ = "samples.npz"
 CANARIES = "canaries.json"
 MEMORIZATION = "memorization.json"
 MEMORIZATION_PNG = "memorization.png"
+MEMORIZATION_GLYPHS_PNG = "memorization_glyphs.png"
 
 SECRET = "secret.json"
 CHECKPOINTS = "checkpoints"
@@ -83,6 +84,7 @@ RELEASED_FILES = {
     CANARIES: "synthetic canaries and their insertion configs (never which users shared them)",
     MEMORIZATION: "computed from the released weights and the canaries",
     MEMORIZATION_PNG: "computed from the released weights and the canaries",
+    MEMORIZATION_GLYPHS_PNG: "the public glyph canaries beside the released generator's nearest samples",
 }
 SERVER_FILES = {
     SECRET: "the run secret: DP noise and client sampling derive from it",

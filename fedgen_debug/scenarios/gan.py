@@ -39,7 +39,8 @@ from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
-from fedgen_debug.scenarios import gan_data, primary_cnn
+from fedgen_debug.memorization.canaries import parse_canaries
+from fedgen_debug.scenarios import gan_canaries, gan_data, primary_cnn
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
@@ -78,6 +79,7 @@ class GANRun(PrivacySettings):
     seed: int = 0
     primary: str | None = None     # weights of the primary CNN (`primary_cnn.train_primary_cnn`)
     primary_classes: int = 62
+    canaries: str | None = None    # a `memorization.canaries` spec: glyphs inserted for the checker
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -87,6 +89,8 @@ class GANRun(PrivacySettings):
             raise ValueError(f"train-gan needs image data. Found {self.data!r}.")
         registry.parse_selector(self.select)  # validates
         PixelInversionBug(self.bug_fraction)  # validates the fraction
+        if self.canaries is not None:
+            parse_canaries(self.canaries)
 
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
@@ -94,7 +98,10 @@ class GANRun(PrivacySettings):
         return dataclasses.replace(config, training=self.override(config.training, population))
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.canaries is None:  # runs from before the option resume with the config they saved
+            del out["canaries"]
+        return out
 
 
 def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -> tf.keras.Model:
@@ -157,6 +164,13 @@ def _quantile_targets(selector: Selector) -> list[float]:
     return sorted({T4_QUANTILES[p.direction] for p in t4_parts(selector)})
 
 
+def training_population(run: GANRun, everyone: loop.Population) -> loop.Population:
+    """Who may be sampled: every user, and Ramaswamy's synthetic canary devices (under the users' key)."""
+    if run.canaries is None:
+        return everyone
+    return loop.Population(everyone.key, everyone.client_ids + gan_canaries.synthetic_device_ids(run.canaries))
+
+
 def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str) -> list:
     """The ledger records of every DP release of the run, before it computes any: the DP quantiles of
     T4 thresholds, the DP counts of the selected subpopulation, and training (under strict selection;
@@ -167,7 +181,8 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
     records.append(aggregates.aggregate_record(SELECTION_COUNTS, everyone.key, everyone.size,
                                                f"{secret.run_id}/selection-counts", out_dir))
     if run.selection == "strict":
-        records.append(loop.training_record(run.training_config(everyone.size).training, everyone, secret,
+        trained = training_population(run, everyone)
+        records.append(loop.training_record(run.training_config(trained.size).training, trained, secret,
                                             f"GAN {run.select}", out_dir))
     return records
 
@@ -182,7 +197,8 @@ def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
     everyone = loop.Population(data_spec.population_key(run.data), tuple(clean.client_ids))
     if run.delta is not None:
         check_delta(run.delta, everyone.size)
-    config = run.training_config(everyone.size)
+    trained = training_population(run, everyone)
+    config = run.training_config(trained.size)
     label = f"GAN {run.select}"
     extra = {"gan": run.to_json(), "gan_training": config.to_json()}
     config_json = loop.run_config(config.training, everyone, label, extra)
@@ -197,10 +213,13 @@ def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
     app_data = PixelInversionBug(run.bug_fraction, seed=run.seed).apply(clean) if run.bug_fraction else clean
     model = _primary(run, out_dir)
     thresholds = _thresholds(targets, clean, model, everyone, secret, out_dir)
+    if run.canaries is not None:
+        canaries = gan_canaries.canaries_for_run(run.canaries, run.seed, cnn.num_classes(model), out_dir)
+        app_data = gan_canaries.with_canaries(app_data, canaries, secret, run.seed)
     selector = with_thresholds(selector, lambda part: thresholds[T4_QUANTILES[part.direction]])
     selected = gan_data.select_gan_data(app_data, model, selector)
     _release_selection_counts(selected, everyone, out_dir, secret)
-    population = everyone
+    population = trained
     if run.selection == "paper":
         logger.warning(PAPER_SELECTION_WARNING)
         if selected.population.size == 0:
