@@ -11,6 +11,7 @@ released; `released()` refuses any other name, so a new output has to be argued 
                   model_weights.npz vocab.json device_metrics.json population.json t4_threshold.json
                   primary_cnn.npz/.json/.reference.npz analysis.json analysis.png top_oov_words.csv
                   samples.png samples.npz canaries.json memorization.json memorization.png
+                  memorization_glyphs.png
       server/     secret.json checkpoints/round_NNNNNN.npz timing.csv selection.json
 
 TF-free (numpy only): the app imports it. Writes are atomic; CSV logs drop rows past a resumed round.
