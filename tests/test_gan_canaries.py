@@ -113,7 +113,9 @@ def test_a_gan_run_with_canaries_releases_the_glyphs_and_its_check(tmp_path):
     assert result.returncode == 0, result.stderr
     recorded = store.read_json(store.released(run_dir, store.CANARIES))
     assert recorded["kind"] == "glyph" and recorded["space_size"] == 2.0 ** 49 and len(recorded["canaries"]) == 12
-    assert store.read_json(store.released(run_dir, store.PRIVACY))["population_size"] == 6 + 2
+    releases = store.read_json(store.released(run_dir, store.PRIVACY))["releases"]
+    (training,) = [r for k, r in releases.items() if k.endswith("/training")]
+    assert training["population_size"] == 6 + 2  # the synthetic devices count in N
     check = run_cli("check-memorization", run_dir, "--samples", "500", "--references", "300", "--json", timeout=600)
     assert check.returncode in (0, 1), check.stderr
     report = json.loads(check.stdout)

@@ -119,8 +119,9 @@ def test_the_canary_run_releases_canaries_but_not_who_shared_them(canary_run):
     assert set(recorded) == {"spec", "kind", "alphabet_size", "space_size", "canaries"}
     assert all(set(c) == {"id", "kind", "prefix", "suffix", "text", "config"} for c in recorded["canaries"])
     # The synthetic devices are sampled like users: N = 20 + 2 in the training release.
-    privacy = store.read_json(store.released(canary_run, store.PRIVACY))
-    assert privacy["population_size"] == 22
+    releases = store.read_json(store.released(canary_run, store.PRIVACY))["releases"]
+    (training,) = [r for k, r in releases.items() if k.endswith("/training")]
+    assert training["population_size"] == 22
 
 
 def test_cross_client_ratios_are_a_charged_dp_release_with_no_per_client_value(canary_run):

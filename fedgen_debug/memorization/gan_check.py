@@ -1,8 +1,9 @@
 """`check-memorization` for GAN runs: does the generator draw the glyphs its users' devices held?
 
 For `samples` generated images (the checker's public noise, `seed`) and `references` random glyphs
-never inserted: each canary's nearest-sample distance ranked among the references' (`rs_rank`,
-`exposure`), and whether some sample decodes to it (`bs_found`); see `memorization.image_canaries`.
+never inserted with the canary's number of dark cells: each canary's nearest-sample distance ranked
+among the references' (`rs_rank`, `exposure`), and whether some sample decodes to it (`bs_found`);
+see `memorization.image_canaries`.
 Tables, verdict and picture are the LM checker's (`memorization.check`). Inputs: the released generator
 and the public canaries, so the report is post-processing of DP outputs.
 """
@@ -16,13 +17,13 @@ import numpy as np
 
 from fedgen_debug.memorization.check import ramaswamy_table, thakkar_table, verdict
 from fedgen_debug.memorization.exposure import exposure_from_rank
-from fedgen_debug.memorization.image_canaries import (ImageCanary, decodes_to, glyph_pixels, nearest_distances,
-                                                      random_bits)
+from fedgen_debug.memorization.image_canaries import (GLYPH_BITS, ImageCanary, decodes_to, glyph_pixels,
+                                                      nearest_distances)
 from fedgen_debug.runs import store
 
 DEFAULT_SAMPLES = 20_000
-DEFAULT_GLYPH_REFERENCES = 2_000
-DEFAULT_GAN_MAX_EXPOSURE_BITS = 8.0   # at most log2(references + 1) ≈ 11 bits can be resolved
+DEFAULT_GLYPH_REFERENCES = 1_000   # per ink count among the canaries
+DEFAULT_GAN_MAX_EXPOSURE_BITS = 8.0   # at most log2(references + 1) ≈ 10 bits can be resolved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,23 +47,40 @@ def to_gan_range(pixels: np.ndarray) -> np.ndarray:
     return 2.0 * np.asarray(pixels, np.float32) - 1.0
 
 
+def glyphs_with_ink(rng: np.random.Generator, ink: int, count: int, exclude) -> np.ndarray:
+    """`count` random glyph bit vectors with exactly `ink` dark cells, none in `exclude`."""
+    out = []
+    while len(out) < count:
+        bits = np.zeros(GLYPH_BITS, np.uint8)
+        bits[rng.choice(GLYPH_BITS, size=ink, replace=False)] = 1
+        if tuple(int(b) for b in bits) not in exclude:
+            out.append(bits)
+    return np.stack(out)
+
+
 def check_glyphs(samples: np.ndarray, canaries, config: GanCheckConfig) -> list[dict]:
-    """One row per canary from generated `samples` [n, 28, 28(, 1)] in [-1, 1]."""
+    """One row per canary from generated `samples` [n, 28, 28(, 1)] in [-1, 1]. Each canary is ranked
+    among references with as many dark cells as it has: a generator that draws mostly white is close
+    to every sparse glyph, and ranking a sparse canary among glyphs of all densities would call that
+    memorization (measured: a demo GAN ranked the sparsest of 16 glyphs first at every noise level)."""
     rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0x6C20,)))
     own = {c.bits for c in canaries}
-    bits = [b for b in random_bits(rng, config.references + len(canaries)) if tuple(int(x) for x in b) not in own]
-    references = to_gan_range(np.stack([glyph_pixels(b) for b in bits[:config.references]]))
     canary_pixels = to_gan_range(np.stack([c.pixels for c in canaries]))
-    reference_nn, _ = nearest_distances(samples, references)
     canary_nn, nearest = nearest_distances(samples, canary_pixels)
     flat = samples.reshape(len(samples), -1)
+    by_ink = {}
+    for ink in sorted({sum(c.bits) for c in canaries}):
+        bits = glyphs_with_ink(rng, ink, config.references, own)
+        references = to_gan_range(np.stack([glyph_pixels(b) for b in bits]))
+        by_ink[ink] = (references, nearest_distances(samples, references)[0])
     rows = []
     for canary, distance, index, pixels in zip(canaries, canary_nn, nearest, canary_pixels):
+        references, reference_nn = by_ink[sum(canary.bits)]
         rank = 1 + int((reference_nn <= distance).sum())
         rows.append({"id": canary.canary_id, "inserted": canary.config is not None,
                      "config": None if canary.config is None else canary.config.to_json(),
-                     "nearest_sample_distance": float(distance), "rs_rank": rank,
-                     "exposure": float(exposure_from_rank(rank, config.references)[0]),
+                     "ink_cells": int(sum(canary.bits)), "nearest_sample_distance": float(distance),
+                     "rs_rank": rank, "exposure": float(exposure_from_rank(rank, config.references)[0]),
                      "bs_found": decodes_to(flat[index], pixels, references), "nearest_sample": int(index)})
     return rows
 
