@@ -8,7 +8,7 @@ PIP_QUIET ?= -q
 
 PROJECT_SOURCES := $(shell find fedgen_debug models selectors app -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: venv install demo test test-all lock clean
+.PHONY: venv install demo app test test-all lock clean
 
 # The stack does not resolve by itself (TFF 0.87 pins a jaxlib the registry lacks, Streamlit's
 # newest deps break TF 2.14), so the venv installs a fully pinned lock file without resolving.
@@ -33,6 +33,9 @@ install: $(VENV)/.project-installed
 
 demo: install
 	$(BIN)/fedgen-debug demo --out $(RUNS)/demo
+
+app: install
+	$(BIN)/fedgen-debug app --runs $(RUNS)
 
 # The default run excludes tests marked `slow`; `make test-all` runs them too.
 test: install

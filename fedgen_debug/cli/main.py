@@ -12,8 +12,8 @@ logger = logging.getLogger("fedgen_debug")
 
 def _build_parser() -> argparse.ArgumentParser:
     from fedgen_debug import __version__
-    from fedgen_debug.cli import (data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, memorization_cmd, privacy_cmd,
-                                  selectors_cmd)
+    from fedgen_debug.cli import (app_cmd, data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, memorization_cmd,
+                                  privacy_cmd, selectors_cmd)
 
     parser = argparse.ArgumentParser(
         prog="fedgen-debug",
@@ -23,6 +23,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_cmd.register(sub)
+    app_cmd.register(sub)
     demo_cmd.register(sub)
     doctor_cmd.register(sub)
     privacy_cmd.register(sub)

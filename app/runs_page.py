@@ -1,0 +1,38 @@
+"""Runs: every run in the store with what it is, how far it got, its ε and its verdicts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from fedgen_debug.app.catalog import catalog, format_epsilon
+
+EMPTY_MESSAGE = "No runs yet under `{root}` — run `make demo`, or point the app at a run store with `--runs DIR`."
+SORT_KEYS = {"path": lambda r: r.path, "kind": lambda r: r.kind,
+             "ε (largest first)": lambda r: -(r.epsilon if r.epsilon is not None else -1.0),
+             "progress": lambda r: r.rounds_completed / max(r.rounds, 1)}
+
+
+def rows(runs) -> list[dict]:
+    return [{"run": r.path, "kind": r.kind, "data": r.data, "selector": r.selector, "bug": r.bug or "–",
+             "state": r.state, "rounds": r.progress, "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
+             "δ": "–" if r.delta is None else f"{r.delta:.2g}", "verdict": r.verdict or "–",
+             "memorization": r.memorization or "–"} for r in runs]
+
+
+def render(root: str) -> None:
+    st.header("Runs")
+    runs = catalog(root)
+    if not runs:
+        st.info(EMPTY_MESSAGE.format(root=root))
+        return
+    readable = [r for r in runs if not r.broken]
+    broken = [r for r in runs if r.broken]
+    kinds = sorted({r.kind for r in readable})
+    chosen = st.multiselect("kind", kinds, default=kinds, key="runs_kinds")
+    order = st.selectbox("sort by", list(SORT_KEYS), key="runs_sort")
+    shown = sorted((r for r in readable if r.kind in chosen), key=SORT_KEYS[order])
+    if any(r.above_warning for r in shown):
+        st.warning("⚠: ε above 10 — weak privacy for this run.")
+    st.dataframe(rows(shown), hide_index=True)
+    for r in broken:
+        st.error(f"`{r.path}` cannot be read (half-written or corrupt): {r.broken}")

@@ -1,0 +1,116 @@
+"""The Streamlit app under `streamlit.testing.v1.AppTest`: each page renders without exception on an
+empty store, on a store with a corrupt run, and on a real checked run; the app imports no data reader
+and no TensorFlow."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import fedgen_debug.app
+from test_app_catalog import _privacy, _run
+
+APP = os.path.join(list(fedgen_debug.app.__path__)[0], "main.py")
+
+
+def _app(root, page="Runs"):
+    at = AppTest.from_file(APP, default_timeout=60)
+    os.environ["FEDGEN_DEBUG_RUNS"] = str(root)
+    at.run()
+    if page != "Runs":
+        at.sidebar.radio[0].set_value(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture(autouse=True)
+def _restore_env():
+    before = os.environ.get("FEDGEN_DEBUG_RUNS")
+    yield
+    if before is None:
+        os.environ.pop("FEDGEN_DEBUG_RUNS", None)
+    else:
+        os.environ["FEDGEN_DEBUG_RUNS"] = before
+
+
+@pytest.mark.parametrize("page", ["Runs", "Memorization"])
+def test_every_page_handles_an_empty_store(tmp_path, page):
+    at = _app(tmp_path, page)
+    assert any("No run" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
+    _run(str(tmp_path), "lm", {"lm": {"kind": "word", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
+         {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.2),
+         {"tokenization_bug_suspected": False})
+    _run(str(tmp_path), "gan", {"gan": {"data": "synthetic-images:writers=10", "select": "random"}},
+         {"state": "running", "rounds_completed": 1, "rounds": 3}, _privacy(55.0))
+    _run(str(tmp_path), "half", "{")
+    at = _app(tmp_path)
+    table = at.dataframe[0].value
+    assert list(table["run"]) == ["gan", "lm"] and list(table["ε"]) == ["55 ⚠", "3.2"]
+    assert list(table["verdict"]) == ["–", "no tokenization bug"]
+    assert any("`half` cannot be read" in e.value for e in at.error)
+    assert any("weak privacy" in w.value for w in at.warning)
+    at.multiselect[0].set_value(["word-LM"]).run()
+    assert list(at.dataframe[0].value["run"]) == ["lm"]
+
+
+def test_memorization_page_shows_a_real_checked_run(tmp_path):
+    """A tiny word-LM with update canaries, trained and checked by the CLI: the page shows the verdict,
+    the empirical ε and the report's picture."""
+    from conftest import provision_secret, run_cli
+
+    run_dir = str(tmp_path / "word")
+    provision_secret(run_dir, "test_app/word")
+    assert run_cli("train-lm", "--kind", "word", "--data", "synthetic-text:users=12,seed=8", "--preset", "test",
+                   "--vocab-size", "100", "--rounds", "3", "--clients-per-round", "4", "--noise-multiplier", "1",
+                   "--update-canaries", "10", "--out", run_dir, timeout=900).returncode == 0
+    assert run_cli("check-memorization", run_dir, timeout=600).returncode in (0, 1)
+    at = _app(tmp_path, "Memorization")
+    assert at.selectbox[0].value == "word"
+    assert len(at.success) + len(at.error) == 1
+    labels = [m.label for m in at.metric]
+    assert labels[:2] == ["accountant ε", "empirical ε̂"]
+    assert len(at.get("imgs")) == 1
+
+
+def test_the_app_imports_no_data_reader_and_no_tensorflow():
+    code = ("import sys, runpy; from streamlit.testing.v1 import AppTest; "
+            f"at = AppTest.from_file({APP!r}); at.run(); "
+            # The run store's atomic writer lives in data/ (`fedgen_debug.data.atomic`): a file helper,
+            # no reader; everything else under data/ reads users' examples.
+            "allowed = {'fedgen_debug.data', 'fedgen_debug.data.atomic'}; "
+            "bad = [m for m in sys.modules if m.startswith(('tensorflow', 'fedgen_debug.data', "
+            "'fedgen_debug.scenarios', 'fedgen_debug.training')) and m not in allowed]; print(bad); assert not bad, bad")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "FEDGEN_DEBUG_RUNS": "/nonexistent"}, cwd="/")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_fedgen_debug_app_serves_the_app_headless(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    from conftest import fedgen_cli
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen([fedgen_cli(), "app", "--runs", str(tmp_path), "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, healthy = time.time() + 60, False
+        while time.time() < deadline and not healthy:
+            try:
+                healthy = urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read() == b"ok"
+            except OSError:
+                time.sleep(0.5)
+        assert healthy, "the app did not answer its health check within 60 s"
+    finally:
+        os.killpg(process.pid, 15)
+        output = process.communicate(timeout=30)[0]
+    assert f"http://localhost:{port}" in output
