@@ -114,3 +114,33 @@ def test_fedgen_debug_app_serves_the_app_headless(tmp_path):
         os.killpg(process.pid, 15)
         output = process.communicate(timeout=30)[0]
     assert f"http://localhost:{port}" in output
+
+
+def test_the_app_opens_no_file_outside_the_run_store(tmp_path):
+    """Every page, clicked through in a fresh process with an audit hook on `open`: the app reads the
+    store's files and nothing in the data directory beside it (the users' examples in a real setup)."""
+    store_root, data_dir = tmp_path / "runs", tmp_path / "data"
+    _run(str(store_root), "lm", {"lm": {"kind": "word", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
+         {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.2),
+         memorization={"verdict": {"passed": True, "max_exposure_bits": 12.0, "over_threshold": []},
+                       "thakkar": [], "ramaswamy": []})
+    data_dir.mkdir()
+    (data_dir / "users.jsonl").write_text('{"user": "u1", "text": "private"}\n')
+    code = f"""
+import os, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(os.fspath(args[0])) if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) else None)
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({APP!r}, default_timeout=60); at.run()
+for page in ("Runs", "Memorization"):
+    at.sidebar.radio[0].set_value(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+paths = [os.path.abspath(p.decode() if isinstance(p, bytes) else p) for p in opened]
+outside = [p for p in paths if p.startswith({str(tmp_path)!r}) and not p.startswith({str(store_root)!r})]
+inside = [p for p in paths if p.startswith({str(store_root)!r})]
+assert inside, "the audit hook saw no read of the store"
+assert not outside, outside
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "FEDGEN_DEBUG_RUNS": str(store_root)}, cwd="/")
+    assert result.returncode == 0, result.stdout + result.stderr
