@@ -6,24 +6,12 @@ Imports stay light (no TensorFlow, no data readers) so the first page is interac
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import streamlit as st
 
-from fedgen_debug.app import memorization_page, runs_page
+from fedgen_debug.app import memorization_page, privacy_page, runs_page
+from fedgen_debug.app.settings import runs_root
 
-RUNS_ENV = "FEDGEN_DEBUG_RUNS"
-PAGES = {"Runs": runs_page.render, "Memorization": memorization_page.render}
-
-
-def runs_root(argv=None) -> str:
-    """`--runs DIR` after the script's `--`, else $FEDGEN_DEBUG_RUNS, else ./runs."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--runs", default=os.environ.get(RUNS_ENV, "runs"))
-    known, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    return os.path.abspath(known.runs)
+PAGES = {"Runs": runs_page.render, "Privacy": privacy_page.render, "Memorization": memorization_page.render}
 
 
 def main() -> None:

@@ -35,10 +35,40 @@ def _restore_env():
         os.environ["FEDGEN_DEBUG_RUNS"] = before
 
 
-@pytest.mark.parametrize("page", ["Runs", "Memorization"])
-def test_every_page_handles_an_empty_store(tmp_path, page):
+@pytest.mark.parametrize("page, message", [("Runs", "No runs yet"), ("Memorization", "No run"),
+                                           ("Privacy", "No release has been charged")])
+def test_every_page_handles_an_empty_store(tmp_path, monkeypatch, page, message):
+    monkeypatch.setenv("FEDGEN_DEBUG_LEDGER", str(tmp_path / "empty-ledger"))
     at = _app(tmp_path, page)
-    assert any("No run" in i.value for i in at.info), [i.value for i in at.info]
+    assert any(message in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_privacy_page_composes_the_ledger_over_time(tmp_path, monkeypatch):
+    import dp_accounting
+
+    from fedgen_debug.privacy.ledger import Ledger, PrivacyRecord
+
+    home = tmp_path / "ledger"
+    monkeypatch.setenv("FEDGEN_DEBUG_LEDGER", str(home))
+    ledger = Ledger(str(home))
+    ledger.set_budget("*", 50.0)
+    for i, z in enumerate((2.0, 3.0, 2.5)):
+        ledger.spend([PrivacyRecord("synthetic-text:seed=0", 300, "replace-one", (dp_accounting.GaussianDpEvent(z),),
+                                    f"release {i}", f"run{i}/training", source=f"runs/run{i}")])
+    total = ledger.total("synthetic-text:seed=0")
+    at = _app(tmp_path, "Privacy")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["ε, all releases"] == f"{total.guarantee.epsilon:.3g}"
+    assert metrics["budget ε"] == "50" and metrics["budget left"] == f"{50 - total.guarantee.epsilon:.3g}"
+    assert list(at.dataframe[0].value["release"]) == ["release 0", "release 1", "release 2"]
+    chart = at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
+    assert chart, "no ε-over-time chart"
+    from fedgen_debug.app.privacy_page import epsilon_over_time
+
+    curve = epsilon_over_time(list(total.releases), total.guarantee.delta)
+    assert [p["release"] for p in curve] == [1, 2, 3]
+    assert curve[0]["composed ε"] < curve[1]["composed ε"] < curve[2]["composed ε"] == pytest.approx(
+        total.guarantee.epsilon)
 
 
 def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
@@ -80,6 +110,7 @@ def test_memorization_page_shows_a_real_checked_run(tmp_path):
 def test_the_app_imports_no_data_reader_and_no_tensorflow():
     code = ("import sys, runpy; from streamlit.testing.v1 import AppTest; "
             f"at = AppTest.from_file({APP!r}); at.run(); "
+            "[at.sidebar.radio[0].set_value(p).run() for p in ('Privacy', 'Memorization')]; "
             # The run store's atomic writer lives in data/ (`fedgen_debug.data.atomic`): a file helper,
             # no reader; everything else under data/ reads users' examples.
             "allowed = {'fedgen_debug.data', 'fedgen_debug.data.atomic'}; "
@@ -132,7 +163,7 @@ opened = []
 sys.addaudithook(lambda event, args: opened.append(os.fspath(args[0])) if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) else None)
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({APP!r}, default_timeout=60); at.run()
-for page in ("Runs", "Memorization"):
+for page in ("Runs", "Privacy", "Memorization"):
     at.sidebar.radio[0].set_value(page).run()
     assert not at.exception, [e.value for e in at.exception]
 paths = [os.path.abspath(p.decode() if isinstance(p, bytes) else p) for p in opened]

@@ -1,0 +1,61 @@
+"""Privacy: the ledger per population — ε composed over every release and over time, the budget
+left, and which releases spent it. The ledger holds DP events only (a release like the weights)."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from fedgen_debug.app.catalog import format_epsilon
+from fedgen_debug.app.settings import ledger_home
+
+MAX_CURVE_POINTS = 200  # ε over time is recomposed per prefix; older prefixes are thinned past this
+
+
+def epsilon_over_time(records, delta: float) -> list[dict]:
+    """Composed ε after each release (oldest first), at the population's budget δ."""
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    step = max(1, math.ceil(len(records) / MAX_CURVE_POINTS))
+    points = sorted(set(range(step - 1, len(records), step)) | {len(records) - 1})
+    return [{"release": i + 1, "composed ε": composed_guarantee(records[:i + 1], delta).epsilon} for i in points]
+
+
+def render(root: str) -> None:
+    from fedgen_debug.privacy.ledger import Ledger, LedgerCorrupted
+
+    st.header("Privacy")
+    ledger = Ledger(ledger_home())
+    st.caption(f"ledger: `{ledger.path}`")
+    try:
+        populations = ledger.populations()
+    except LedgerCorrupted as error:
+        st.error(f"The ledger cannot be trusted: {error}")
+        return
+    if not populations:
+        st.info("No release has been charged to this ledger yet — run `make demo`.")
+        return
+    population = st.selectbox("population", populations, key="privacy_population")
+    total = ledger.total(population)
+    g, budget = total.guarantee, total.budget
+    cols = st.columns(4)
+    cols[0].metric("ε, all releases", format_epsilon(g.epsilon))
+    cols[1].metric("budget ε", format_epsilon(budget.epsilon))
+    left = budget.epsilon - g.epsilon if not math.isinf(budget.epsilon) else math.inf
+    cols[2].metric("budget left", format_epsilon(left) if left == left else "–")
+    cols[3].metric("δ", f"{g.delta:.2g}")
+    st.caption(f"N = {total.population_size} (the largest population of its releases); {len(total.releases)} "
+               f"releases; budget from {budget.source!r}")
+    if not math.isinf(g.epsilon) and g.epsilon > 10:
+        st.warning("ε above 10: weak privacy for this population.")
+    st.subheader("Which releases spent it")
+    st.dataframe([{"release": r.label, "ε alone": format_epsilon(r.guarantee(g.delta).epsilon),
+                   "run": r.source or "–", "id": r.release_id} for r in total.releases], hide_index=True)
+    curve = epsilon_over_time(list(total.releases), g.delta)
+    finite = [p for p in curve if not math.isinf(p["composed ε"])]
+    if len(finite) > 1:
+        st.subheader("ε composed over time")
+        st.line_chart(finite, x="release", y="composed ε")
+    elif len(finite) < len(curve):
+        st.caption("ε is ∞ from the first release without noise on; no curve to draw.")
