@@ -35,7 +35,7 @@ def _restore_env():
         os.environ["FEDGEN_DEBUG_RUNS"] = before
 
 
-@pytest.mark.parametrize("page, message", [("Runs", "No runs yet"), ("Memorization", "No run"),
+@pytest.mark.parametrize("page, message", [("Runs", "No runs yet"), ("Memorization", "No run"), ("Compare", "needs two"),
                                            ("Privacy", "No release has been charged")])
 def test_every_page_handles_an_empty_store(tmp_path, monkeypatch, page, message):
     monkeypatch.setenv("FEDGEN_DEBUG_LEDGER", str(tmp_path / "empty-ledger"))
@@ -110,7 +110,7 @@ def test_memorization_page_shows_a_real_checked_run(tmp_path):
 def test_the_app_imports_no_data_reader_and_no_tensorflow():
     code = ("import sys, runpy; from streamlit.testing.v1 import AppTest; "
             f"at = AppTest.from_file({APP!r}); at.run(); "
-            "[at.sidebar.radio[0].set_value(p).run() for p in ('Privacy', 'Memorization')]; "
+            "[at.sidebar.radio[0].set_value(p).run() for p in ('Compare', 'Privacy', 'Memorization')]; "
             # The run store's atomic writer lives in data/ (`fedgen_debug.data.atomic`): a file helper,
             # no reader; everything else under data/ reads users' examples.
             "allowed = {'fedgen_debug.data', 'fedgen_debug.data.atomic'}; "
@@ -163,7 +163,7 @@ opened = []
 sys.addaudithook(lambda event, args: opened.append(os.fspath(args[0])) if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) else None)
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({APP!r}, default_timeout=60); at.run()
-for page in ("Runs", "Privacy", "Memorization"):
+for page in ("Runs", "Compare", "Privacy", "Memorization"):
     at.sidebar.radio[0].set_value(page).run()
     assert not at.exception, [e.value for e in at.exception]
 paths = [os.path.abspath(p.decode() if isinstance(p, bytes) else p) for p in opened]
@@ -175,3 +175,40 @@ assert not outside, outside
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "FEDGEN_DEBUG_RUNS": str(store_root)}, cwd="/")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _png(path, value):
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.full((8, 8), value, np.uint8)).save(path)
+
+
+def test_compare_shows_two_gan_grids_and_two_char_lm_tables_with_verdicts_and_epsilon(tmp_path):
+    root = str(tmp_path)
+    for name, bug, eps, dark in (("gan-bug", 0.5, 8.8, True), ("gan-fixed", 0.0, 9.1, False)):
+        _run(root, name, {"gan": {"data": "synthetic-images:writers=10", "select": "by-user-accuracy:low",
+                                  "bug_fraction": bug}}, {"state": "finished", "rounds_completed": 3, "rounds": 3},
+             _privacy(eps), {"pixel_inversion_suspected": dark, "inconclusive": False})
+        _png(os.path.join(root, name, "released", "samples.png"), 0 if dark else 255)
+    at = _app(tmp_path, "Compare")
+    assert [s.value for s in at.selectbox] == ["gan-bug", "gan-fixed"]  # the suggested pair
+    images = at.get("imgs")
+    assert len(images) == 2
+    urls = [img.proto.imgs[0].url for img in images]
+    assert urls[0] != urls[1]
+    assert [m.value for m in at.metric] == ["8.8", "9.1"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "inversion suspected" in text and "no inversion" in text
+
+    root2 = tmp_path / "lm"
+    for name, words in (("char-bug", [("i have", 0.02), ("ing", 0.01)]), ("char-clean", [("ing", 0.015)])):
+        _run(str(root2), name, {"lm": {"kind": "char", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
+             {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.0),
+             {"tokenization_bug_suspected": name == "char-bug"})
+        with open(os.path.join(root2, name, "released", "top_oov_words.csv"), "w") as f:
+            f.write("word,probability,sampled\n" + "".join(f"{w},{p},5\n" for w, p in words))
+    at = _app(root2, "Compare")
+    tables = [d.value for d in at.dataframe]
+    assert len(tables) == 2 and list(tables[0]["word"]) == ["i have", "ing"] and list(tables[0]["space"]) == ["␣", ""]
+    assert any("1 of the top 2 contain a space" in c.value for c in at.caption)
