@@ -62,12 +62,6 @@ def _read(run_dir: str, name: str):
         return None
 
 
-def _training_release(privacy: dict | None) -> dict | None:
-    if not privacy:
-        return None
-    return next((r for k, r in privacy.get("releases", {}).items() if k.endswith("/training")), None)
-
-
 def _verdict(kind: str, analysis: dict | None) -> str:
     if not analysis:
         return ""
@@ -98,7 +92,7 @@ def summarize(root: str, relative: str) -> RunSummary:
         else:
             raise ValueError("neither an LM nor a GAN run")
         status = _read(run_dir, store.STATUS) or {}
-        release = _training_release(_read(run_dir, store.PRIVACY)) or {}
+        release = store.training_release(_read(run_dir, store.PRIVACY) or {}) or {}
         memorization = _read(run_dir, store.MEMORIZATION)
         return RunSummary(relative, kind, data, selector, bug, status.get("state", "not started"),
                           int(status.get("rounds_completed", 0)), int(status.get("rounds", 0)),

@@ -24,13 +24,13 @@ from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.memorization.check import CheckConfig, check_lm_run  # noqa: E402
 from fedgen_debug.memorization.gan_check import GanCheckConfig, check_gan_run  # noqa: E402
 from fedgen_debug.memorization.report import plot_exposure  # noqa: E402
-from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
+from fedgen_debug.runs.store import read_json, training_release, write_json  # noqa: E402
 from fedgen_debug.scenarios.gan import GANRun, train_gan  # noqa: E402
 from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
 
 
 def rows_of(report: dict, z: float, seconds: float) -> list[dict]:
-    training = [r for k, r in report["privacy"]["releases"].items() if k.endswith("/training")][0]
+    training = training_release(report["privacy"])
     common = {"kind": report["kind"], "z": z, "epsilon": training["epsilon"], "train_seconds": round(seconds),
               "control_exposure_max": report["verdict"]["control_exposure_max"], "passed": report["verdict"]["passed"]}
     out = [{**common, "design": "thakkar", **t} for t in report["thakkar"]]

@@ -7,7 +7,6 @@ The ledger bypasses are attacked in test_ledger.py; release-boundary walks in te
 """
 
 import collections
-import csv
 import json
 import os
 

@@ -4,7 +4,6 @@ import json
 import os
 
 import numpy as np
-import pytest
 
 from conftest import provision_secret, run_cli
 from fedgen_debug.runs import store

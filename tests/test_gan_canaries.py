@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from fedgen_debug.data import client_data as cd
+from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.memorization.gan_check import GanCheckConfig, check_glyphs, to_gan_range
 from fedgen_debug.memorization.image_canaries import (GLYPH_BITS, ImageCanary, generate_image_canaries,
-                                                      glyph_pixels, nearest_distances)
+                                                      nearest_distances)
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.scenarios import gan_canaries
 
@@ -56,7 +57,7 @@ def test_thakkar_insertion_rates_and_ramaswamy_devices():
     assert abs(replaced / total - 0.5) < 0.06
     # n_u = 3 synthetic devices, each with n_e = 14 copies among 200 images, filed under the canary's label.
     synthetic = [c for c in data.client_ids if c.startswith("canary-device-")]
-    assert synthetic == list(gan_canaries.synthetic_device_ids("thakkar:p_u=0.2,p_e=0.5,count=1+"
+    assert synthetic == list(device_canaries.synthetic_device_ids("thakkar:p_u=0.2,p_e=0.5,count=1+"
                                                                "ramaswamy:n_u=3,n_e=14,count=1"))
     assert len(synthetic) == 3
     for did in synthetic:
@@ -78,7 +79,7 @@ def test_nearest_distances_match_brute_force():
 def test_a_generator_that_draws_the_canary_ranks_it_first_and_one_that_does_not_does_not():
     configs = parse_canaries("ramaswamy:n_u=1,n_e=200,count=1")
     canaries = generate_image_canaries(configs, seed=2, classes=10)
-    inserted, control = canaries[0], canaries[1]
+    inserted = canaries[0]  # canaries[1] is the never-inserted control
     rng = np.random.default_rng(0)
     noise = np.clip(rng.normal(0.0, 0.6, size=(300, 28, 28, 1)), -1, 1).astype(np.float32)
     config = GanCheckConfig(samples=301, references=500)

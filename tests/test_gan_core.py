@@ -5,7 +5,6 @@ exact resume through `training.loop`, and a tiny 1-D GAN that learns with and wi
 import dataclasses
 import functools
 import inspect
-import os
 
 import numpy as np
 import pytest

@@ -79,9 +79,11 @@ def _fraction(k: int, n: int) -> str:
 
 
 def format_report(report: dict) -> list[str]:
+    from fedgen_debug.runs.store import training_release
+
     rows = report["canaries"]
     inserted = sum(r["inserted"] for r in rows)
-    training = [r for key, r in report["privacy"]["releases"].items() if key.endswith("/training")]
+    training = training_release(report["privacy"])
     if report["kind"] == "GAN":
         lines = [f"GAN {report['run_dir']}: {inserted} inserted glyph canaries, {len(rows) - inserted} controls; each "
                  f"glyph's nearest of {report['samples']:,} generated images, ranked against {report['references']:,} "
@@ -92,7 +94,8 @@ def format_report(report: dict) -> list[str]:
             f"{inserted} inserted canaries, {len(rows) - inserted} controls; each ranked against "
             f"{report['references']:,} random suffixes (log2 |R| = {report['log2_space']:.1f} bits), beam width "
             f"{report['beam_width']}" if rows else "no text canaries")]
-    lines.extend(f"model ε = {r['epsilon']:.4g} at δ = {r['delta']:.3g}" for r in training)
+    if training is not None:
+        lines.append(f"model ε = {training['epsilon']:.4g} at δ = {training['delta']:.3g}")
     if report["thakkar"]:
         lines += ["", "Thakkar et al. (Tables 1/2): canaries memorized, random sampling (rank 1) / beam search",
                   f"  {'p_u':>6} {'p_e':>6} {'RS':>6} {'BS':>6} {'max exposure':>13}"]

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedgen_debug.memorization.canaries import RAMASWAMY, RAMASWAMY_DEVICE_SENTENCES, THAKKAR, Canary
+from fedgen_debug.memorization.canaries import (RAMASWAMY, RAMASWAMY_DEVICE_SENTENCES, THAKKAR, Canary,
+                                                parse_canaries)
 from fedgen_debug.runs.secret import RunSecret
 
 SYNTHETIC_DEVICE_PREFIX = "canary-device-"
@@ -60,7 +61,7 @@ def ramaswamy_devices(canaries: Sequence, public_examples: Sequence, rng: np.ran
                       payload=_text) -> dict[str, list]:
     """The synthetic secret-sharing devices of every ramaswamy canary: id → examples (n_e canaries,
     then 200 − n_e public examples drawn with replacement from `public_examples`: public randomness)."""
-    chosen = [c for c in canaries if c.config is not None and c.config.design == RAMASWAMY]
+    chosen = ramaswamy_canaries(canaries)
     if chosen and not len(public_examples):
         raise ValueError("ramaswamy canaries need public examples to fill their synthetic devices.")
     devices = {}
@@ -73,8 +74,13 @@ def ramaswamy_devices(canaries: Sequence, public_examples: Sequence, rng: np.ran
     return devices
 
 
-def synthetic_device_ids(configs) -> tuple[str, ...]:
-    """The synthetic devices `configs` (`memorization.canaries.parse_canaries`) add to the population
-    (public: the configs say how many)."""
-    count = sum(c.n_u * c.count for c in configs if c.design == RAMASWAMY)
+def ramaswamy_canaries(canaries: Sequence) -> list:
+    """The canaries that live on synthetic devices."""
+    return [c for c in canaries if c.config is not None and c.config.design == RAMASWAMY]
+
+
+def synthetic_device_ids(spec: str) -> tuple[str, ...]:
+    """The synthetic devices a `--canaries` spec adds to the population (public: the configs say how
+    many)."""
+    count = sum(c.n_u * c.count for c in parse_canaries(spec) if c.design == RAMASWAMY)
     return tuple(synthetic_device_id(i) for i in range(count))

@@ -12,12 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from fedgen_debug.privacy.empirical import empirical_epsilon
+from fedgen_debug.runs import store
 from fedgen_debug.training import update_canaries
-
-
-def training_release(privacy: dict) -> dict:
-    """The training release of a run's released privacy.json."""
-    return next(r for k, r in privacy["releases"].items() if k.endswith("/training"))
 
 
 def empirical_privacy(initial_weights, final_weights, count: int, seed: int, privacy: dict,
@@ -30,7 +26,7 @@ def empirical_privacy(initial_weights, final_weights, count: int, seed: int, pri
     dimension = int(sum(d.size for d in delta))
     seen = update_canaries.cosines(delta, seed, range(count))
     unseen = update_canaries.cosines(delta, seed, range(count, 2 * count))
-    release = training_release(privacy)
+    release = store.training_release(privacy)
     result = empirical_epsilon(seen, dimension, release["delta"], alpha)
     return {**result.to_json(), "accountant_epsilon": release["epsilon"],
             "unseen_mean": float(unseen.mean()), "unseen_std": float(unseen.std(ddof=1)),

@@ -110,6 +110,12 @@ def server(run_dir: str, name: str, *more: str) -> str:
     return os.path.join(run_dir, SERVER, name, *more)
 
 
+def training_release(privacy: dict) -> dict | None:
+    """The training release in a run's released privacy.json (`loop.training_record`'s id ends with
+    "/training"), or None before training was charged."""
+    return next((r for k, r in privacy.get("releases", {}).items() if k.endswith("/training")), None)
+
+
 def write_json(path: str, data) -> None:
     atomic.write_json(path, data, sort_keys=True)
 

@@ -39,6 +39,7 @@ from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
+from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.scenarios import gan_canaries, gan_data, primary_cnn
 from fedgen_debug.seeding import client_rng
@@ -168,7 +169,7 @@ def training_population(run: GANRun, everyone: loop.Population) -> loop.Populati
     """Who may be sampled: every user, and Ramaswamy's synthetic canary devices (under the users' key)."""
     if run.canaries is None:
         return everyone
-    return loop.Population(everyone.key, everyone.client_ids + gan_canaries.synthetic_device_ids(run.canaries))
+    return loop.Population(everyone.key, everyone.client_ids + device_canaries.synthetic_device_ids(run.canaries))
 
 
 def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str) -> list:

@@ -33,12 +33,13 @@ def canaries_for_run(spec: str, seed: int, classes: int, out_dir: str) -> tuple[
     return canaries
 
 
-def synthetic_device_ids(spec: str) -> tuple[str, ...]:
-    return device_canaries.synthetic_device_ids(parse_canaries(spec))
-
-
 def _example(canary: ImageCanary):
     return canary.pixels, canary.label
+
+
+def _arrays(examples) -> dict:
+    """(pixels, label) pairs → one device's examples in the canonical image format."""
+    return cd.image_examples(np.stack([p for p, _ in examples]), np.array([label for _, label in examples]))
 
 
 def with_canaries(app_data, canaries, secret, seed: int):
@@ -48,8 +49,8 @@ def with_canaries(app_data, canaries, secret, seed: int):
     for cid in progress(sorted(app_data.client_ids), desc="inserting canaries", unit="client"):
         own = cd.client_numpy(app_data, cid)
         examples = insertion.apply(cid, list(zip(own["pixels"], own["label"])), payload=_example)
-        arrays[cid] = cd.image_examples(np.stack([p for p, _ in examples]), np.array([lab for _, lab in examples]))
-    if synthetic_device_ids_of(canaries):
+        arrays[cid] = _arrays(examples)
+    if device_canaries.ramaswamy_canaries(canaries):
         public = data_spec.load_client_data(PUBLIC_FILLER.format(seed=seed + 2000))
         filler = []
         for pid in sorted(public.client_ids):
@@ -57,10 +58,5 @@ def with_canaries(app_data, canaries, secret, seed: int):
             filler.extend(zip(own["pixels"], own["label"]))
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_DEVICE_STREAM,)))
         for did, examples in device_canaries.ramaswamy_devices(canaries, filler, rng, payload=_example).items():
-            arrays[did] = cd.image_examples(np.stack([p for p, _ in examples]), np.array([lab for _, lab in examples]))
+            arrays[did] = _arrays(examples)
     return cd.ArrayClientData(arrays)
-
-
-def synthetic_device_ids_of(canaries) -> tuple[str, ...]:
-    configs = {c.config.label: c.config for c in canaries if c.config is not None}
-    return device_canaries.synthetic_device_ids(tuple(configs.values()))

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import spec as data_spec
+from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.models.char_lm import word_sequences
 from fedgen_debug.models.lm import CHAR_VOCAB, build_lm, char_lm_config, word_lm_config
@@ -166,7 +167,7 @@ def training_population(run: LMRun, everyone: loop.Population) -> loop.Populatio
     """Who may be sampled: every user, Ramaswamy's synthetic canary devices and the update canaries
     (under the users' key: the real users are sampled at the rate qN / (N + canaries), which is what
     ε is computed for)."""
-    synthetic = lm_canaries.synthetic_device_ids(run.canaries) if run.canaries is not None else ()
+    synthetic = device_canaries.synthetic_device_ids(run.canaries) if run.canaries is not None else ()
     added = synthetic + update_canaries.canary_ids(run.update_canaries)
     return loop.Population(everyone.key, everyone.client_ids + added) if added else everyone
 

@@ -15,7 +15,7 @@ from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary, tokenize
 from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.device.canaries import ThakkarInsertion, ramaswamy_devices
-from fedgen_debug.memorization.canaries import (CHAR_ALPHABET, RAMASWAMY, Canary, generate_canaries,
+from fedgen_debug.memorization.canaries import (CHAR_ALPHABET, Canary, generate_canaries,
                                                 parse_canaries, space_size)
 from fedgen_debug.runs import store
 from fedgen_debug.scenarios import lm_data
@@ -47,11 +47,6 @@ def canaries_for_run(spec: str, kind: str, vocab: Vocabulary, seed: int, out_dir
     return canaries
 
 
-def synthetic_device_ids(spec: str) -> tuple[str, ...]:
-    """The synthetic devices the spec adds to the population (public: the configs say how many)."""
-    return device_canaries.synthetic_device_ids(parse_canaries(spec))
-
-
 def public_filler(vocab_source: str) -> list[str]:
     source = vocab_source[len(lm_data.PUBLIC_PREFIX):] if vocab_source.startswith(lm_data.PUBLIC_PREFIX) \
         else PUBLIC_FILLER
@@ -65,7 +60,7 @@ def device_sentences(canaries, secret, vocab_source: str, seed: int, client_data
     insertion = ThakkarInsertion(canaries, secret)
     sentences = {cid: insertion.apply(cid, lm_data.device_sentences(client_data, cid))
                  for cid in sorted(client_data.client_ids)}
-    if any(c.config is not None and c.config.design == RAMASWAMY for c in canaries):
+    if device_canaries.ramaswamy_canaries(canaries):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_DEVICE_STREAM,)))
         sentences.update(ramaswamy_devices(canaries, public_filler(vocab_source), rng))
     return sentences
