@@ -165,6 +165,30 @@ def test_sample_quality_with_the_cnn():
     assert same["samples"] == 16 and same["frechet_distance"] == pytest.approx(0.0, abs=1e-6)
     assert 1.0 <= same["classifier_score"] <= 10.0
     assert ga.sample_quality(model, _samples(16, 0.0) * 0.2, reference)["frechet_distance"] > 1e-3
+    assert "near_duplicates" not in same  # no reference distances given
+    nearest = ga.nearest_neighbour_distances(cnn.features(model, ga.to_unit(images)))
+    assert ga.sample_quality(model, images, reference, nearest)["near_duplicates"]["samples"] == 16
+
+
+def test_nearest_neighbour_distances_by_hand():
+    points = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 5.0]])
+    assert ga.nearest_neighbour_distances(points) == pytest.approx([5.0, 1.0, 1.0])
+
+
+def test_near_duplicates_tell_a_collapsed_generator_from_varied_samples():
+    """Features of clean images set the threshold (their 5th percentile of nearest distances): samples
+    as varied as the clean data have about 5% near duplicates; 10 modes with small jitter, nearly all."""
+    rng = np.random.default_rng(0)
+    clean = rng.normal(size=(400, 16))
+    reference = ga.nearest_neighbour_distances(clean)
+    varied = ga.near_duplicates(rng.normal(size=(500, 16)), reference)
+    assert varied["samples"] == 400 and varied["share"] < 0.15
+    assert varied["threshold"] == pytest.approx(np.quantile(reference, 0.05))
+    modes = rng.normal(size=(10, 16))
+    collapsed = ga.near_duplicates(modes[rng.integers(0, 10, 400)] + rng.normal(0, 0.05, (400, 16)), reference)
+    assert collapsed["share"] > 0.95
+    with pytest.raises(ValueError, match="compare 400 samples"):
+        ga.near_duplicates(clean[:100], reference)
 
 
 def test_sample_grid_png(tmp_path):

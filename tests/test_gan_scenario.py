@@ -3,6 +3,7 @@ a run store, the privacy records, analyze-gan's grids/report, and the CLI's erro
 statistics are tested on hand-built images in test_gan_analysis.py; its demo-size behaviour is
 measured by evaluation/gan_pixel_inversion.py."""
 
+import csv
 import json
 import os
 
@@ -84,6 +85,30 @@ def test_generator_reloads_and_sampling_is_seeded(runs):
     assert a.shape == (7, 28, 28, 1) and np.array_equal(a, b)
     assert a.min() >= -1.0 and a.max() <= 1.0
     assert not np.array_equal(a, generate(generator, 7, seed=2))
+
+
+def test_training_snapshots_the_generator_every_eval_round_and_the_last_is_the_released_one(runs):
+    """The app's round slider: one snapshot per round at the test preset (eval_every 1), each drawn from
+    the same public noise, the last one exactly the released generator's; their statistics in eval.csv."""
+    from fedgen_debug.scenarios import gan_snapshots
+
+    _, low, _ = runs
+    directory = store.released(low, store.SAMPLE_SNAPSHOTS)
+    assert sorted(os.listdir(directory)) == ["round_000001.npz", "round_000002.npz"]
+    (last,) = store.load_arrays(os.path.join(directory, "round_000002.npz"))
+    generator, run = load_generator(low)
+    noise = gan_snapshots.snapshot_noise(run.seed, generator.input_shape[-1])
+    assert last.dtype == np.uint8 and last.shape == (gan_snapshots.SNAPSHOT_SAMPLES, 28, 28)
+    drawn = generator(noise, training=False).numpy()
+    assert np.array_equal(last, gan_snapshots.to_uint8(drawn))
+    (first,) = store.load_arrays(os.path.join(directory, "round_000001.npz"))
+    assert not np.array_equal(first, last)  # training moved the generator between the snapshots
+    rows = list(csv.DictReader(open(store.released(low, store.EVAL))))
+    assert [r["round"] for r in rows] == ["1", "2"]
+    frame = np.ones((28, 28), bool)
+    frame[3:-3, 3:-3] = False  # the background: the median of the outer 3-pixel frame
+    background = np.median((drawn[..., 0][:, frame] + 1.0) / 2.0, axis=1)
+    assert float(rows[1]["dark_background_share"]) == pytest.approx(np.mean(background < 0.5))
 
 
 def test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence(runs):

@@ -10,8 +10,8 @@ released; `released()` refuses any other name, so a new output has to be argued 
       released/   config.json status.json privacy.json metrics.csv eval.csv tensorboard/
                   model_weights.npz vocab.json device_metrics.json population.json t4_threshold.json
                   primary_cnn.npz/.json/.reference.npz analysis.json analysis.png top_oov_words.csv
-                  samples.png samples.npz canaries.json memorization.json memorization.png
-                  memorization_glyphs.png
+                  samples.png samples.npz sample_snapshots/round_NNNNNN.npz canaries.json
+                  memorization.json memorization.png memorization_glyphs.png
       server/     secret.json checkpoints/round_NNNNNN.npz timing.csv selection.json
 
 TF-free (numpy only): the app imports it. Writes are atomic; CSV logs drop rows past a resumed round.
@@ -50,6 +50,7 @@ ANALYSIS_PNG = "analysis.png"
 TOP_OOV_WORDS = "top_oov_words.csv"
 SAMPLES_PNG = "samples.png"
 SAMPLES_NPZ = "samples.npz"
+SAMPLE_SNAPSHOTS = "sample_snapshots"
 CANARIES = "canaries.json"
 MEMORIZATION = "memorization.json"
 MEMORIZATION_PNG = "memorization.png"
@@ -82,6 +83,8 @@ RELEASED_FILES = {
     TOP_OOV_WORDS: "computed from generated samples",
     SAMPLES_PNG: "generated samples",
     SAMPLES_NPZ: "generated samples",
+    SAMPLE_SNAPSHOTS: "samples of the generator after round r: post-processing of rounds 1..r's DP aggregates, "
+                      "which the run's ε covers (every round's release is composed)",
     CANARIES: "synthetic canaries and their insertion configs (never which users shared them)",
     MEMORIZATION: "computed from the released weights and the canaries",
     MEMORIZATION_PNG: "computed from the released weights and the canaries",

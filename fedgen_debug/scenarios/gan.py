@@ -41,7 +41,7 @@ from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.memorization.canaries import parse_canaries
-from fedgen_debug.scenarios import gan_canaries, gan_data, primary_cnn
+from fedgen_debug.scenarios import gan_canaries, gan_data, gan_snapshots, primary_cnn
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
@@ -241,8 +241,9 @@ def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
         return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),
                                                lambda: build_discriminator(gan, run.seed), config, secret_)
 
+    snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir)
     return loop.train(build, population, client_dataset, config.training, out_dir, label=label, extra_config=extra,
-                      secret=secret, delta=run.delta)
+                      evaluate_fn=snapshot, secret=secret, delta=run.delta)
 
 
 def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Population, out_dir: str, secret) -> None:

@@ -21,6 +21,10 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
   GAN's frame median says "white" by chance.
 - Sample quality: Fréchet distance in the primary CNN's Dense-128 feature space, and the
   classifier score exp(E[KL(p(y|x) || p(y))]) from the CNN's logits (TF-GAN's EMNIST metrics).
+- Near duplicates (mode collapse): in the same feature space, the share of samples whose nearest
+  other sample is closer than the 5th percentile of clean held-out images' nearest distances. Pixel
+  distances cannot tell: thin strokes on white make clean images close (FEMNIST: 5% of nearest RMS
+  below 0.03) while a collapsed GAN's noisy copies of one mode are further apart (measured).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ INK_CONTRAST = 0.5
 BLANK_INK_BELOW = 0.01
 NOISE_SPECKLE_ABOVE = 0.3
 INCONCLUSIVE_SHARE = 0.5
+NEAR_DUPLICATE_QUANTILE = 0.05
+REFERENCE_NEAREST_IMAGES = 1000  # clean held-out images whose nearest distances are the reference
 
 
 def to_unit(images) -> np.ndarray:
@@ -88,6 +94,35 @@ def noise_samples(images) -> dict:
     noisy = int(np.sum(values > NOISE_SPECKLE_ABOVE))
     return {"samples": len(values), "noise": noisy, "share": noisy / len(values),
             "median_speckle": float(np.median(values))}
+
+
+def nearest_neighbour_distances(features) -> np.ndarray:
+    """Per row of `features` [n, d]: the Euclidean distance to its nearest other row."""
+    features = np.asarray(features, np.float64)
+    if features.ndim != 2 or len(features) < 2:
+        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
+    squared = np.sum(features ** 2, axis=1)
+    distances = squared[:, None] + squared[None, :] - 2.0 * features @ features.T
+    np.fill_diagonal(distances, np.inf)
+    return np.sqrt(np.clip(distances.min(axis=1), 0.0, None))
+
+
+def near_duplicates(features, reference_nearest) -> dict:
+    """Mode collapse: the share of samples whose nearest other sample (in the primary CNN's feature
+    space) is closer than all but `NEAR_DUPLICATE_QUANTILE` of clean images are to theirs.
+
+    Nearest distances shrink as the set grows, so the samples are compared at the reference's size
+    (its first len(reference_nearest) rows). A GAN drawing as varied images as the clean data has a
+    share near `NEAR_DUPLICATE_QUANTILE`; a collapsed one, near 1."""
+    reference_nearest = np.asarray(reference_nearest, np.float64)
+    n = len(reference_nearest)
+    if len(features) < n:
+        raise ValueError(f"near duplicates compare {n} samples with the reference; found {len(features)}.")
+    threshold = float(np.quantile(reference_nearest, NEAR_DUPLICATE_QUANTILE))
+    values = nearest_neighbour_distances(np.asarray(features)[:n])
+    duplicated = int(np.sum(values < threshold))
+    return {"samples": n, "near_duplicates": duplicated, "share": duplicated / n, "threshold": threshold,
+            "clean_share": NEAR_DUPLICATE_QUANTILE}
 
 
 def inversion_verdict(current, reference=None) -> dict:
@@ -172,10 +207,16 @@ def classifier_score(logits) -> float:
     return float(np.exp(np.mean(np.sum(p * (log_p - log_marginal), axis=1))))
 
 
-def sample_quality(model, images, reference_statistics: tuple[np.ndarray, np.ndarray]) -> dict:
-    """Fréchet distance (to the reference feature statistics) and classifier score of GAN samples."""
+def sample_quality(model, images, reference_statistics: tuple[np.ndarray, np.ndarray],
+                   reference_nearest=None) -> dict:
+    """Fréchet distance (to the reference feature statistics), classifier score and, when the
+    reference has them (`primary_cnn.reference_nearest`) and there are enough samples, near duplicates."""
     pixels = to_unit(images)
-    return {"samples": len(pixels),
-            "frechet_distance": frechet_distance_from_statistics(
-                *feature_statistics(cnn.features(model, pixels)), *reference_statistics),
-            "classifier_score": classifier_score(cnn.logits(model, pixels))}
+    features = cnn.features(model, pixels)
+    quality = {"samples": len(pixels),
+               "frechet_distance": frechet_distance_from_statistics(*feature_statistics(features),
+                                                                    *reference_statistics),
+               "classifier_score": classifier_score(cnn.logits(model, pixels))}
+    if reference_nearest is not None and len(pixels) >= len(reference_nearest):
+        quality["near_duplicates"] = near_duplicates(features, reference_nearest)
+    return quality

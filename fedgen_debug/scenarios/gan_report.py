@@ -24,7 +24,8 @@ def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
     population = store.read_json(store.released(run_dir, store.POPULATION))
     primary_path = store.released(run_dir, store.PRIMARY)
     primary = primary_cnn.load_primary_cnn(primary_path)
-    quality = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path))
+    quality = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path),
+                                          primary_cnn.reference_nearest(primary_path))
     privacy = run_privacy(run_dir)
     return {"run_dir": run_dir, "select": run.select, "population": population,
             "privacy": {"run": privacy["releases"][f"{_run_id(privacy)}/training"], "population_total":

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.models import cnn
-from fedgen_debug.scenarios.gan_analysis import feature_statistics
+from fedgen_debug.scenarios.gan_analysis import REFERENCE_NEAREST_IMAGES, feature_statistics, nearest_neighbour_distances
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 
@@ -102,8 +102,11 @@ def train_primary_cnn(client_data, config: cnn.CNNConfig, seed: int, epochs: int
             "heldout_accuracy": accuracy(model, hx, hy) if len(hy) else None,
             "heldout_accuracy_inverted": accuracy(model, 1.0 - hx, hy) if len(hy) else None}
     store.save_arrays(out_path, model.get_weights())
-    # Feature statistics of clean held-out images: the reference of the GANs' Fréchet distance.
-    store.save_arrays(reference_path(out_path), feature_statistics(cnn.features(model, hx if len(hy) else x)))
+    # Feature statistics of clean held-out images: the reference of the GANs' Fréchet distance; and
+    # their nearest-neighbour distances, the reference of the near-duplicate share.
+    features = cnn.features(model, hx if len(hy) else x)
+    nearest = nearest_neighbour_distances(features[:REFERENCE_NEAREST_IMAGES])
+    store.save_arrays(reference_path(out_path), [*feature_statistics(features), nearest])
     store.write_json(info_path(out_path), info)
     return model
 
@@ -114,8 +117,14 @@ def reference_path(weights_path: str) -> str:
 
 def reference_statistics(weights_path: str) -> tuple[np.ndarray, np.ndarray]:
     """(mean, covariance) of the CNN's features on clean held-out images."""
-    mean, cov = store.load_arrays(reference_path(weights_path))
+    mean, cov = store.load_arrays(reference_path(weights_path))[:2]
     return mean, cov
+
+
+def reference_nearest(weights_path: str) -> np.ndarray | None:
+    """Nearest-neighbour feature distances among clean held-out images (None: a reference from before)."""
+    arrays = store.load_arrays(reference_path(weights_path))
+    return arrays[2] if len(arrays) > 2 else None
 
 
 def load_primary_cnn(path: str) -> tf.keras.Model:

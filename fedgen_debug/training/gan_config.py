@@ -67,16 +67,17 @@ def gan_training_config(preset: str, seed: int = 0) -> GANTrainingConfig:
     critic's drifting output scale until its tanh saturates); with Adam at 1:1 the synthetic 50%
     low-accuracy GAN still collapsed to all-black (the generator outruns a critic that moves at most S
     per round); at 2:1 it drew white-on-black characters (README, Scenario 2).
-    "test": 3 rounds of 2 clients × 2 steps, for tests."""
+    "test": 3 rounds of 2 clients × 2 steps, for tests.
+    `eval_every`: how often the scenario snapshots the generator's samples (the app's round slider)."""
     table9 = dict(dp=DPConfig(clients_per_round=10, noise_multiplier=0.01, clip=0.1),
                   client=ClientConfig(epochs=1, batch_size=32, learning_rate=0.0005),
                   server=ServerConfig("sgd", 1.0), seed=seed)
-    presets = {"paper": lambda: GANTrainingConfig(TrainingConfig(rounds=1000, **table9)),
-               "demo": lambda: GANTrainingConfig(TrainingConfig(rounds=200, **{**table9, "dp": DEMO_DP}),
+    presets = {"paper": lambda: GANTrainingConfig(TrainingConfig(rounds=1000, eval_every=50, **table9)),
+               "demo": lambda: GANTrainingConfig(TrainingConfig(rounds=200, eval_every=10, **{**table9, "dp": DEMO_DP}),
                                                  gen_optimizer="adam", gen_learning_rate=0.001, gen_beta_1=0.5,
                                                  disc_rounds_per_gen_update=2),
                "test": lambda: GANTrainingConfig(
-                   TrainingConfig(rounds=3, **{**table9, "dp": DPConfig(2, 0.01, 0.1),
+                   TrainingConfig(rounds=3, eval_every=1, **{**table9, "dp": DPConfig(2, 0.01, 0.1),
                                                "client": ClientConfig(1, 8, 0.0005)}),
                    disc_steps=2, gen_steps=2, gen_batch_size=8)}
     if preset not in presets:

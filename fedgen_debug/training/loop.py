@@ -114,9 +114,9 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
 
     `build_process(secret)` builds the learning process (`initialize`, `next`, `get_model_weights`)
     with its randomness from `secret`. `client_dataset_fn(client_id)` builds a sampled client's
-    training dataset on its device (empty if the device does not qualify). `evaluate_fn(model_weights)
-    -> dict` runs every `config.eval_every` rounds and at the end; it sees released weights and must
-    only read public data. `delta`: the δ this run's own ε is reported at (default: the population
+    training dataset on its device (empty if the device does not qualify). `evaluate_fn(model_weights,
+    round_num) -> dict` runs every `config.eval_every` rounds and at the end; it sees the weights after
+    `round_num` rounds (post-processing of DP releases the run's ε covers) and must only read public data. `delta`: the δ this run's own ε is reported at (default: the population
     budget's). `secret`: the run's, when the caller opened the run to charge other
     releases first (`runs.start.open_run`); by default the saved one, or a fresh one.
     """
@@ -164,7 +164,8 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
     def evaluate(round_num):
         if evaluate_fn is None:
             return
-        metrics = {"round": round_num, **store.flatten_metrics(evaluate_fn(process.get_model_weights(state)))}
+        values = evaluate_fn(process.get_model_weights(state), round_num)
+        metrics = {"round": round_num, **store.flatten_metrics(values)}
         eval_log.append(metrics)
         log_scalars(metrics, "eval/")
 

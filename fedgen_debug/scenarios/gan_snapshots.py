@@ -1,0 +1,57 @@
+"""Sample snapshots during GAN training: what the generator draws every `eval_every` rounds, for the
+app's round slider (TensorBoard's image dashboard has one; watching a background turn dark over rounds
+is how an inversion shows up).
+
+Each snapshot is the generator after round r on one fixed batch of public noise (drawn from the run's
+public `seed`), so the grids differ only by training. It is post-processing of the DP aggregates of
+rounds 1..r, which the run's ε already covers (the accountant composes every round's release). The
+images go to `released/sample_snapshots/round_NNNNNN.npz` as uint8 (255 = white), and the cheap
+per-snapshot statistics (dark-background, blank and noise shares) to eval.csv.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedgen_debug.runs import store
+from fedgen_debug.scenarios import gan_analysis
+
+SNAPSHOT_SAMPLES = 64
+_NOISE_STREAM = 0x5A4
+
+
+def snapshot_name(round_num: int) -> str:
+    return f"round_{round_num:06d}.npz"
+
+
+def snapshot_noise(seed: int, dim: int) -> np.ndarray:
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_NOISE_STREAM,)))
+    return rng.standard_normal((SNAPSHOT_SAMPLES, dim)).astype(np.float32)
+
+
+def to_uint8(images) -> np.ndarray:
+    """Generator output in [-1, 1] → [n, 28, 28] uint8 with 255 = white."""
+    return np.round(gan_analysis.to_unit(images) * 255).astype(np.uint8)
+
+
+def snapshot_fn(generator_fn, seed: int, run_dir: str):
+    """The `evaluate_fn` of `training.loop.train`: assigns the released generator weights to a
+    generator from `generator_fn`, draws the fixed noise, writes the snapshot and returns its statistics.
+
+    The generator is built at the first snapshot, not before: building the TFF process traces Keras
+    models in graphs, which invalidates Keras models made outside them."""
+    built = []
+
+    def snapshot(weights, round_num: int) -> dict:
+        if not built:
+            built.append(generator_fn())
+        generator = built[0]
+        noise = snapshot_noise(seed, generator.input_shape[-1])
+        weights.assign_weights_to(generator)
+        images = generator(noise, training=False).numpy()
+        store.save_arrays(store.released(run_dir, store.SAMPLE_SNAPSHOTS, snapshot_name(round_num)), [to_uint8(images)])
+        return {"dark_background_share": gan_analysis.dark_background(images)["share"],
+                "blank_share": gan_analysis.blank_samples(images)["share"],
+                "noise_share": gan_analysis.noise_samples(images)["share"]}
+
+    return snapshot
