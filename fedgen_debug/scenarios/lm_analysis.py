@@ -61,7 +61,7 @@ def _char_verdict(current: dict, baseline: dict | None) -> dict:
     else:
         z = z_two_proportions(current["space_count"], current["samples"], baseline["space_count"], baseline["samples"])
         test = "space mass vs baseline"
-    return {"statistic": "space_mass", "test": test, "z": z, "suspected": z > Z_THRESHOLD}
+    return {"statistic": "space_mass", "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
 
 
 def _word_verdict(current: dict, baseline: dict | None) -> dict:
@@ -80,7 +80,7 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
         test = "position 1's share of sampled OOV tokens vs baseline"
         z = z_two_proportions(k1, max(n1, 1), k2, max(n2, 1))
     statistic = "position_1_oov_rate" if baseline is None else "position_1_share_of_oov"
-    return {"statistic": statistic, "test": test, "z": z, "suspected": z > Z_THRESHOLD}
+    return {"statistic": statistic, "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
 
 
 def _plot(report: dict, path: str) -> None:
