@@ -1,50 +1,144 @@
-"""Compare: two runs side by side — before/after a fix, low/high accuracy — with each run's verdict,
-its ε, and what its auxiliary produced (GAN sample grids, char-LM top OOV words with spaces marked).
-First version: the analysis outputs as `analyze-gan` / `analyze-lm` wrote them (no round slider yet)."""
+"""Compare: two runs side by side — before/after a fix, low/high accuracy, misclassified/correct — with
+the pair's verdict in plain words, each run's ε and what its auxiliary produced: GAN sample grids of one
+size (a round slider over the training snapshots, brightness, contrast, actual size), their quality;
+char-LM top OOV words with probabilities and spaces marked; word-LM OOV rate by position."""
 
 from __future__ import annotations
 
-import csv
-import os
-
 import streamlit as st
 
+from fedgen_debug.app import analyses, images
 from fedgen_debug.app.catalog import catalog, format_epsilon
-from fedgen_debug.runs import store
+from fedgen_debug.app.evidence import explain
+
+FINAL = "final"
+COMPLEMENTS = ({"low", "high"}, {"misclassified", "correct"})
 
 
-def suggested_pair(runs) -> tuple[int, int]:
-    """Indices of a pair worth comparing: same kind and data, differing in selector or bug."""
+def _complementary(a: str, b: str) -> bool:
+    """Selectors that split one population in two (T4 low/high, T2 misclassified/correct)."""
+    for pair in COMPLEMENTS:
+        for word in pair:
+            other = (pair - {word}).pop()
+            if word in a and a.replace(word, other) == b:
+                return True
+    return False
+
+
+def suggested_pairs(runs) -> list[tuple[int, int, str]]:
+    """Pairs worth comparing (indices into `runs`, why): same kind and data, and complementary selectors
+    under one bug, or one selector with and without the bug; complementary selectors first."""
+    found = []
     for i, a in enumerate(runs):
         for j, b in enumerate(runs):
-            if i < j and a.kind == b.kind and a.data == b.data and (a.selector, a.bug) != (b.selector, b.bug):
-                return i, j
-    return 0, min(1, len(runs) - 1)
+            if i >= j or a.kind != b.kind or a.data != b.data:
+                continue
+            if a.bug == b.bug and _complementary(a.selector, b.selector):
+                found.append((0, i, j, f"{a.selector} vs {b.selector}" + (f" ({a.bug})" if a.bug else "")))
+            elif a.selector == b.selector and a.bug != b.bug:
+                found.append((1, i, j, f"{a.bug or 'no bug'} vs {b.bug or 'no bug'}"))
+    return [(i, j, why) for _, i, j, why in sorted(found)]
 
 
-def top_words(run_dir: str) -> list[dict] | None:
-    path = store.released(run_dir, store.TOP_OOV_WORDS)
-    if not os.path.isfile(path):
-        return None
-    with open(path, newline="", encoding="utf-8") as f:
-        return [{"word": r["word"], "space": "␣" if " " in r["word"] else "", "probability": float(r["probability"])}
-                for r in csv.DictReader(f)]
+def _choose_pair(runs) -> tuple[object, object]:
+    names = [r.path for r in runs]
+    pairs = suggested_pairs(runs)
+    if pairs:
+        labels = [f"{runs[i].path} ↔ {runs[j].path}  ({why})" for i, j, why in pairs]
+
+        def apply_suggestion():
+            i, j, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
+            st.session_state["compare_left"], st.session_state["compare_right"] = names[i], names[j]
+
+        st.selectbox("suggested pair", labels, key="compare_suggestion", on_change=apply_suggestion)
+        first, second, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
+    else:
+        first, second = 0, 1
+    st.session_state.setdefault("compare_left", names[first])
+    st.session_state.setdefault("compare_right", names[second])
+    left, right = st.columns(2)
+    left_name = left.selectbox("left", names, key="compare_left")
+    right_name = right.selectbox("right", names, key="compare_right")
+    return runs[names.index(left_name)], runs[names.index(right_name)]
 
 
-def _column(root: str, run) -> None:
-    run_dir = os.path.join(root, run.path)
-    st.markdown(f"**{run.path}** — {run.kind}, {run.selector}, bug: {run.bug or 'none'}")
-    st.metric("ε", format_epsilon(run.epsilon) + (" ⚠" if run.above_warning else ""))
-    st.write(f"verdict: **{run.verdict or 'not analyzed yet'}**")
-    samples = store.released(run_dir, store.SAMPLES_PNG)
-    if os.path.isfile(samples):
-        st.image(samples, caption="generated samples", width="stretch")
-    words = top_words(run_dir)
-    if words is not None:
+def _image_controls(root: str, runs) -> dict:
+    rounds = sorted({r for run in runs for r in images.snapshot_rounds(f"{root}/{run.path}")})
+    controls = st.columns(4)
+    chosen = controls[0].select_slider("after round", [*rounds, FINAL], value=FINAL, key="compare_round",
+                                       help="training snapshots; 'final': the samples analyze-gan drew")
+    brightness = controls[1].slider("brightness", -0.5, 0.5, 0.0, 0.05, key="compare_brightness")
+    contrast = controls[2].slider("contrast", 0.25, 4.0, 1.0, 0.25, key="compare_contrast")
+    actual = controls[3].toggle("actual size", key="compare_actual_size",
+                                help="one image pixel per screen pixel; off: enlarged to the column")
+    return {"round": chosen, "brightness": brightness, "contrast": contrast, "actual": actual}
+
+
+def _grid(run_dir: str, controls: dict):
+    """(picture, caption) for the chosen round, or (None, why not)."""
+    if controls["round"] == FINAL:
+        samples = images.final_samples(run_dir)
+        if samples is None:
+            return None, "no final samples yet: run `fedgen-debug analyze-gan` on this run"
+        return samples, "final samples (analyze-gan)"
+    earlier = [r for r in images.snapshot_rounds(run_dir) if r <= controls["round"]]
+    if not earlier:
+        return None, f"no snapshot at or before round {controls['round']}"
+    return images.snapshot(run_dir, earlier[-1]), f"after round {earlier[-1]}"
+
+
+def _gan_column(root: str, run, part: dict | None, controls: dict) -> None:
+    samples, caption = _grid(f"{root}/{run.path}", controls)
+    if samples is None:
+        st.info(caption)
+    else:
+        picture = images.adjust(images.grid(samples), controls["brightness"], controls["contrast"])
+        st.image(picture if controls["actual"] else images.enlarge(picture, 2), caption=caption,
+                 width="content" if controls["actual"] else "stretch")
+    quality = (part or {}).get("quality")
+    if quality:
+        cols = st.columns(3)
+        cols[0].metric("Fréchet distance", f"{quality['frechet_distance']:.1f}", help="lower is closer to clean data")
+        cols[1].metric("classifier score", f"{quality['classifier_score']:.2f}",
+                       help="exp E[KL(p(y|x) || p(y))]: 1 = one class or no class, up to the number of classes")
+        duplicates = quality.get("near_duplicates")
+        if duplicates:
+            collapsed = duplicates["share"] > 4 * duplicates["clean_share"]
+            cols[2].metric("near duplicates", f"{duplicates['share']:.0%}" + (" ⚠" if collapsed else ""),
+                           help=f"clean images: {duplicates['clean_share']:.0%} by construction")
+            if collapsed:
+                st.warning("Many near-duplicate samples: the GAN may have collapsed to a few modes.")
+    if part and part.get("dark_background"):
+        st.caption(f"dark background: {part['dark_background']['share']:.0%} of {part['dark_background']['samples']} "
+                   "samples")
+
+
+def _lm_column(part: dict | None) -> None:
+    if not part:
+        st.info("Not analyzed yet: run `fedgen-debug analyze-lm` on this run (with `--baseline`).")
+        return
+    if part.get("top_k"):
+        words = [{"word": w["word"], "space": "␣" if " " in w["word"] else "", "probability": w["probability"]}
+                 for w in part["top_k"]]
         st.dataframe(words, hide_index=True)
         st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space")
-    if not os.path.isfile(samples) and words is None:
-        st.info("No samples yet: run `fedgen-debug analyze-gan` / `analyze-lm` on this run.")
+    if part.get("oov_by_position"):
+        st.line_chart({"position": [p["position"] for p in part["oov_by_position"]],
+                       "OOV rate": [p["oov"] / max(p["tokens"], 1) for p in part["oov_by_position"]]},
+                      x="position", y="OOV rate", height=220)
+        st.caption("OOV rate by position in the sampled phrases (paper Fig. 4): a glued first word lifts position 1")
+
+
+def _verdict(root: str, run, pair: dict | None, partner) -> None:
+    if pair is not None:
+        return  # shown once above the columns
+    own = analyses.own_analysis(root, run.path)
+    evidence = explain(own)
+    if evidence is None:
+        st.write(f"verdict: **{run.verdict or 'not analyzed yet'}**")
+        return
+    st.write(f"verdict (from this run's own analysis): **{run.verdict}**")
+    st.caption(evidence["sentence"])
 
 
 def render(root: str) -> None:
@@ -53,12 +147,24 @@ def render(root: str) -> None:
     if len(runs) < 2:
         st.info(f"Comparing needs two runs under `{root}` — run `make demo`.")
         return
-    first, second = suggested_pair(runs)
-    names = [r.path for r in runs]
-    left_name = st.selectbox("left", names, index=first, key="compare_left")
-    right_name = st.selectbox("right", names, index=second, key="compare_right")
-    left, right = st.columns(2)
-    with left:
-        _column(root, runs[names.index(left_name)])
-    with right:
-        _column(root, runs[names.index(right_name)])
+    left, right = _choose_pair(runs)
+    pair = analyses.pair_analysis(root, left.path, right.path)
+    evidence = explain(pair)
+    if evidence is not None:
+        suspected = pair.get("pixel_inversion_suspected", pair.get("tokenization_bug_suspected"))
+        show = st.warning if pair.get("inconclusive") else (st.error if suspected else st.success)
+        show(evidence["sentence"])
+        st.caption(f"statistic: {evidence['statistic']}; test: {pair['evidence'].get('test', '')}; "
+                   f"z = {evidence['z']:.2f}, threshold {evidence['threshold']:g}")
+    controls = _image_controls(root, (left, right)) if "GAN" in (left.kind, right.kind) else None
+    for column, run, partner in zip(st.columns(2), (left, right), (right, left)):
+        with column:
+            st.markdown(f"**{run.path}** — {run.kind}, {run.selector}, bug: {run.bug or 'none'}")
+            st.metric("ε", format_epsilon(run.epsilon) + (" ⚠" if run.above_warning else ""),
+                      help="this run's training release alone; the Privacy page composes the population's")
+            _verdict(root, run, pair, partner)
+            part = analyses.part_for(root, run.path, pair)
+            if run.kind == "GAN":
+                _gan_column(root, run, part, controls)
+            else:
+                _lm_column(part)

@@ -1,4 +1,5 @@
-"""Runs: every run in the store with what it is, how far it got, its ε and its verdicts."""
+"""Runs: every run in the store with what it is, how far it got (live while a run trains), its ε and
+its verdicts."""
 
 from __future__ import annotations
 
@@ -14,13 +15,25 @@ SORT_KEYS = {"path": lambda r: r.path, "kind": lambda r: r.kind,
 
 def rows(runs) -> list[dict]:
     return [{"run": r.path, "kind": r.kind, "data": r.data, "selector": r.selector, "bug": r.bug or "–",
-             "state": r.state, "rounds": r.progress, "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
+             "state": r.state, "rounds": r.progress, "progress": r.rounds_completed / max(r.rounds, 1), "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
              "δ": "–" if r.delta is None else f"{r.delta:.2g}", "verdict": r.verdict or "–",
              "memorization": r.memorization or "–"} for r in runs]
 
 
+REFRESH_SECONDS = 5
+COLUMNS = {"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")}
+
+
 def render(root: str) -> None:
     st.header("Runs")
+    running = any(r.state == "running" for r in catalog(root))
+    # While a run trains the table re-reads the store every few seconds (only this part of the page).
+    st.fragment(run_every=REFRESH_SECONDS if running else None)(_table)(root)
+    if running:
+        st.caption(f"A run is training: the table refreshes every {REFRESH_SECONDS} s.")
+
+
+def _table(root: str) -> None:
     runs = catalog(root)
     if not runs:
         st.info(EMPTY_MESSAGE.format(root=root))
@@ -33,6 +46,6 @@ def render(root: str) -> None:
     shown = sorted((r for r in readable if r.kind in chosen), key=SORT_KEYS[order])
     if any(r.above_warning for r in shown):
         st.warning("⚠: ε above 10 — weak privacy for this run.")
-    st.dataframe(rows(shown), hide_index=True)
+    st.dataframe(rows(shown), hide_index=True, column_config=COLUMNS)
     for r in broken:
         st.error(f"`{r.path}` cannot be read (half-written or corrupt): {r.broken}")

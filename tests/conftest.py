@@ -99,6 +99,25 @@ def provision_secret(run_dir: str, name: str) -> None:
     secret_lib.save(run_dir, secret_lib.RunSecret(entropy))
 
 
+# The demo at test size, all stages: a run store made by tiny real runs (four GANs and their shared
+# primary CNN, char/word-LMs before and after the bug, analyses). Built once per session: the demo's
+# CLI tests read its output and the app's tests read its store.
+DEMO_TEST_ARGS = ("--users", "40", "--writers", "12", "--preset", "test", "--concat-fraction", "0.5",
+                  "--vocab-size", "300")
+
+
+@pytest.fixture(scope="session")
+def demo_test_store(tmp_path_factory):
+    """(out directory, the CompletedProcess of `fedgen-debug demo` at test size into it)."""
+    out = tmp_path_factory.mktemp("demo-test-store") / "demo"
+    for kind in ("char", "word"):  # the LM verdicts asserted in test_cli depend on what DP training learned
+        for name in ("before", "after"):
+            provision_secret(str(out / "lm" / f"{kind}-lm-{name}"), f"demo_test_store/{kind}-{name}")
+    result = run_cli("demo", "--out", str(out), *DEMO_TEST_ARGS, timeout=1500)
+    assert result.returncode == 0, result.stderr
+    return out, result
+
+
 @pytest.fixture
 def fresh_ledger(tmp_path, monkeypatch) -> Ledger:
     """An empty ledger (default budgets) for this test, also for the CLI subprocesses it starts."""

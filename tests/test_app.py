@@ -2,6 +2,7 @@
 empty store, on a store with a corrupt run, and on a real checked run; the app imports no data reader
 and no TensorFlow."""
 
+import json
 import os
 import subprocess
 import sys
@@ -147,10 +148,15 @@ def test_fedgen_debug_app_serves_the_app_headless(tmp_path):
     assert f"http://localhost:{port}" in output
 
 
-def test_the_app_opens_no_file_outside_the_run_store(tmp_path):
-    """Every page, clicked through in a fresh process with an audit hook on `open`: the app reads the
-    store's files and nothing in the data directory beside it (the users' examples in a real setup)."""
+def test_the_app_opens_no_file_outside_the_run_store(tmp_path, demo_test_store):
+    """Every page, clicked through in a fresh process with an audit hook on `open`, on the demo's store
+    (whose data/ holds the simulated users' datasets): the app reads released files and nothing else —
+    not the datasets, not a run's server/ side (secret, checkpoints), not the data directory beside it."""
+    import shutil
+
+    demo, _ = demo_test_store
     store_root, data_dir = tmp_path / "runs", tmp_path / "data"
+    shutil.copytree(demo, store_root)
     _run(str(store_root), "lm", {"lm": {"kind": "word", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
          {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.2),
          memorization={"verdict": {"passed": True, "max_exposure_bits": 12.0, "over_threshold": []},
@@ -166,9 +172,17 @@ at = AppTest.from_file({APP!r}, default_timeout=60); at.run()
 for page in ("Runs", "Compare", "Privacy", "Memorization"):
     at.sidebar.radio[0].set_value(page).run()
     assert not at.exception, [e.value for e in at.exception]
+    if page == "Compare":  # every pair, every snapshot
+        for pair in at.selectbox(key="compare_suggestion").options:
+            at.selectbox(key="compare_suggestion").set_value(pair).run()
+            for option in (at.select_slider(key="compare_round").options if at.select_slider else []):
+                at.select_slider(key="compare_round").set_value(option).run()
+            assert not at.exception, [e.value for e in at.exception]
 paths = [os.path.abspath(p.decode() if isinstance(p, bytes) else p) for p in opened]
-outside = [p for p in paths if p.startswith({str(tmp_path)!r}) and not p.startswith({str(store_root)!r})]
+released = lambda p: os.sep + "released" + os.sep in p[len({str(store_root)!r}):]
+outside = [p for p in paths if p.startswith({str(tmp_path)!r}) and not (p.startswith({str(store_root)!r}) and released(p))]
 inside = [p for p in paths if p.startswith({str(store_root)!r})]
+assert any("sample_snapshots" in p for p in inside), "no snapshot was read"
 assert inside, "the audit hook saw no read of the store"
 assert not outside, outside
 """
@@ -177,38 +191,89 @@ assert not outside, outside
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _png(path, value):
-    import numpy as np
-    from PIL import Image
+def _privacy_of(run_dir):
+    from fedgen_debug.runs import store
 
-    Image.fromarray(np.full((8, 8), value, np.uint8)).save(path)
+    return store.training_release(store.read_json(store.released(str(run_dir), store.PRIVACY)))
 
 
-def test_compare_shows_two_gan_grids_and_two_char_lm_tables_with_verdicts_and_epsilon(tmp_path):
+def test_runs_page_on_a_store_made_by_the_demo_at_test_size(demo_test_store):
+    out, _ = demo_test_store
+    at = _app(out, "Runs")
+    table = at.dataframe[0].value
+    assert sorted(table["run"]) == sorted(
+        [f"gan/{p}-{s}-accuracy" for p in ("with_bug", "after_fix") for s in ("low", "high")]
+        + [f"lm/{k}-lm-{n}" for k in ("char", "word") for n in ("before", "after")])
+    assert set(table["state"]) == {"finished"} and set(table["progress"]) == {1.0}
+    low = table[table["run"] == "gan/with_bug-low-accuracy"].iloc[0]
+    assert low["selector"] == "by-user-accuracy:low" and low["bug"] == "invert 50%"
+    assert low["ε"].startswith(f"{_privacy_of(out / 'gan/with_bug-low-accuracy')['epsilon']:.3g}")
+
+
+def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
+    """The suggested pair (low vs high accuracy under the bug): the pair's verdict with its z and
+    threshold, both runs' ε, two grids of one size with distinct images, quality figures; the round
+    slider shows the training snapshots and brightness changes the picture."""
+    from fedgen_debug.runs import store
+
+    out, _ = demo_test_store
+    at = _app(out, "Compare")
+    assert at.selectbox(key="compare_left").value == "gan/after_fix-high-accuracy"  # first complementary pair
+    label = next(o for o in at.selectbox(key="compare_suggestion").options if o.startswith("gan/with_bug-high"))
+    at.selectbox(key="compare_suggestion").set_value(label).run()
+    assert (at.selectbox(key="compare_left").value, at.selectbox(key="compare_right").value) == (
+        "gan/with_bug-high-accuracy", "gan/with_bug-low-accuracy")
+    analysis = store.read_json(store.released(str(out / "gan/with_bug-low-accuracy"), store.ANALYSIS))
+    verdicts = [e.value for e in (*at.error, *at.success, *at.warning) if "dark background" in e.value]
+    assert len(verdicts) == 1 and f"z = {analysis['evidence']['z']:.2f}" in verdicts[0]
+    assert any("threshold 3" in c.value for c in at.caption)
+    epsilons = [m.value for m in at.metric if m.label == "ε"]
+    assert epsilons == [f"{_privacy_of(out / f'gan/with_bug-{s}-accuracy')['epsilon']:.3g} ⚠" for s in ("high", "low")]
+    assert len([m for m in at.metric if m.label == "Fréchet distance"]) == 2
+    final = at.get("imgs")
+    assert len(final) == 2 and final[0].proto.imgs[0].url != final[1].proto.imgs[0].url
+    assert [i.proto.imgs[0].caption for i in final] == ["final samples (analyze-gan)"] * 2
+    at.select_slider(key="compare_round").set_value(1).run()
+    assert [i.proto.imgs[0].caption for i in at.get("imgs")] == ["after round 1"] * 2
+    before = [i.proto.imgs[0].url for i in at.get("imgs")]
+    at.slider(key="compare_brightness").set_value(0.3).run()
+    assert not at.exception and [i.proto.imgs[0].url for i in at.get("imgs")] != before
+
+
+def test_compare_char_and_word_lm_pairs_from_the_demo_store(demo_test_store):
+    out, _ = demo_test_store
+    at = _app(out, "Compare")
+    for kind in ("char", "word"):
+        label = next(o for o in at.selectbox(key="compare_suggestion").options if o.startswith(f"lm/{kind}-lm-after"))
+        at.selectbox(key="compare_suggestion").set_value(label).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert len([e for e in (*at.error, *at.success) if "z = " in e.value]) == 1
+        assert len([m for m in at.metric if m.label == "ε"]) == 2
+        if kind == "char":
+            tables = [d.value for d in at.dataframe]
+            assert len(tables) == 2 and all(list(t.columns) == ["word", "space", "probability"] for t in tables)
+        else:
+            assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 2
+
+
+def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
+    """Hand-built analysis (a trained test-size char-LM rarely samples a glued word): the space column,
+    the count under the table, and the verdict sentence with its numbers."""
     root = str(tmp_path)
-    for name, bug, eps, dark in (("gan-bug", 0.5, 8.8, True), ("gan-fixed", 0.0, 9.1, False)):
-        _run(root, name, {"gan": {"data": "synthetic-images:writers=10", "select": "by-user-accuracy:low",
-                                  "bug_fraction": bug}}, {"state": "finished", "rounds_completed": 3, "rounds": 3},
-             _privacy(eps), {"pixel_inversion_suspected": dark, "inconclusive": False})
-        _png(os.path.join(root, name, "released", "samples.png"), 0 if dark else 255)
+    top = {"after": [("i have", 0.02), ("ing", 0.01)], "before": [("ing", 0.015)]}
+    for name in ("before", "after"):
+        _run(root, name, {"lm": {"kind": "char", "data": "synthetic-text:users=30",
+                                 "bug_fraction": 0.1 if name == "after" else 0.0}},
+             {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.0))
+    part = lambda name, mass: {"run_dir": os.path.join(root, name), "kind": "char", "space_mass": mass,  # noqa: E731
+                               "top_k": [{"word": w, "probability": p} for w, p in top[name]]}
+    analysis = {"tokenization_bug_suspected": True, "current": part("after", 0.12), "baseline": part("before", 0.01),
+                "evidence": {"statistic": "space_mass", "test": "space mass vs baseline", "z": 7.5, "z_threshold": 3.0}}
+    with open(os.path.join(root, "after", "released", "analysis.json"), "w") as f:
+        json.dump(analysis, f)
     at = _app(tmp_path, "Compare")
-    assert [s.value for s in at.selectbox] == ["gan-bug", "gan-fixed"]  # the suggested pair
-    images = at.get("imgs")
-    assert len(images) == 2
-    urls = [img.proto.imgs[0].url for img in images]
-    assert urls[0] != urls[1]
-    assert [m.value for m in at.metric] == ["8.8", "9.1"]
-    text = " ".join(m.value for m in at.markdown)
-    assert "inversion suspected" in text and "no inversion" in text
-
-    root2 = tmp_path / "lm"
-    for name, words in (("char-bug", [("i have", 0.02), ("ing", 0.01)]), ("char-clean", [("ing", 0.015)])):
-        _run(str(root2), name, {"lm": {"kind": "char", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
-             {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.0),
-             {"tokenization_bug_suspected": name == "char-bug"})
-        with open(os.path.join(root2, name, "released", "top_oov_words.csv"), "w") as f:
-            f.write("word,probability,sampled\n" + "".join(f"{w},{p},5\n" for w, p in words))
-    at = _app(root2, "Compare")
-    tables = [d.value for d in at.dataframe]
-    assert len(tables) == 2 and list(tables[0]["word"]) == ["i have", "ing"] and list(tables[0]["space"]) == ["␣", ""]
+    tables = {len(d.value): d.value for d in at.dataframe}
+    assert list(tables[2]["word"]) == ["i have", "ing"] and list(tables[2]["space"]) == ["␣", ""]
     assert any("1 of the top 2 contain a space" in c.value for c in at.caption)
+    (verdict,) = at.error
+    assert verdict.value.startswith("12.0% of sampled OOV words contain a space vs the baseline's 1.0%: z = 7.50 > 3.")

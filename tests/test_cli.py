@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from conftest import provision_secret, run_cli
+from conftest import DEMO_TEST_ARGS, run_cli
 from fedgen_debug.runs import store
 from release_boundary import check_released
 
@@ -124,16 +124,10 @@ def _exact_data_stage_means(summary) -> dict:
                        "after_fix": intensity(invert.as_fixed().apply(images))}}
 
 
-def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(tmp_path):
+def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_store):
     """Test-size models: checks the wiring (runs, tables, verdict, summary), not the demo's numbers."""
-    out = tmp_path / "demo"
-    args = ("demo", "--out", str(out), "--users", "40", "--stages", "lm", "--preset", "test",
-            "--concat-fraction", "0.5", "--vocab-size", "300")
-    for kind in ("char", "word"):  # the verdict asserted below depends on what DP training learned
-        for name in ("before", "after"):
-            provision_secret(str(out / "lm" / f"{kind}-lm-{name}"), f"test_cli/demo/{kind}-{name}")
-    result = run_cli(*args, timeout=600)
-    assert result.returncode == 0, result.stderr
+    out, result = demo_test_store
+    args = ("demo", "--out", str(out), *DEMO_TEST_ARGS, "--stages", "lm")
     lm = json.loads((out / "summary.json").read_text())["lm"]
     assert set(lm) == {"char", "word"}
     for kind in ("char", "word"):
@@ -162,11 +156,9 @@ def test_demo_rejects_unknown_stages(tmp_path):
     assert result.returncode == 2 and "--stages must be" in result.stderr
 
 
-def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(tmp_path):
+def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(demo_test_store):
     """Test-size models: checks the wiring (primary CNN shared, four GAN runs, grids, summary)."""
-    out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), "--writers", "12", "--stages", "gan", "--preset", "test", timeout=900)
-    assert result.returncode == 0, result.stderr
+    out, result = demo_test_store
     gan = json.loads((out / "summary.json").read_text())["gan"]
     assert set(gan) == {"with_bug", "after_fix"}
     shared = open(out / "gan" / store.PRIMARY, "rb").read()
