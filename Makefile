@@ -8,7 +8,7 @@ PIP_QUIET ?= -q
 
 PROJECT_SOURCES := $(shell find fedgen_debug models selectors app -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: venv install demo app test test-all lock clean
+.PHONY: venv install demo app test test-all test-browser lock clean
 
 # The stack does not resolve by itself (TFF 0.87 pins a jaxlib the registry lacks, Streamlit's
 # newest deps break TF 2.14), so the venv installs a fully pinned lock file without resolving.
@@ -42,7 +42,19 @@ test: install
 	$(BIN)/pytest
 
 test-all: install
-	$(BIN)/pytest -m "slow or not slow"
+	$(BIN)/pytest -m "not browser"
+
+# The app in Debian's Chromium (not part of `make test`): needs `apt-get install chromium chromium-driver`.
+# BROWSER_STORE=runs/demo shows a `make demo` store (default: the demo at test size, built by the test);
+# SCREENSHOTS=docs/screenshots keeps the screenshots.
+BROWSER_STORE ?=
+SCREENSHOTS ?=
+test-browser: install
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { \
+	  echo "test-browser needs Debian's Chromium and its driver: apt-get install chromium chromium-driver"; exit 1; }
+	$(BIN)/pip install $(PIP_QUIET) --no-deps -r requirements/browser.txt
+	FEDGEN_DEBUG_BROWSER_STORE="$(BROWSER_STORE)" FEDGEN_DEBUG_SCREENSHOTS="$(SCREENSHOTS)" \
+	  $(BIN)/pytest -m browser tests/test_app_browser.py
 
 # Re-resolve the stack into requirements/lock.txt (needs the package registry).
 lock:

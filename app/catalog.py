@@ -15,12 +15,14 @@ import os
 from fedgen_debug.runs import store
 
 MAX_DEPTH = 4  # run directories are found this many levels below the root at most
+AGGREGATES = "DP aggregates"
+MODEL_KINDS = ("GAN", "char-LM", "word-LM")  # runs with an auxiliary model (what Compare compares)
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
     path: str                       # relative to the root
-    kind: str                       # "char-LM", "word-LM", "GAN", or "?" when broken
+    kind: str                       # "char-LM", "word-LM", "GAN", "DP aggregates", or "?" when broken
     data: str = ""
     selector: str = ""
     bug: str = ""
@@ -89,10 +91,14 @@ def summarize(root: str, relative: str) -> RunSummary:
             gan = config["gan"]
             kind, data, selector = "GAN", gan["data"], gan["select"]
             bug = f"invert {gan['bug_fraction']:.0%}" if gan.get("bug_fraction") else ""
+        elif "demo-data" in config:  # the demo's data stage: DP aggregates of device statistics
+            kind, data, selector, bug = AGGREGATES, config["demo-data"]["data"], "all", ""
         else:
-            raise ValueError("neither an LM nor a GAN run")
+            raise ValueError("neither an LM, a GAN nor a DP-aggregates run")
         status = _read(run_dir, store.STATUS) or {}
-        release = store.training_release(_read(run_dir, store.PRIVACY) or {}) or {}
+        privacy = _read(run_dir, store.PRIVACY) or {}
+        releases = list(privacy.get("releases", {}).values())
+        release = store.training_release(privacy) or (releases[0] if len(releases) == 1 else {})
         memorization = _read(run_dir, store.MEMORIZATION)
         return RunSummary(relative, kind, data, selector, bug, status.get("state", "not started"),
                           int(status.get("rounds_completed", 0)), int(status.get("rounds", 0)),

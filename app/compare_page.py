@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from fedgen_debug.app import analyses, images
-from fedgen_debug.app.catalog import catalog, format_epsilon
+from fedgen_debug.app.catalog import MODEL_KINDS, catalog, format_epsilon
 from fedgen_debug.app.evidence import explain
 
 FINAL = "final"
@@ -50,6 +50,15 @@ def _choose_pair(runs) -> tuple[object, object]:
             i, j, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
             st.session_state["compare_left"], st.session_state["compare_right"] = names[i], names[j]
 
+        # A link may name the pair (`?page=Compare&left=RUN&right=RUN`); otherwise the first suggestion.
+        linked = [st.query_params.get(side) for side in ("left", "right")]
+        if all(name in names for name in linked) and "compare_suggestion" not in st.session_state:
+            first, second = names.index(linked[0]), names.index(linked[1])
+            match = [k for k, (i, j, _) in enumerate(pairs) if {i, j} == {first, second}]
+            if match:
+                st.session_state["compare_suggestion"] = labels[match[0]]
+            st.session_state.setdefault("compare_left", names[first])
+            st.session_state.setdefault("compare_right", names[second])
         st.selectbox("suggested pair", labels, key="compare_suggestion", on_change=apply_suggestion)
         first, second, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
     else:
@@ -143,7 +152,7 @@ def _verdict(root: str, run, pair: dict | None, partner) -> None:
 
 def render(root: str) -> None:
     st.header("Compare")
-    runs = [r for r in catalog(root) if not r.broken]
+    runs = [r for r in catalog(root) if not r.broken and r.kind in MODEL_KINDS]
     if len(runs) < 2:
         st.info(f"Comparing needs two runs under `{root}` — run `make demo`.")
         return

@@ -3,7 +3,15 @@ and what that means, from a released analysis.json (LM or GAN)."""
 
 from __future__ import annotations
 
+import os
+
 DEFAULT_Z_THRESHOLD = 3.0  # `fedgen_debug.stats.Z_THRESHOLD`, for analyses from before it was recorded
+
+
+def _name(part: dict | None, fallback: str) -> str:
+    """A run's directory name (e.g. with_bug-low-accuracy) from its part of the analysis."""
+    run_dir = (part or {}).get("run_dir")
+    return f"`{os.path.basename(os.path.normpath(run_dir))}`" if isinstance(run_dir, str) else fallback
 
 
 def _share(part: dict | None) -> str:
@@ -14,10 +22,12 @@ def gan_evidence(analysis: dict) -> dict:
     evidence = analysis["evidence"]
     z, threshold = evidence["z"], evidence.get("z_threshold", DEFAULT_Z_THRESHOLD)
     now, base = evidence["current"], evidence.get("reference")
-    against = (f"the compared GAN's {_share(base)}" if base else "a 5% noise floor")
+    names = {"current": _name(analysis.get("current"), "this GAN"), "reference": _name(analysis.get("compare"),
+                                                                                       "the compared GAN")}
+    against = (f"{names['reference']}: {_share(base)}" if base else "a 5% noise floor")
     if analysis.get("inconclusive"):
-        why = ", ".join(f"the {who} GAN draws mostly blanks" for who in evidence.get("mostly_blank", [])) or \
-            ", ".join(f"the {who} GAN draws mostly noise" for who in evidence.get("mostly_noise", []))
+        why = ", ".join(f"{names[who]} draws mostly blanks" for who in evidence.get("mostly_blank", [])) or \
+            ", ".join(f"{names[who]} draws mostly noise" for who in evidence.get("mostly_noise", []))
         meaning = f"Inconclusive: {why}; a GAN that did not learn its data says nothing about backgrounds."
     elif analysis["pixel_inversion_suspected"]:
         meaning = "Pixel inversion suspected: this population's images look white-on-black far more often."
@@ -25,7 +35,7 @@ def gan_evidence(analysis: dict) -> dict:
         meaning = "No sign of pixel inversion: dark backgrounds are not significantly more frequent."
     return {"statistic": "dark-background share", "value": _share(now), "against": against, "z": z,
             "threshold": threshold,
-            "sentence": f"{_share(now)} of samples have a dark background vs {against}: z = {z:.2f} "
+            "sentence": f"{names['current']}: {_share(now)} of samples have a dark background; {against}. z = {z:.2f} "
                         f"{'>' if z > threshold else '≤'} {threshold:g}. {meaning}"}
 
 
@@ -33,20 +43,21 @@ def lm_evidence(analysis: dict) -> dict:
     evidence = analysis["evidence"]
     z, threshold = evidence["z"], evidence.get("z_threshold", DEFAULT_Z_THRESHOLD)
     current, baseline = analysis["current"], analysis.get("baseline")
+    name, base_name = _name(current, "this LM"), _name(baseline, "the baseline")
     if evidence["statistic"] == "space_mass":
-        value = f"{current['space_mass']:.1%} of sampled OOV words contain a space"
-        against = f"the baseline's {baseline['space_mass']:.1%}" if baseline else "a noise floor"
+        value = f"{name}: {current['space_mass']:.1%} of sampled OOV words contain a space"
+        against = f"{base_name}: {baseline['space_mass']:.1%}" if baseline else "a noise floor"
         meaning = ("Tokenization bug suspected: the model generates words glued across a space."
                    if analysis["tokenization_bug_suspected"] else "No sign of words glued across a space.")
     else:
         first = current["oov_by_position"][0]
-        value = f"position 1 OOV in {first['oov']}/{first['tokens']} sampled phrases"
-        against = "the baseline's position-1 share of OOV" if baseline else "positions 2-8"
+        value = f"{name}: position 1 OOV in {first['oov']}/{first['tokens']} sampled phrases"
+        against = f"{base_name}'s position-1 share of OOV" if baseline else "positions 2-8"
         meaning = ("Tokenization bug suspected: first words of sentences are out of vocabulary unusually often."
                    if analysis["tokenization_bug_suspected"] else "No excess of out-of-vocabulary first words.")
     return {"statistic": evidence["statistic"].replace("_", " "), "value": value, "against": against, "z": z,
             "threshold": threshold,
-            "sentence": f"{value} vs {against}: z = {z:.2f} {'>' if z > threshold else '≤'} {threshold:g}. {meaning}"}
+            "sentence": f"{value}; {against}. z = {z:.2f} {'>' if z > threshold else '≤'} {threshold:g}. {meaning}"}
 
 
 def explain(analysis: dict | None) -> dict | None:

@@ -1,5 +1,6 @@
 """The Streamlit app's entry point: `fedgen-debug app --runs DIR` (or `streamlit run` this file with
-`-- --runs DIR`). A sidebar chooses the page; every page reads the released run store only.
+`-- --runs DIR`). A sidebar chooses the page; every page reads the released run store only. Links can
+open a page directly: `?page=Compare&left=RUN&right=RUN` (run paths relative to the store).
 
 Imports stay light (no TensorFlow, no data readers) so the first page is interactive quickly.
 """
@@ -20,7 +21,8 @@ def main() -> None:
     root = runs_root()
     st.sidebar.title("fedgen-debug")
     st.sidebar.caption(f"run store: `{root}`")
-    page = st.sidebar.radio("Page", list(PAGES), key="page")
+    asked = st.query_params.get("page")
+    page = st.sidebar.radio("Page", list(PAGES), index=list(PAGES).index(asked) if asked in PAGES else 0, key="page")
     PAGES[page](root)
 
 

@@ -13,9 +13,15 @@ SORT_KEYS = {"path": lambda r: r.path, "kind": lambda r: r.kind,
              "progress": lambda r: r.rounds_completed / max(r.rounds, 1)}
 
 
+def _progress(run) -> float:
+    if run.rounds:
+        return run.rounds_completed / run.rounds
+    return 1.0 if run.state == "finished" else 0.0  # a run without rounds (DP aggregates)
+
+
 def rows(runs) -> list[dict]:
     return [{"run": r.path, "kind": r.kind, "data": r.data, "selector": r.selector, "bug": r.bug or "–",
-             "state": r.state, "rounds": r.progress, "progress": r.rounds_completed / max(r.rounds, 1), "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
+             "state": r.state, "rounds": r.progress, "progress": _progress(r), "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
              "δ": "–" if r.delta is None else f"{r.delta:.2g}", "verdict": r.verdict or "–",
              "memorization": r.memorization or "–"} for r in runs]
 

@@ -148,6 +148,23 @@ def test_fedgen_debug_app_serves_the_app_headless(tmp_path):
     assert f"http://localhost:{port}" in output
 
 
+def test_the_app_command_imports_the_installed_app_even_from_a_checkout():
+    """`make app` runs in the repository root, whose fedgen_debug/ has no app/ (setup.cfg maps it in):
+    the interpreter Streamlit runs in must not put the current directory first (a real browser showed
+    ModuleNotFoundError: fedgen_debug.app before `-P`)."""
+    from conftest import REPO_ROOT
+    from fedgen_debug.cli.app_cmd import command
+
+    argv = command("runs", 8501)
+    flags = argv[:argv.index("-m")]
+    code = "import fedgen_debug, fedgen_debug.app; print(fedgen_debug.__file__)"
+    result = subprocess.run([*flags, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not result.stdout.strip().startswith(REPO_ROOT + os.sep + "fedgen_debug")
+    without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert without.returncode != 0 and "fedgen_debug.app" in without.stderr  # what -P prevents
+
+
 def test_the_app_opens_no_file_outside_the_run_store(tmp_path, demo_test_store):
     """Every page, clicked through in a fresh process with an audit hook on `open`, on the demo's store
     (whose data/ holds the simulated users' datasets): the app reads released files and nothing else —
@@ -203,7 +220,9 @@ def test_runs_page_on_a_store_made_by_the_demo_at_test_size(demo_test_store):
     table = at.dataframe[0].value
     assert sorted(table["run"]) == sorted(
         [f"gan/{p}-{s}-accuracy" for p in ("with_bug", "after_fix") for s in ("low", "high")]
-        + [f"lm/{k}-lm-{n}" for k in ("char", "word") for n in ("before", "after")])
+        + [f"lm/{k}-lm-{n}" for k in ("char", "word") for n in ("before", "after")]
+        + ["device-aggregates/images", "device-aggregates/text"])
+    assert not at.error  # nothing in the demo's store reads as broken
     assert set(table["state"]) == {"finished"} and set(table["progress"]) == {1.0}
     low = table[table["run"] == "gan/with_bug-low-accuracy"].iloc[0]
     assert low["selector"] == "by-user-accuracy:low" and low["bug"] == "invert 50%"
@@ -276,4 +295,4 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
     assert list(tables[2]["word"]) == ["i have", "ing"] and list(tables[2]["space"]) == ["␣", ""]
     assert any("1 of the top 2 contain a space" in c.value for c in at.caption)
     (verdict,) = at.error
-    assert verdict.value.startswith("12.0% of sampled OOV words contain a space vs the baseline's 1.0%: z = 7.50 > 3.")
+    assert verdict.value.startswith("`after`: 12.0% of sampled OOV words contain a space; `before`: 1.0%. z = 7.50 > 3.")

@@ -18,8 +18,10 @@ def command(runs: str, port: int) -> list[str]:
     import fedgen_debug.app
 
     script = os.path.join(list(fedgen_debug.app.__path__)[0], "main.py")
-    return [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
-            "--browser.gatherUsageStats", "false", "--", "--runs", os.path.abspath(runs)]
+    # -P: no current directory on sys.path. Started in a checkout, `-m` would put the source tree's
+    # fedgen_debug/ (which has no app/: setup.cfg maps it in) before the installed package.
+    return [sys.executable, "-P", "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--", "--runs", os.path.abspath(runs)]
 
 
 def run(args) -> int:

@@ -1,0 +1,144 @@
+"""The app in a real browser (`make test-browser`; marked `browser`, not in the default run): Debian's
+Chromium driven by Selenium through Debian's chromedriver (no driver download). It starts
+`fedgen-debug app` on a run store, opens every page, waits until Streamlit has finished the script and
+drawn the page's images, fails on any Streamlit exception element or image that did not load, and
+saves a screenshot of each page.
+
+The store: $FEDGEN_DEBUG_BROWSER_STORE (e.g. a full `make demo` store, with the ledger it charged in
+$FEDGEN_DEBUG_LEDGER), else the demo at test size built by the suite. Screenshots go to
+$FEDGEN_DEBUG_SCREENSHOTS (the README's come from `make test-browser` on the demo store), else a temporary
+directory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import fedgen_cli
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+WIDTH, HEIGHT = 1500, 1900
+# Without the background-networking flags Chromium's calls home are refused by this closed network.
+CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", f"--window-size={WIDTH},{HEIGHT}")
+DONE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+
+@pytest.fixture(scope="module")
+def store(demo_test_store_or_env):
+    return demo_test_store_or_env
+
+
+@pytest.fixture(scope="module")
+def demo_test_store_or_env(request):
+    given = os.environ.get("FEDGEN_DEBUG_BROWSER_STORE")
+    if given:
+        return os.path.abspath(given)
+    return str(request.getfixturevalue("demo_test_store")[0])
+
+
+@pytest.fixture(scope="module")
+def app_url(store):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen([fedgen_cli(), "app", "--runs", store, "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                if time.time() > deadline:
+                    raise AssertionError("the app did not answer its health check within 60 s")
+                time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(process.pid, 15)
+        process.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for path in (CHROMIUM, CHROMEDRIVER):
+        assert os.path.exists(path), f"{path} is missing: apt-get install chromium chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(WIDTH, HEIGHT)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    directory = os.environ.get("FEDGEN_DEBUG_SCREENSHOTS") or str(tmp_path_factory.mktemp("screenshots"))
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+def _open(browser, url: str, images: int, timeout: float = 90.0):
+    """Loads `url`, waits for the script to finish and `images` images to load; fails on exceptions."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url)
+    wait = WebDriverWait(browser, timeout, poll_frequency=0.5)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, DONE))
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="stImage"] img')) >= images)
+    wait.until(lambda d: all(d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
+                             for img in d.find_elements(By.CSS_SELECTOR, '[data-testid="stImage"] img')))
+    time.sleep(1.0)  # charts draw after the script ends
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, DONE))
+    errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    assert not errors, [e.text for e in errors]
+    return browser.find_elements(By.CSS_SELECTOR, '[data-testid="stImage"] img')
+
+
+def _pairs(store: str) -> dict[str, tuple[str, str]]:
+    """The pairs to show: the GAN pair under the bug, and the char-LM before/after, when the store has them."""
+    wanted = {"compare-gan": ("gan/with_bug-high-accuracy", "gan/with_bug-low-accuracy"),
+              "compare-char-lm": ("lm/char-lm-after", "lm/char-lm-before"),
+              "compare-word-lm": ("lm/word-lm-after", "lm/word-lm-before")}
+    return {name: pair for name, pair in wanted.items() if all(os.path.isdir(os.path.join(store, p)) for p in pair)}
+
+
+def test_every_page_renders_in_chromium_with_its_images(browser, app_url, store, screenshots):
+    from selenium.webdriver.common.by import By
+
+    _open(browser, f"{app_url}/?page=Runs", images=0)
+    assert browser.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]'), "no run table"
+    browser.save_screenshot(os.path.join(screenshots, "runs.png"))
+    pairs = _pairs(store)
+    assert "compare-gan" in pairs, f"{store} has no demo GAN pair"
+    for name, (left, right) in pairs.items():
+        query = urllib.parse.urlencode({"page": "Compare", "left": left, "right": right})
+        shown = _open(browser, f"{app_url}/?{query}", images=2 if "gan" in name else 0)
+        if "gan" in name:
+            sources = [img.get_attribute("src") for img in shown]
+            assert len(sources) == 2 and sources[0] != sources[1]
+            sizes = {(img.get_property("naturalWidth"), img.get_property("naturalHeight")) for img in shown}
+            assert len(sizes) == 1, f"the two grids differ in size: {sizes}"
+        browser.save_screenshot(os.path.join(screenshots, f"{name}.png"))
+    for page in ("Privacy", "Memorization"):
+        _open(browser, f"{app_url}/?page={page}", images=0)
+        browser.save_screenshot(os.path.join(screenshots, f"{page.lower()}.png"))
+    expected = {"runs.png", "privacy.png", "memorization.png", *(f"{name}.png" for name in pairs)}
+    assert expected <= set(os.listdir(screenshots))
