@@ -5,11 +5,15 @@ char-LM top OOV words with probabilities and spaces marked; word-LM OOV rate by 
 
 from __future__ import annotations
 
+import csv
+import os
+
 import streamlit as st
 
 from fedgen_debug.app import analyses, images
 from fedgen_debug.app.catalog import MODEL_KINDS, catalog, format_epsilon
 from fedgen_debug.app.evidence import explain
+from fedgen_debug.runs import store
 
 FINAL = "final"
 COMPLEMENTS = ({"low", "high"}, {"misclassified", "correct"})
@@ -96,6 +100,22 @@ def _grid(run_dir: str, controls: dict):
     return images.snapshot(run_dir, earlier[-1]), f"after round {earlier[-1]}"
 
 
+SNAPSHOT_SERIES = ("dark_background_share", "blank_share", "noise_share")
+
+
+def snapshot_series(run_dir: str) -> dict | None:
+    """The snapshots' statistics over rounds from the released eval.csv (None for runs without)."""
+    path = store.released(run_dir, store.EVAL)
+    if not os.path.isfile(path):
+        return None
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if all(r.get(k) not in (None, "") for k in SNAPSHOT_SERIES)]
+    if not rows:
+        return None
+    return {"round": [int(r["round"]) for r in rows],
+            **{k.replace("_share", "").replace("_", " "): [float(r[k]) for r in rows] for k in SNAPSHOT_SERIES}}
+
+
 def _gan_column(root: str, run, part: dict | None, controls: dict) -> None:
     samples, caption = _grid(f"{root}/{run.path}", controls)
     if samples is None:
@@ -120,6 +140,10 @@ def _gan_column(root: str, run, part: dict | None, controls: dict) -> None:
     if part and part.get("dark_background"):
         st.caption(f"dark background: {part['dark_background']['share']:.0%} of {part['dark_background']['samples']} "
                    "samples")
+    series = snapshot_series(f"{root}/{run.path}")
+    if series:
+        st.line_chart(series, x="round", y=["dark background", "blank", "noise"], height=200)
+        st.caption("share of each snapshot's 64 samples with a dark background, blank, or noise, over rounds")
 
 
 def _lm_column(part: dict | None) -> None:

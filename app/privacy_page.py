@@ -22,6 +22,18 @@ def epsilon_over_time(records, delta: float) -> list[dict]:
     return [{"release": i + 1, "composed ε": composed_guarantee(records[:i + 1], delta).epsilon} for i in points]
 
 
+def epsilon_per_run(records, delta: float) -> list[dict]:
+    """ε composed over each run's releases (by the run directory that charged them), largest first."""
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    runs: dict[str, list] = {}
+    for record in records:
+        runs.setdefault(record.source or "–", []).append(record)
+    rows = [{"run": run, "releases": len(rs), "ε composed": composed_guarantee(rs, delta).epsilon}
+            for run, rs in runs.items()]
+    return sorted(rows, key=lambda r: -r["ε composed"])
+
+
 def render(root: str) -> None:
     from fedgen_debug.privacy.ledger import Ledger, LedgerCorrupted
 
@@ -52,6 +64,9 @@ def render(root: str) -> None:
     st.subheader("Which releases spent it")
     st.dataframe([{"release": r.label, "ε alone": format_epsilon(r.guarantee(g.delta).epsilon),
                    "run": r.source or "–", "id": r.release_id} for r in total.releases], hide_index=True)
+    st.subheader("ε composed per run")
+    per_run = epsilon_per_run(total.releases, g.delta)
+    st.dataframe([{**r, "ε composed": format_epsilon(r["ε composed"])} for r in per_run], hide_index=True)
     curve = epsilon_over_time(list(total.releases), g.delta)
     finite = [p for p in curve if not math.isinf(p["composed ε"])]
     if len(finite) > 1:

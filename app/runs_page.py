@@ -21,7 +21,8 @@ def _progress(run) -> float:
 
 def rows(runs) -> list[dict]:
     return [{"run": r.path, "kind": r.kind, "data": r.data, "selector": r.selector, "bug": r.bug or "–",
-             "state": r.state, "rounds": r.progress, "progress": _progress(r), "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
+             "state": r.state, "rounds": r.progress, "progress": _progress(r),
+             "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
              "δ": "–" if r.delta is None else f"{r.delta:.2g}", "verdict": r.verdict or "–",
              "memorization": r.memorization or "–"} for r in runs]
 

@@ -2,6 +2,7 @@
 empty store, on a store with a corrupt run, and on a real checked run; the app imports no data reader
 and no TensorFlow."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -70,6 +71,18 @@ def test_privacy_page_composes_the_ledger_over_time(tmp_path, monkeypatch):
     assert [p["release"] for p in curve] == [1, 2, 3]
     assert curve[0]["composed ε"] < curve[1]["composed ε"] < curve[2]["composed ε"] == pytest.approx(
         total.guarantee.epsilon)
+    # Per run: run0 charged two releases (z = 2 and 2.5 composed), run1 one (z = 3).
+    from fedgen_debug.app.privacy_page import epsilon_per_run
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    releases = list(total.releases)
+    moved = [dataclasses.replace(r, source="runs/run0") if r.source == "runs/run2" else r for r in releases]
+    rows = {r["run"]: r for r in epsilon_per_run(moved, total.guarantee.delta)}
+    assert rows["runs/run0"]["releases"] == 2 and rows["runs/run1"]["releases"] == 1
+    assert rows["runs/run0"]["ε composed"] == pytest.approx(
+        composed_guarantee([moved[0], moved[2]], total.guarantee.delta).epsilon)
+    assert rows["runs/run1"]["ε composed"] == pytest.approx(releases[1].guarantee(total.guarantee.delta).epsilon)
+    assert len(at.dataframe) == 2 and list(at.dataframe[1].value["run"]) == ["runs/run0", "runs/run2", "runs/run1"]
 
 
 def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
@@ -85,6 +98,13 @@ def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
     assert list(table["verdict"]) == ["–", "no tokenization bug"]
     assert any("`half` cannot be read" in e.value for e in at.error)
     assert any("weak privacy" in w.value for w in at.warning)
+    # A run is training: the page says it refreshes, and a refresh shows the rounds done since.
+    assert any("refreshes every 5 s" in c.value for c in at.caption)
+    assert list(table["rounds"]) == ["1/3", "12/12"] and table["progress"][0] == pytest.approx(1 / 3)
+    with open(tmp_path / "gan" / "released" / "status.json", "w") as f:
+        json.dump({"state": "running", "rounds_completed": 2, "rounds": 3}, f)
+    at.run()
+    assert list(at.dataframe[0].value["rounds"]) == ["2/3", "12/12"]
     at.multiselect[0].set_value(["word-LM"]).run()
     assert list(at.dataframe[0].value["run"]) == ["lm"]
 
@@ -197,7 +217,8 @@ for page in ("Runs", "Compare", "Privacy", "Memorization"):
             assert not at.exception, [e.value for e in at.exception]
 paths = [os.path.abspath(p.decode() if isinstance(p, bytes) else p) for p in opened]
 released = lambda p: os.sep + "released" + os.sep in p[len({str(store_root)!r}):]
-outside = [p for p in paths if p.startswith({str(tmp_path)!r}) and not (p.startswith({str(store_root)!r}) and released(p))]
+in_store = lambda p: p.startswith({str(store_root)!r})
+outside = [p for p in paths if p.startswith({str(tmp_path)!r}) and not (in_store(p) and released(p))]
 inside = [p for p in paths if p.startswith({str(store_root)!r})]
 assert any("sample_snapshots" in p for p in inside), "no snapshot was read"
 assert inside, "the audit hook saw no read of the store"
@@ -247,11 +268,13 @@ def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
     assert len(verdicts) == 1 and f"z = {analysis['evidence']['z']:.2f}" in verdicts[0]
     assert any("threshold 3" in c.value for c in at.caption)
     epsilons = [m.value for m in at.metric if m.label == "ε"]
-    assert epsilons == [f"{_privacy_of(out / f'gan/with_bug-{s}-accuracy')['epsilon']:.3g} ⚠" for s in ("high", "low")]
+    expected = [_privacy_of(out / f"gan/with_bug-{side}-accuracy")["epsilon"] for side in ("high", "low")]
+    assert epsilons == [f"{e:.3g} ⚠" for e in expected]
     assert len([m for m in at.metric if m.label == "Fréchet distance"]) == 2
     final = at.get("imgs")
     assert len(final) == 2 and final[0].proto.imgs[0].url != final[1].proto.imgs[0].url
     assert [i.proto.imgs[0].caption for i in final] == ["final samples (analyze-gan)"] * 2
+    assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 2  # snapshot shares over rounds
     at.select_slider(key="compare_round").set_value(1).run()
     assert [i.proto.imgs[0].caption for i in at.get("imgs")] == ["after round 1"] * 2
     before = [i.proto.imgs[0].url for i in at.get("imgs")]
@@ -295,4 +318,5 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
     assert list(tables[2]["word"]) == ["i have", "ing"] and list(tables[2]["space"]) == ["␣", ""]
     assert any("1 of the top 2 contain a space" in c.value for c in at.caption)
     (verdict,) = at.error
-    assert verdict.value.startswith("`after`: 12.0% of sampled OOV words contain a space; `before`: 1.0%. z = 7.50 > 3.")
+    assert verdict.value.startswith(
+        "`after`: 12.0% of sampled OOV words contain a space; `before`: 1.0%. z = 7.50 > 3.")

@@ -59,7 +59,8 @@ def test_runs_are_summarized_from_released_files_and_broken_ones_reported(tmp_pa
 
 def test_the_demos_dp_aggregates_are_a_kind_of_run_not_a_broken_one(tmp_path):
     root = str(tmp_path)
-    _run(root, "device-aggregates/images", {"demo-data": {"data": "synthetic-images:writers=12,seed=0", "kind": "images"}},
+    _run(root, "device-aggregates/images",
+         {"demo-data": {"data": "synthetic-images:writers=12,seed=0", "kind": "images"}},
          {"state": "finished"}, {"releases": {"a/images: examples": {"epsilon": 0.5, "delta": 1e-5}}})
     _run(root, "device-aggregates/text", {"demo-data": {"data": "synthetic-text:users=40,seed=0", "kind": "text"}},
          {"state": "finished"}, {"releases": {"a/x": {"epsilon": 0.5, "delta": 1e-5}, "a/y": {"epsilon": 1.0}}})
