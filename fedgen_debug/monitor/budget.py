@@ -1,0 +1,93 @@
+"""Privacy over time for a monitoring plan: every period's releases, as the scenarios would charge them,
+composed with what the population's ledger already holds, checked before period 1.
+
+Each period retrains every auxiliary on the devices present in that period (`data.fleet`), and each
+retraining is a run of its own with all its releases (for a T4 GAN: the DP quantile thresholds, the DP
+selection counts and the training rounds): the records come from the scenarios' own `release_records`,
+so the plan is charged for the mechanism that will run, not a parallel estimate. The fleet's membership
+is public (simulated from the plan's seed), so each period's population size is known in advance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fedgen_debug.data.fleet import membership
+from fedgen_debug.monitor.plan import Auxiliary, MonitorPlan
+from fedgen_debug.privacy.ledger import Ledger, composed_guarantee
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetCheck:
+    population: str
+    budget_epsilon: float
+    delta: float
+    spent_before: float          # ε of the population's releases already in the ledger
+    affordable_periods: int      # how many of the plan's periods fit (all of them, or fewer)
+    epsilon_by_period: tuple[float, ...]   # ε composed after each affordable period (and the first that is not)
+
+    @property
+    def message(self) -> str:
+        return (f"population {self.population}: a budget of ε = {self.budget_epsilon:g} at δ = {self.delta:.2g} "
+                f"({self.spent_before:.3g} spent before) affords {self.affordable_periods} period(s) of this plan")
+
+
+def _run(plan: MonitorPlan, auxiliary: Auxiliary, present: int):
+    """The scenario run one period of `auxiliary` makes (its public settings; data is the plan's)."""
+    privacy = dict(rounds=plan.rounds_per_period, clients_per_round=min(plan.privacy.clients_per_round, present),
+                   noise_multiplier=plan.privacy.noise_multiplier, clip=plan.privacy.clip)
+    if auxiliary.kind == "gan":
+        from fedgen_debug.scenarios.gan import GANRun
+
+        return GANRun(plan.data, auxiliary.select, preset=auxiliary.preset, seed=plan.seed, **privacy)
+    from fedgen_debug.scenarios.lm import LMRun
+
+    return LMRun(auxiliary.kind.split("-")[0], plan.data, preset=auxiliary.preset, seed=plan.seed, **privacy)
+
+
+def present_devices(plan: MonitorPlan, client_ids, period: int) -> tuple[str, ...]:
+    return tuple(c for c in sorted(client_ids) if membership(plan.fleet, c).present(period))
+
+
+def period_records(plan: MonitorPlan, client_ids, period: int) -> list:
+    """Every DP release of `period`, as the scenarios will charge them (placeholder release ids)."""
+    from fedgen_debug.data.spec import population_key
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.scenarios import gan, lm
+    from fedgen_debug.training.loop import Population
+
+    present = Population(population_key(plan.data), present_devices(plan, client_ids, period))
+    if present.size == 0:
+        return []
+    records = []
+    for auxiliary in plan.auxiliaries:
+        run = _run(plan, auxiliary, present.size)
+        scenario = gan if auxiliary.kind == "gan" else lm
+        records += scenario.release_records(run, present, RunSecret.fresh(), f"period {period}: {auxiliary.name}")
+    return records
+
+
+def check_budget(plan: MonitorPlan, client_ids, ledger: Ledger | None = None) -> BudgetCheck:
+    """How many of the plan's periods the budget affords, counting what the ledger already holds.
+
+    The budget is the plan's, capped by the ledger's own for the population (the ledger refuses beyond
+    it anyway); δ is the ledger's for the population."""
+    from fedgen_debug.data.spec import population_key
+
+    ledger = ledger or Ledger()
+    key = population_key(plan.data)
+    before = ledger.records(key)
+    size = len(client_ids)
+    ledger_budget = ledger.budget(key, size)
+    budget = min(plan.budget_epsilon, ledger_budget.epsilon)
+    delta = ledger_budget.delta
+    spent = composed_guarantee(before, delta).epsilon if before else 0.0
+    records, epsilons, affordable = list(before), [], 0
+    for period in range(1, plan.periods + 1):
+        records += period_records(plan, client_ids, period)
+        epsilon = composed_guarantee(records, delta).epsilon if records else 0.0
+        epsilons.append(epsilon)
+        if epsilon > budget:
+            break
+        affordable = period
+    return BudgetCheck(key, budget, delta, spent, affordable, tuple(epsilons))

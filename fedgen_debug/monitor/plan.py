@@ -1,0 +1,182 @@
+"""A monitoring plan (`fedgen-debug monitor --plan PLAN`, issue 14): what to watch, how often, with which
+auxiliaries, under which budget and alert rules. TOML or JSON with the same keys:
+
+    data = "synthetic-images:writers=100,seed=0"
+    periods = 12
+    rounds_per_period = 20
+    rollout = "invert:3=0.05,4=0.2,5=0.5,8=0"     # simulation only: the bug's schedule
+    cadence = "24h"                               # --every overrides; absent: periods back to back
+    seed = 0
+    [fleet]      initial = 0.8  join_rate = 0.1  leave_rate = 0.05  window = 0.25
+    [privacy]    noise_multiplier = 1.0  clients_per_round = 20  clip = 0.1
+    [budget]     epsilon = 50.0                   # the population's; δ is the ledger's default
+    [alerts]     persistence = 2  window = 3  calibration_periods = 3
+    [[auxiliaries]]  kind = "gan"  select = "by-user-accuracy:low"  preset = "demo"
+    [[auxiliaries]]  kind = "gan"  select = "by-user-accuracy:high"
+
+Frozen and validated on load: an unknown key, a missing one or a bad value is refused with its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tomllib
+
+from fedgen_debug.data.fleet import FleetConfig
+from fedgen_debug.data.spec import parse_data_spec
+from fedgen_debug.device.rollout import parse_rollout
+
+KINDS = ("gan", "char-lm", "word-lm")
+PRESETS = ("demo", "test", "paper")
+_CADENCE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def cadence_seconds(text: str) -> float:
+    """"24h", "30m", "90s", "1d" → seconds."""
+    number, unit = text[:-1], text[-1:]
+    try:
+        seconds = float(number) * _CADENCE_UNITS[unit]
+    except (KeyError, ValueError):
+        raise ValueError(f"cadence must look like 24h, 30m, 90s or 1d. Found {text!r}.") from None
+    if not seconds > 0 or math.isinf(seconds):
+        raise ValueError(f"cadence must be > 0. Found {text!r}.")
+    return seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Auxiliary:
+    kind: str
+    select: str = "random"      # GAN: a selector (`fedgen-debug selectors`); LMs train on T3's OOV words / all
+    preset: str = "demo"
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"auxiliaries: kind must be one of {', '.join(KINDS)}. Found {self.kind!r}.")
+        if self.preset not in PRESETS:
+            raise ValueError(f"auxiliaries: preset must be one of {', '.join(PRESETS)}. Found {self.preset!r}.")
+        if self.kind == "gan":
+            from fedgen_debug.selectors.registry import parse_selector
+
+            parse_selector(self.select)
+
+    @property
+    def name(self) -> str:
+        """A directory name: gan-by-user-accuracy-low, char-lm."""
+        if self.kind != "gan":
+            return self.kind
+        return "gan-" + "".join(c if c.isalnum() else "-" for c in self.select).strip("-")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyPlan:
+    noise_multiplier: float
+    clients_per_round: int
+    clip: float
+
+    def __post_init__(self):
+        if not self.noise_multiplier >= 0 or math.isinf(self.noise_multiplier):
+            raise ValueError(f"privacy: noise_multiplier must be >= 0 and finite. Found {self.noise_multiplier}.")
+        if self.clients_per_round < 1:
+            raise ValueError(f"privacy: clients_per_round must be >= 1. Found {self.clients_per_round}.")
+        if not self.clip > 0 or math.isinf(self.clip):
+            raise ValueError(f"privacy: clip must be > 0 and finite. Found {self.clip}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlertPlan:
+    persistence: int = 2           # an alert needs the signal past its threshold in `persistence` ...
+    window: int = 3                # ... of the last `window` periods
+    calibration_periods: int = 3   # thresholds come from these first (clean) periods
+
+    def __post_init__(self):
+        if not 1 <= self.persistence <= self.window:
+            raise ValueError(f"alerts: persistence must be in [1, window={self.window}]. Found {self.persistence}.")
+        if self.calibration_periods < 2:
+            raise ValueError(f"alerts: calibration_periods must be >= 2. Found {self.calibration_periods}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitorPlan:
+    data: str
+    periods: int
+    rounds_per_period: int
+    auxiliaries: tuple[Auxiliary, ...]
+    privacy: PrivacyPlan
+    budget_epsilon: float
+    fleet: FleetConfig = FleetConfig()
+    alerts: AlertPlan = AlertPlan()
+    rollout: str | None = None
+    cadence: str | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        parse_data_spec(self.data)
+        if self.periods < 1 or self.rounds_per_period < 1:
+            raise ValueError(f"periods and rounds_per_period must be >= 1. Found {self.periods}, "
+                             f"{self.rounds_per_period}.")
+        if not self.auxiliaries:
+            raise ValueError("auxiliaries: the plan needs at least one.")
+        if len({a.name for a in self.auxiliaries}) != len(self.auxiliaries):
+            raise ValueError(f"auxiliaries: each must differ. Found {[a.name for a in self.auxiliaries]}.")
+        if not self.budget_epsilon > 0:
+            raise ValueError(f"budget: epsilon must be > 0. Found {self.budget_epsilon}.")
+        if self.alerts.calibration_periods >= self.periods:
+            raise ValueError(f"alerts: calibration_periods ({self.alerts.calibration_periods}) must be fewer than "
+                             f"periods ({self.periods}).")
+        if self.rollout is not None:
+            rollout = parse_rollout(self.rollout, self.seed)
+            kinds = {"invert": {"gan"}, "concat": {"char-lm", "word-lm"}}[rollout.bug]
+            if not any(a.kind in kinds for a in self.auxiliaries):
+                raise ValueError(f"rollout: {rollout.bug} needs a {' or '.join(sorted(kinds))} auxiliary.")
+        if self.cadence is not None:
+            cadence_seconds(self.cadence)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+_SECTIONS = {"fleet": FleetConfig, "alerts": AlertPlan}
+
+
+def _only(section: str, given: dict, allowed) -> None:
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(f"{section}: unknown key(s) {', '.join(unknown)}; expected some of {', '.join(allowed)}.")
+
+
+def plan_from_dict(raw: dict) -> MonitorPlan:
+    fields = [f.name for f in dataclasses.fields(MonitorPlan)]
+    top = {k: v for k, v in raw.items() if k not in ("budget",)}
+    _only("plan", top, [f for f in fields if f != "budget_epsilon"] + ["budget"])
+    missing = [k for k in ("data", "periods", "rounds_per_period", "auxiliaries", "privacy", "budget") if k not in raw]
+    if missing:
+        raise ValueError(f"plan: missing {', '.join(missing)}.")
+    values = dict(top)
+    _only("budget", raw["budget"], ["epsilon"])
+    values["budget_epsilon"] = float(raw["budget"]["epsilon"])
+    _only("privacy", raw["privacy"], [f.name for f in dataclasses.fields(PrivacyPlan)])
+    values["privacy"] = PrivacyPlan(**raw["privacy"])
+    auxiliaries = []
+    for entry in raw["auxiliaries"]:
+        _only("auxiliaries", entry, [f.name for f in dataclasses.fields(Auxiliary)])
+        auxiliaries.append(Auxiliary(**entry))
+    values["auxiliaries"] = tuple(auxiliaries)
+    for section, cls in _SECTIONS.items():
+        if section in raw:
+            _only(section, raw[section], [f.name for f in dataclasses.fields(cls) if f.name != "seed"])
+            values[section] = cls(**{**raw[section], **({"seed": raw.get("seed", 0)} if cls is FleetConfig else {})})
+        elif cls is FleetConfig:
+            values[section] = FleetConfig(seed=raw.get("seed", 0))
+    return MonitorPlan(**values)
+
+
+def load_plan(path: str) -> MonitorPlan:
+    """A plan from a .toml or .json file."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no such plan file.")
+    with open(path, "rb") as f:
+        raw = tomllib.load(f) if path.endswith(".toml") else json.load(f)
+    return plan_from_dict(raw)

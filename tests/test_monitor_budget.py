@@ -1,0 +1,74 @@
+"""A plan's privacy over time (monitor/budget.py): each period charges what the scenarios charge for the
+devices present then; the check says how many periods a budget affords, counting the ledger's past."""
+
+import dataclasses
+import math
+
+import pytest
+
+from fedgen_debug.data import spec as data_spec
+from fedgen_debug.monitor.budget import check_budget, period_records, present_devices
+from fedgen_debug.monitor.plan import plan_from_dict
+from fedgen_debug.privacy.ledger import Ledger, composed_guarantee
+
+DATA = "synthetic-images:writers=20,seed=6"
+
+
+def _plan(periods=6, z=1.0, budget=1e9, select="random"):
+    return plan_from_dict({"data": DATA, "periods": periods, "rounds_per_period": 4, "seed": 6,
+                           "fleet": {"initial": 0.7, "join_rate": 0.3, "leave_rate": 0.2},
+                           "privacy": {"noise_multiplier": z, "clients_per_round": 5, "clip": 0.1},
+                           "budget": {"epsilon": budget}, "alerts": {"calibration_periods": 2},
+                           "auxiliaries": [{"kind": "gan", "select": select, "preset": "test"}]})
+
+
+@pytest.fixture(scope="module")
+def client_ids():
+    return tuple(data_spec.load_client_data(DATA).client_ids)
+
+
+def test_each_period_charges_the_scenarios_records_for_the_devices_present(client_ids):
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.scenarios import gan
+    from fedgen_debug.training.loop import Population
+
+    plan = _plan(select="by-user-accuracy:low")
+    sizes = [len(present_devices(plan, client_ids, p)) for p in range(1, 7)]
+    assert len(set(sizes)) > 1  # the fleet changes
+    records = period_records(plan, client_ids, 3)
+    # T4 low: the DP quantile, the DP selection counts, training: each for the period's devices.
+    assert [r.label for r in records] == ["T4 threshold: DP quantile 0.25", "DP aggregate selected",
+                                          "GAN by-user-accuracy:low"]
+    present = Population(data_spec.population_key(DATA), present_devices(plan, client_ids, 3))
+    run = gan.GANRun(DATA, "by-user-accuracy:low", preset="test", seed=6, rounds=4, clients_per_round=5,
+                     noise_multiplier=1.0, clip=0.1)
+    expected = gan.release_records(run, present, RunSecret.fresh(), "")
+    assert [r.events for r in records] == [r.events for r in expected]
+    assert all(r.population_size == present.size for r in records)
+
+
+def test_the_budget_affords_exactly_the_periods_whose_composition_fits(client_ids, tmp_path):
+    plan = _plan(periods=6)
+    ledger = Ledger(str(tmp_path / "ledger"))
+    assert check_budget(plan, client_ids, ledger).budget_epsilon == 10.0  # a fresh ledger's default caps the plan
+    ledger.set_budget("*", math.inf)
+    unlimited = check_budget(plan, client_ids, ledger)
+    assert unlimited.affordable_periods == 6 and unlimited.spent_before == 0.0
+    eps = unlimited.epsilon_by_period
+    assert list(eps) == sorted(eps) and eps[0] > 0
+    # A budget between the 3rd and 4th period's composed ε affords 3, and says so.
+    tight = check_budget(dataclasses.replace(plan, budget_epsilon=(eps[2] + eps[3]) / 2), client_ids, ledger)
+    assert tight.affordable_periods == 3 and "affords 3 period(s)" in tight.message
+    # More noise: more periods for the same budget.
+    noisier = check_budget(dataclasses.replace(_plan(periods=6, z=2.0), budget_epsilon=(eps[2] + eps[3]) / 2),
+                           client_ids, ledger)
+    assert noisier.affordable_periods > 3
+    # What the population already spent counts: the same budget affords fewer periods.
+    ledger.spend(period_records(plan, client_ids, 1) + period_records(plan, client_ids, 2))
+    after = check_budget(dataclasses.replace(plan, budget_epsilon=(eps[2] + eps[3]) / 2), client_ids, ledger)
+    assert after.spent_before == pytest.approx(eps[1], rel=1e-6) and after.affordable_periods == 1
+    # The ledger's own budget caps the plan's.
+    ledger.set_budget(data_spec.population_key(DATA), eps[0] / 2)
+    assert check_budget(plan, client_ids, ledger).affordable_periods == 0
+    assert composed_guarantee(ledger.records(data_spec.population_key(DATA)), tight.delta).epsilon == pytest.approx(
+        eps[1], rel=1e-6)

@@ -1,0 +1,98 @@
+"""Monitoring plans (monitor/plan.py): TOML and JSON load to the same frozen plan; every bad key or value
+is refused with its name."""
+
+import json
+
+import pytest
+
+from fedgen_debug.monitor.plan import cadence_seconds, load_plan, plan_from_dict
+
+TOML = """
+data = "synthetic-images:writers=20,seed=4"
+periods = 8
+rounds_per_period = 5
+rollout = "invert:3=0.05,4=0.2,5=0.5,7=0"
+cadence = "24h"
+seed = 4
+[fleet]
+initial = 0.7
+window = 0.5
+[privacy]
+noise_multiplier = 1.0
+clients_per_round = 5
+clip = 0.1
+[budget]
+epsilon = 40
+[alerts]
+persistence = 2
+window = 3
+calibration_periods = 2
+[[auxiliaries]]
+kind = "gan"
+select = "by-user-accuracy:low"
+preset = "test"
+[[auxiliaries]]
+kind = "gan"
+select = "by-user-accuracy:high"
+preset = "test"
+"""
+
+
+def _raw():
+    import tomllib
+
+    return tomllib.loads(TOML)
+
+
+def test_toml_and_json_plans_load_to_the_same_validated_plan(tmp_path):
+    (tmp_path / "plan.toml").write_text(TOML)
+    (tmp_path / "plan.json").write_text(json.dumps(_raw()))
+    plan = load_plan(str(tmp_path / "plan.toml"))
+    assert plan == load_plan(str(tmp_path / "plan.json"))
+    assert [a.name for a in plan.auxiliaries] == ["gan-by-user-accuracy-low", "gan-by-user-accuracy-high"]
+    assert plan.fleet.initial == 0.7 and plan.fleet.window == 0.5 and plan.fleet.seed == 4  # the plan's seed
+    assert plan.fleet.join_rate == 0.1  # defaults fill what the section leaves out
+    assert plan.budget_epsilon == 40.0 and plan.privacy.clients_per_round == 5
+    assert cadence_seconds(plan.cadence) == 86400
+    assert json.loads(json.dumps(plan.to_json()))["auxiliaries"][0]["select"] == "by-user-accuracy:low"
+
+
+def _with(**changes):
+    raw = _raw()
+    for path, value in changes.items():
+        *parents, key = path.split("__")
+        node = raw
+        for parent in parents:
+            node = node[parent] if not parent.isdigit() else node[int(parent)]
+        if value is None:
+            del node[key]
+        else:
+            node[key] = value
+    return raw
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"colour": "red"}, "plan: unknown key"),
+    ({"periods": None}, "plan: missing periods"),
+    ({"fleet__seed": 3}, "fleet: unknown key"),
+    ({"privacy__clip": 0.0}, "clip must be > 0"),
+    ({"privacy__noise": 1.0}, "privacy: unknown key"),
+    ({"budget__epsilon": -1.0}, "budget: epsilon must be > 0"),
+    ({"alerts__persistence": 4}, "persistence must be in"),
+    ({"alerts__calibration_periods": 8}, "must be fewer than periods"),
+    ({"auxiliaries__0__kind": "vae"}, "kind must be one of"),
+    ({"auxiliaries__1__select": "by-user-accuracy:low"}, "each must differ"),
+    ({"rollout": "concat:3=0.1"}, "concat needs a char-lm or word-lm auxiliary"),
+    ({"rollout": "invert:3"}, "PERIOD=FRACTION"),
+    ({"cadence": "daily"}, "cadence must look like"),
+    ({"data": "nosuch:thing"}, "nosuch"),
+    ({"fleet__window": 0.0}, "window must be in"),
+])
+def test_bad_plans_are_refused_naming_the_problem(changes, message):
+    with pytest.raises(ValueError, match=message):
+        plan_from_dict(_with(**changes))
+
+
+def test_a_missing_plan_file_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no such plan file"):
+        load_plan(str(tmp_path / "absent.toml"))
