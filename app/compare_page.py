@@ -162,9 +162,8 @@ def _lm_column(part: dict | None) -> None:
         st.caption("OOV rate by position in the sampled phrases (paper Fig. 4): a glued first word lifts position 1")
 
 
-def _verdict(root: str, run, pair: dict | None, partner) -> None:
-    if pair is not None:
-        return  # shown once above the columns
+def _own_verdict(root: str, run) -> None:
+    """The run's verdict from its own analysis, when the pair has none (it was compared with another run)."""
     own = analyses.own_analysis(root, run.path)
     evidence = explain(own)
     if evidence is None:
@@ -190,12 +189,13 @@ def render(root: str) -> None:
         st.caption(f"statistic: {evidence['statistic']}; test: {pair['evidence'].get('test', '')}; "
                    f"z = {evidence['z']:.2f}, threshold {evidence['threshold']:g}")
     controls = _image_controls(root, (left, right)) if "GAN" in (left.kind, right.kind) else None
-    for column, run, partner in zip(st.columns(2), (left, right), (right, left)):
+    for column, run in zip(st.columns(2), (left, right)):
         with column:
             st.markdown(f"**{run.path}** — {run.kind}, {run.selector}, bug: {run.bug or 'none'}")
             st.metric("ε", format_epsilon(run.epsilon) + (" ⚠" if run.above_warning else ""),
                       help="this run's training release alone; the Privacy page composes the population's")
-            _verdict(root, run, pair, partner)
+            if pair is None:
+                _own_verdict(root, run)
             part = analyses.part_for(root, run.path, pair)
             if run.kind == "GAN":
                 _gan_column(root, run, part, controls)

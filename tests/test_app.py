@@ -280,6 +280,12 @@ def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
     before = [i.proto.imgs[0].url for i in at.get("imgs")]
     at.slider(key="compare_brightness").set_value(0.3).run()
     assert not at.exception and [i.proto.imgs[0].url for i in at.get("imgs")] != before
+    # Before vs after the fix: no analysis compared these two, so each shows its own (vs its own partner).
+    label = next(o for o in at.selectbox(key="compare_suggestion").options if o.startswith("gan/after_fix-low"))
+    at.selectbox(key="compare_suggestion").set_value(label).run()
+    assert not [e for e in (*at.error, *at.success) if "dark background" in e.value]
+    own = [m.value for m in at.markdown if "from this run's own analysis" in m.value]
+    assert len(own) == 2 and sum("dark background" in c.value and "z = " in c.value for c in at.caption) == 2
 
 
 def test_compare_char_and_word_lm_pairs_from_the_demo_store(demo_test_store):
