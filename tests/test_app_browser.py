@@ -4,8 +4,9 @@ Chromium driven by Selenium through Debian's chromedriver (no driver download). 
 drawn the page's images, fails on any Streamlit exception element or image that did not load, and
 saves a screenshot of each page.
 
-The store: $FEDGEN_DEBUG_BROWSER_STORE (e.g. a full `make demo` store, with the ledger it charged in
-$FEDGEN_DEBUG_LEDGER), else the demo at test size built by the suite. Screenshots go to
+The store: $FEDGEN_DEBUG_BROWSER_STORE (e.g. a full `make demo` store) with the ledger it charged in
+$FEDGEN_DEBUG_BROWSER_LEDGER (the suite replaces $FEDGEN_DEBUG_LEDGER with its own), else the demo at
+test size built by the suite, charged to the suite's ledger. Screenshots go to
 $FEDGEN_DEBUG_SCREENSHOTS (the README's come from `make test-browser` on the demo store), else a temporary
 directory."""
 
@@ -51,7 +52,10 @@ def app_url(store):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    process = subprocess.Popen([fedgen_cli(), "app", "--runs", store, "--port", str(port)],
+    env = dict(os.environ)
+    if os.environ.get("FEDGEN_DEBUG_BROWSER_LEDGER"):
+        env["FEDGEN_DEBUG_LEDGER"] = os.environ["FEDGEN_DEBUG_BROWSER_LEDGER"]
+    process = subprocess.Popen([fedgen_cli(), "app", "--runs", store, "--port", str(port)], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -137,6 +141,9 @@ def test_every_page_renders_in_chromium_with_its_images(browser, app_url, store,
             sizes = {(img.get_property("naturalWidth"), img.get_property("naturalHeight")) for img in shown}
             assert len(sizes) == 1, f"the two grids differ in size: {sizes}"
         browser.save_screenshot(os.path.join(screenshots, f"{name}.png"))
+    _open(browser, f"{app_url}/?page=Privacy", images=0)
+    metrics = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]')
+    assert metrics, "the ledger holds none of the store's releases"
     for page in ("Privacy", "Memorization"):
         _open(browser, f"{app_url}/?page={page}", images=0)
         browser.save_screenshot(os.path.join(screenshots, f"{page.lower()}.png"))
