@@ -13,7 +13,7 @@ logger = logging.getLogger("fedgen_debug")
 def _build_parser() -> argparse.ArgumentParser:
     from fedgen_debug import __version__
     from fedgen_debug.cli import (app_cmd, data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, memorization_cmd,
-                                  privacy_cmd, selectors_cmd)
+                                  monitor_cmd, privacy_cmd, selectors_cmd)
 
     parser = argparse.ArgumentParser(
         prog="fedgen-debug",
@@ -31,6 +31,7 @@ def _build_parser() -> argparse.ArgumentParser:
     lm_cmd.register(sub)
     gan_cmd.register(sub)
     memorization_cmd.register(sub)
+    monitor_cmd.register(sub)
     return parser
 
 

@@ -27,13 +27,16 @@ class Threshold:
     source: str          # "calibrated on periods 1-3: mean 0.12, sd 0.02" or "fixed: the verdict's z > 3"
 
 
-def calibrate(signal: str, clean_values, periods) -> Threshold:
+def calibrate(signal: str, clean_values, periods, sampling_sd: float = 0.0) -> Threshold:
+    """mean + `CALIBRATION_SDS` × the spread of the clean values; the spread is floored (module
+    docstring) and at `sampling_sd`, the standard deviation a value has from sampling alone (a share of
+    n generated samples: sqrt(p(1-p)/n)), which 3 clean values cannot estimate."""
     values = [float(v) for v in clean_values]
     if len(values) < 2 or any(math.isnan(v) for v in values):
         raise ValueError(f"{signal}: calibration needs at least 2 clean values without NaN. Found {values}.")
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), MIN_ABSOLUTE_SPREAD)
+    spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), MIN_ABSOLUTE_SPREAD, float(sampling_sd))
     return Threshold(signal, mean + CALIBRATION_SDS * spread,
                      f"calibrated on periods {periods[0]}-{periods[-1]}: mean {mean:.4g}, sd {sd:.3g} "
                      f"(floored at {spread:.3g}), + {CALIBRATION_SDS:g} sd")
@@ -41,6 +44,14 @@ def calibrate(signal: str, clean_values, periods) -> Threshold:
 
 def fixed(signal: str, value: float, why: str) -> Threshold:
     return Threshold(signal, float(value), f"fixed: {why}")
+
+
+def share_sampling_sd(clean_shares, samples: int) -> float:
+    """The sampling standard deviation of a share of `samples` draws at the clean shares' mean (at
+    least one draw's worth, so a clean share of 0 still has a spread)."""
+    mean = sum(clean_shares) / len(clean_shares)
+    p = min(max(mean, 1.0 / samples), 0.5)
+    return (p * (1 - p) / samples) ** 0.5
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,17 +32,22 @@ class BudgetCheck:
                 f"({self.spent_before:.3g} spent before) affords {self.affordable_periods} period(s) of this plan")
 
 
-def _run(plan: MonitorPlan, auxiliary: Auxiliary, present: int):
-    """The scenario run one period of `auxiliary` makes (its public settings; data is the plan's)."""
-    privacy = dict(rounds=plan.rounds_per_period, clients_per_round=min(plan.privacy.clients_per_round, present),
+def period_run(plan: MonitorPlan, auxiliary: Auxiliary, present: int, period: int, primary: str | None = None):
+    """The scenario run (GANRun / LMRun) that period `period` of `auxiliary` makes on `present` devices:
+    its public settings; the data is the plan's, the concat rollout's fraction the period's."""
+    privacy = dict(rounds=plan.rounds(period), clients_per_round=min(plan.privacy.clients_per_round, present),
                    noise_multiplier=plan.privacy.noise_multiplier, clip=plan.privacy.clip)
     if auxiliary.kind == "gan":
         from fedgen_debug.scenarios.gan import GANRun
 
-        return GANRun(plan.data, auxiliary.select, preset=auxiliary.preset, seed=plan.seed, **privacy)
+        return GANRun(plan.data, auxiliary.select, preset=auxiliary.preset, seed=plan.seed, primary=primary, **privacy)
+    from fedgen_debug.device.rollout import parse_rollout
     from fedgen_debug.scenarios.lm import LMRun
 
-    return LMRun(auxiliary.kind.split("-")[0], plan.data, preset=auxiliary.preset, seed=plan.seed, **privacy)
+    rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
+    concat = rollout.fraction(period) if rollout is not None and rollout.bug == "concat" else 0.0
+    return LMRun(auxiliary.kind.split("-")[0], plan.data, bug_fraction=concat, preset=auxiliary.preset,
+                 seed=plan.seed, **privacy)
 
 
 def present_devices(plan: MonitorPlan, client_ids, period: int) -> tuple[str, ...]:
@@ -61,7 +66,7 @@ def period_records(plan: MonitorPlan, client_ids, period: int) -> list:
         return []
     records = []
     for auxiliary in plan.auxiliaries:
-        run = _run(plan, auxiliary, present.size)
+        run = period_run(plan, auxiliary, present.size, period)
         scenario = gan if auxiliary.kind == "gan" else lm
         records += scenario.release_records(run, present, RunSecret.fresh(), f"period {period}: {auxiliary.name}")
     return records

@@ -7,6 +7,9 @@ auxiliaries, under which budget and alert rules. TOML or JSON with the same keys
     rollout = "invert:3=0.05,4=0.2,5=0.5,8=0"     # simulation only: the bug's schedule
     cadence = "24h"                               # --every overrides; absent: periods back to back
     seed = 0
+    first_period_rounds = 100                     # period 1 starts from scratch (later ones warm-start)
+    samples = 1000                                # per auxiliary and period, for the signals
+    primary = "primary_cnn.npz"                   # GAN: the modeler's primary CNN (default: trained on public data)
     [fleet]      initial = 0.8  join_rate = 0.1  leave_rate = 0.05  window = 0.25
     [privacy]    noise_multiplier = 1.0  clients_per_round = 20  clip = 0.1
     [budget]     epsilon = 50.0                   # the population's; δ is the ledger's default
@@ -111,12 +114,32 @@ class MonitorPlan:
     rollout: str | None = None
     cadence: str | None = None
     seed: int = 0
+    first_period_rounds: int | None = None   # period 1 trains from scratch: more rounds (default: the same)
+    samples: int = 1000                      # samples drawn per auxiliary and period for the signals
+    primary: str | None = None               # GAN: the primary CNN (.npz); default: one trained on public data
 
     def __post_init__(self):
         parse_data_spec(self.data)
         if self.periods < 1 or self.rounds_per_period < 1:
             raise ValueError(f"periods and rounds_per_period must be >= 1. Found {self.periods}, "
                              f"{self.rounds_per_period}.")
+        if self.first_period_rounds is not None and self.first_period_rounds < 1:
+            raise ValueError(f"first_period_rounds must be >= 1. Found {self.first_period_rounds}.")
+        if self.samples < 10:
+            raise ValueError(f"samples must be >= 10. Found {self.samples}.")
+        if self.primary is not None and not os.path.isfile(self.primary):
+            raise ValueError(f"primary: no such file {self.primary!r}.")
+        modality = parse_data_spec(self.data).modality
+        for auxiliary in self.auxiliaries:
+            needs = "images" if auxiliary.kind == "gan" else "text"
+            if modality != needs:
+                raise ValueError(f"auxiliaries: a {auxiliary.kind} needs {needs} data. Found {self.data!r}.")
+        if any(a.kind == "word-lm" for a in self.auxiliaries):
+            from fedgen_debug.scenarios.lm_data import DP_VOCABULARY, default_vocabulary_source
+
+            if default_vocabulary_source(self.data) == DP_VOCABULARY:
+                raise ValueError(f"auxiliaries: a word-LM is warm-started from period to period, so its vocabulary "
+                                 f"must stay the same; {self.data} has no public vocabulary (use a char-LM).")
         if not self.auxiliaries:
             raise ValueError("auxiliaries: the plan needs at least one.")
         if len({a.name for a in self.auxiliaries}) != len(self.auxiliaries):
@@ -133,6 +156,10 @@ class MonitorPlan:
                 raise ValueError(f"rollout: {rollout.bug} needs a {' or '.join(sorted(kinds))} auxiliary.")
         if self.cadence is not None:
             cadence_seconds(self.cadence)
+
+    def rounds(self, period: int) -> int:
+        """Rounds trained in `period` (1-based)."""
+        return self.first_period_rounds if period == 1 and self.first_period_rounds else self.rounds_per_period
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -3,12 +3,19 @@ Jensen-Shannon divergence between the generated OOV-word distributions; for imag
 distance between the two periods' samples in the primary model's feature space
 (`scenarios.gan_analysis.frechet_distance`). The verdict statistics of one period (dark-background
 share, space mass, position-1 OOV) are the analyses' own.
+
+Drift is measured against a reference: the pool of the calibration periods (which the plan declares
+clean). A calibration period is compared with the pool of the *other* calibration periods (leave one
+out), so its drift is a fair sample of what clean periods show and its threshold is not biased low by
+comparing a period with itself.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+import numpy as np
 
 
 def js_divergence(counts_a: Mapping[str, float], counts_b: Mapping[str, float], smoothing: float = 0.5) -> float:
@@ -37,3 +44,24 @@ def js_divergence(counts_a: Mapping[str, float], counts_b: Mapping[str, float], 
         return sum(a * math.log2(a / b) for a, b in zip(x, y) if a > 0)
 
     return max(0.0, (kl(p, m) + kl(q, m)) / 2)
+
+
+def reference_drift(inputs: Mapping[int, object], reference: list[int], period: int,
+                    distance: Callable[[object, object], float], pool: Callable[[list], object]) -> float:
+    """`distance(inputs[period], pool(reference periods other than period))`."""
+    others = [inputs[p] for p in reference if p != period]
+    if not others:
+        raise ValueError(f"drift needs a reference period other than {period}. Found {reference}.")
+    return float(distance(inputs[period], pool(others)))
+
+
+def pool_counts(tables: list[Mapping[str, float]]) -> dict[str, float]:
+    pooled: dict[str, float] = {}
+    for table in tables:
+        for word, count in table.items():
+            pooled[word] = pooled.get(word, 0.0) + float(count)
+    return pooled
+
+
+def pool_features(arrays: list) -> np.ndarray:
+    return np.concatenate([np.asarray(a) for a in arrays])

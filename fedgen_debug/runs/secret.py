@@ -32,6 +32,7 @@ STREAMS = {
     "aggregate-noise": 7,     # DP aggregates of device statistics (keyed by the aggregate's name)
     "vocabulary-noise": 8,    # DP heavy hitters
     "canary-insertion": 9,    # which users share a canary, and which of their sentences it replaces
+    "monitor-runs": 10,       # a monitor's period runs: each run's secret derives from the monitor's
 }
 
 
@@ -72,6 +73,12 @@ class RunSecret:
         """Two int64s for `tf.random.stateless_*` (non-negative, so any TF op accepts them)."""
         words = self.seed_sequence(stream, *keys).generate_state(2, np.uint64)
         return int(words[0] >> np.uint64(1)), int(words[1] >> np.uint64(1))
+
+    def derive(self, stream: str, *keys: int | str) -> "RunSecret":
+        """A secret of its own for a sub-run (a monitor's period runs): 256 bits of this secret's
+        `stream`, so one provisioned monitor secret fixes every period's noise and sampling."""
+        words = self.seed_sequence(stream, *keys).generate_state(4, np.uint64)
+        return RunSecret(int.from_bytes(words.astype("<u8").tobytes(), "little"))
 
     def to_json(self) -> dict:
         return {"entropy": f"{self.entropy:064x}"}

@@ -14,6 +14,11 @@ released; `released()` refuses any other name, so a new output has to be argued 
                   memorization.json memorization.png memorization_glyphs.png
       server/     secret.json checkpoints/round_NNNNNN.npz timing.csv selection.json
 
+    MONITOR_DIR/   (fedgen-debug monitor: one run directory per period and auxiliary below it)
+      released/   monitor.json periods/period_NNN.json alerts.jsonl primary_cnn.npz/.json/.reference.npz
+      server/     program_state/
+      period_NNN/AUXILIARY/   a run directory as above
+
 TF-free (numpy only): the app imports it. Writes are atomic; CSV logs drop rows past a resumed round.
 """
 
@@ -55,11 +60,15 @@ CANARIES = "canaries.json"
 MEMORIZATION = "memorization.json"
 MEMORIZATION_PNG = "memorization.png"
 MEMORIZATION_GLYPHS_PNG = "memorization_glyphs.png"
+MONITOR = "monitor.json"        # a monitor directory (fedgen-debug monitor): its plan, progress, thresholds
+PERIODS = "periods"             # ... one record per period: signals, thumbnails' paths, ε so far
+ALERTS = "alerts.jsonl"         # ... alerts raised and cleared, one JSON line each
 
 SECRET = "secret.json"
 CHECKPOINTS = "checkpoints"
 TIMING = "timing.csv"
 SELECTION = "selection.json"
+PROGRAM_STATE = "program_state"
 
 SUMMARY = "summary.json"   # beside run directories: a demo's or an evaluation's collected results
 
@@ -89,12 +98,16 @@ RELEASED_FILES = {
     MEMORIZATION: "computed from the released weights and the canaries",
     MEMORIZATION_PNG: "computed from the released weights and the canaries",
     MEMORIZATION_GLYPHS_PNG: "the public glyph canaries beside the released generator's nearest samples",
+    MONITOR: "a monitoring plan (public settings), how many periods are done, thresholds calibrated on signals",
+    PERIODS: "per period: signals computed from the period's generated samples, and the ε composed so far",
+    ALERTS: "decisions computed from the periods' signals",
 }
 SERVER_FILES = {
     SECRET: "the run secret: DP noise and client sampling derive from it",
     CHECKPOINTS: "full process state, including the DP noise seed",
     TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
     SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
+    PROGRAM_STATE: "the monitor's tff.program state: the last finished period and its signal history",
 }
 
 
@@ -232,6 +245,36 @@ def read_config(run_dir: str) -> dict | None:
 
 def is_run(run_dir: str) -> bool:
     return os.path.exists(released(run_dir, CONFIG))
+
+
+def is_monitor(directory: str) -> bool:
+    return os.path.exists(released(directory, MONITOR))
+
+
+def period_record_path(monitor_dir: str, period: int) -> str:
+    return released(monitor_dir, PERIODS, f"period_{period:03d}.json")
+
+
+def period_records(monitor_dir: str) -> list[dict]:
+    """The released period records of a monitor directory, in period order."""
+    directory = released(monitor_dir, PERIODS)
+    names = sorted(n for n in os.listdir(directory) if n.startswith("period_") and n.endswith(".json")) \
+        if os.path.isdir(directory) else []
+    return [read_json(os.path.join(directory, n)) for n in names]
+
+
+def read_jsonl(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_jsonl(path: str, rows) -> None:
+    """Rewrites the whole file atomically (a crash leaves the old one, never half a line)."""
+    with atomic.atomic_path(path) as tmp, open(tmp, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
 
 
 def run_dirs(root: str) -> list[str]:

@@ -188,20 +188,25 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
     return records
 
 
-def train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
+def train_gan(run: GANRun, out_dir: str, *, client_data=None, app_update=None, context: dict | None = None,
+              warm_start_from: str | None = None) -> loop.TrainingResult:
+    """Trains (or resumes) the run into `out_dir`. A monitor (`monitor.runner`) passes one period of a
+    fleet: `client_data` (the devices present, instead of loading `run.data`), `app_update` (clean →
+    what the devices see: the rollout's inversion), `context` (added to the released config, so a
+    resume must match it) and `warm_start_from` (the previous period's run)."""
     with store.exclusive(out_dir):
-        return _train_gan(run, out_dir)
+        return _train_gan(run, out_dir, client_data, app_update, context, warm_start_from)
 
 
-def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
-    clean = data_spec.load_client_data(run.data)
+def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm_start_from) -> loop.TrainingResult:
+    clean = client_data if client_data is not None else data_spec.load_client_data(run.data)
     everyone = loop.Population(data_spec.population_key(run.data), tuple(clean.client_ids))
     if run.delta is not None:
         check_delta(run.delta, everyone.size)
     trained = training_population(run, everyone)
     config = run.training_config(trained.size)
     label = f"GAN {run.select}"
-    extra = {"gan": run.to_json(), "gan_training": config.to_json()}
+    extra = {"gan": run.to_json(), "gan_training": config.to_json(), **(context or {})}
     config_json = loop.run_config(config.training, everyone, label, extra)
     secret, _ = open_run(out_dir, config_json)
     selector = registry.parse_selector(run.select)
@@ -212,6 +217,8 @@ def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
 
     # What the devices see after the app update: its (possibly buggy) preprocessing.
     app_data = PixelInversionBug(run.bug_fraction, seed=run.seed).apply(clean) if run.bug_fraction else clean
+    if app_update is not None:
+        app_data = app_update(app_data)
     model = _primary(run, out_dir)
     thresholds = _thresholds(targets, clean, model, everyone, secret, out_dir)
     if run.canaries is not None:
@@ -243,7 +250,7 @@ def _train_gan(run: GANRun, out_dir: str) -> loop.TrainingResult:
 
     snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir)
     return loop.train(build, population, client_dataset, config.training, out_dir, label=label, extra_config=extra,
-                      evaluate_fn=snapshot, secret=secret, delta=run.delta)
+                      evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
 
 
 def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Population, out_dir: str, secret) -> None:

@@ -188,20 +188,25 @@ def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str)
     return records
 
 
-def train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
+def train_lm(run: LMRun, out_dir: str, *, client_data=None, context: dict | None = None,
+             warm_start_from: str | None = None) -> loop.TrainingResult:
+    """Trains (or resumes) the run into `out_dir`. A monitor (`monitor.runner`) passes one period of a
+    fleet: `client_data` (the devices present, instead of loading `run.data`), `context` (added to the
+    released config, so a resume must match it) and `warm_start_from` (the previous period's run)."""
     with store.exclusive(out_dir):
-        return _train_lm(run, out_dir)
+        return _train_lm(run, out_dir, client_data, context, warm_start_from)
 
 
-def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
-    client_data = data_spec.load_client_data(run.data)
+def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -> loop.TrainingResult:
+    client_data = client_data if client_data is not None else data_spec.load_client_data(run.data)
     everyone = loop.Population(data_spec.population_key(run.data), tuple(client_data.client_ids))
     trained = training_population(run, everyone)
     config = run.training_config(trained.size)
     if run.delta is not None:
         check_delta(run.delta, trained.size)
     label = f"{run.kind}-LM"
-    config_json = loop.run_config(config, everyone, label, {"lm": run.to_json()})
+    extra = {"lm": run.to_json(), **(context or {})}
+    config_json = loop.run_config(config, everyone, label, extra)
     secret, _ = open_run(out_dir, config_json)
     # Every release of the run, charged before any is computed (all or nothing).
     charge(release_records(run, everyone, secret, out_dir), out_dir, secret=secret, config_json=config_json,
@@ -239,7 +244,7 @@ def _train_lm(run: LMRun, out_dir: str) -> loop.TrainingResult:
         return dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise"), plan)
 
     return loop.train(build_process, population, client_dataset, config, out_dir, label=label,
-                      extra_config={"lm": run.to_json()}, secret=secret, delta=run.delta)
+                      extra_config=extra, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
 
 
 def _release_oov_rate(tokens: dict, vocab, out_dir: str, secret) -> None:

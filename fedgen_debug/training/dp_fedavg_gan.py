@@ -196,6 +196,14 @@ class GANProcess:
         new_state, metrics = self.iterative_process.next(state, seeded)
         return GANProcessOutput(new_state, metrics)
 
+    def warm_start(self, fresh_state, previous_state):
+        """`fresh_state` with the previous run's generator, discriminator and their optimizer states;
+        the generator's noise seed, the round counter and the DP aggregator stay fresh."""
+        server = collections.OrderedDict(fresh_state["server"])
+        for key in ("generator", "discriminator", "gen_optimizer", "disc_optimizer"):
+            server[key] = previous_state["server"][key]
+        return collections.OrderedDict(fresh_state, server=server)
+
     def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
         generator = state["server"]["generator"]
         return tff.learning.models.ModelWeights(list(generator["trainable"]), list(generator["non_trainable"]))

@@ -109,7 +109,8 @@ def _aggregator_state(state):
 def train(build_process: Callable[[RunSecret], object], population: Population, client_dataset_fn: Callable,
           config: TrainingConfig, run_dir: str, *, label: str = "", evaluate_fn: Callable | None = None,
           extra_config: dict | None = None, after_round: Callable[[int], None] | None = None,
-          secret: RunSecret | None = None, delta: float | None = None, ledger: Ledger | None = None) -> TrainingResult:
+          secret: RunSecret | None = None, delta: float | None = None, ledger: Ledger | None = None,
+          warm_start_from: str | None = None) -> TrainingResult:
     """Runs (or resumes) `config.rounds` rounds and writes `run_dir`.
 
     `build_process(secret)` builds the learning process (`initialize`, `next`, `get_model_weights`)
@@ -119,15 +120,33 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
     `round_num` rounds (post-processing of DP releases the run's ε covers) and must only read public data. `delta`: the δ this run's own ε is reported at (default: the population
     budget's). `secret`: the run's, when the caller opened the run to charge other
     releases first (`runs.start.open_run`); by default the saved one, or a fresh one.
+    `warm_start_from`: a finished run directory of the same model (the previous monitoring period); a
+    new run starts from its final state (`warm_started`), a resumed one from its own checkpoint.
     """
     with store.exclusive(run_dir):
         return _train(build_process, population, client_dataset_fn, config, run_dir, label=label,
                       evaluate_fn=evaluate_fn, extra_config=extra_config, after_round=after_round, secret=secret,
-                      delta=delta, ledger=ledger)
+                      delta=delta, ledger=ledger, warm_start_from=warm_start_from)
+
+
+def warm_started(process, fresh_state, previous_run_dir: str):
+    """`fresh_state` with the model of `previous_run_dir`'s final checkpoint (server side).
+
+    What carries over is what the previous run computed from its DP aggregates (weights; the GAN's
+    discriminator and optimizer states), which its ε covers; the DP aggregator's state (the noise
+    seed) and anything else drawn from a secret stay this run's own."""
+    status = store.read_json(store.released(previous_run_dir, store.STATUS))
+    latest = rd.latest_checkpoint(previous_run_dir)
+    if status.get("state") != "finished" or latest is None or latest[0] != status["rounds"]:
+        raise ValueError(f"{previous_run_dir}: cannot warm-start from a run that has not finished.")
+    previous = rd.load_checkpoint(latest[1], fresh_state)
+    if hasattr(process, "warm_start"):
+        return process.warm_start(fresh_state, previous)
+    return process.set_model_weights(fresh_state, process.get_model_weights(previous))
 
 
 def _train(build_process, population, client_dataset_fn, config, run_dir, *, label, evaluate_fn, extra_config,
-           after_round, secret, delta, ledger) -> TrainingResult:
+           after_round, secret, delta, ledger, warm_start_from) -> TrainingResult:
     config_json = run_config(config, population, label, extra_config)
     if config.dp.clients_per_round > population.size:
         raise ValueError(f"clients_per_round ({config.dp.clients_per_round}) exceeds the population "
@@ -148,6 +167,9 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         start, path = latest
         state = rd.load_checkpoint(path, state)
         logger.info("resuming %s from round %d", run_dir, start)
+    elif warm_start_from is not None:
+        state = warm_started(process, state, warm_start_from)
+        logger.info("%s warm-started from %s", run_dir, warm_start_from)
     metrics_log = store.CsvLog(store.released(run_dir, store.METRICS), start)
     eval_log = store.CsvLog(store.released(run_dir, store.EVAL), start)
     timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start)

@@ -1,0 +1,56 @@
+"""`fedgen-debug monitor`: auxiliaries retrained period after period, drift alerts, privacy over time."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    monitor = sub.add_parser("monitor", help="retrain the auxiliaries every period on a changing fleet and raise "
+                                             "drift alerts (issue 14)")
+    monitor.add_argument("--plan", required=True, help="a monitoring plan, .toml or .json (see the README's "
+                                                       "Monitoring section)")
+    monitor.add_argument("--out", required=True, help="the monitor's directory (re-run the same command to resume)")
+    monitor.add_argument("--every", default=None, metavar="DURATION",
+                         help="run periods on a wall clock, e.g. 24h, 30m, 90s (default: the plan's cadence; "
+                              "without one, back to back)")
+    monitor.add_argument("--on-alert", default=None, metavar="COMMAND",
+                         help="a shell command run for every alert raised or cleared, with the alert as JSON on "
+                              "its stdin and in $FEDGEN_DEBUG_ALERT")
+    monitor.add_argument("--check", action="store_true",
+                         help="only check the plan and its budget (how many periods it affords), run nothing")
+    monitor.set_defaults(handler=run_monitor)
+
+
+def run_monitor(args) -> int:
+    import os
+
+    from fedgen_debug.monitor.plan import cadence_seconds, load_plan
+
+    plan = load_plan(args.plan)
+    every = cadence_seconds(args.every) if args.every else None
+    if args.check:
+        from fedgen_debug.data import spec as data_spec
+        from fedgen_debug.monitor.budget import check_budget
+
+        check = check_budget(plan, data_spec.load_client_data(plan.data).client_ids)
+        print(f"{check.message}; the plan has {plan.periods}.")
+        print("ε after each period: " + ", ".join(f"{e:.3g}" for e in check.epsilon_by_period))
+        return 0 if check.affordable_periods >= plan.periods else 1
+    from fedgen_debug.monitor.runner import run_monitor as run
+
+    records = run(plan, args.out, every=every, on_alert=args.on_alert)
+    for record in records:
+        print(format_period(record))
+    print(f"monitor: {len(records)} period(s) in {os.path.abspath(args.out)}; alerts in "
+          f"{os.path.join(args.out, 'released', 'alerts.jsonl')}")
+    return 0
+
+
+def format_period(record: dict) -> str:
+    values = []
+    for name, measured in record["auxiliaries"].items():
+        values += [f"{name}/{k} {v:.3g}" for k, v in measured["signals"].items()]
+    rollout = record["rollout"]
+    bug = f"{rollout['bug']} {rollout['fraction']:.0%}" if rollout["bug"] else "no rollout"
+    alerts = ", ".join(a["signal"] for a in record.get("alerts", [])) or "none"
+    return (f"period {record['period']:3d} ({bug}; population ε {record['population_epsilon']:.3g}): "
+            f"{'; '.join(values)}; alerts: {alerts}")

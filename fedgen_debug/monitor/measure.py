@@ -1,0 +1,87 @@
+"""The signals of one period's auxiliary (issue 14), measured on its released model only.
+
+Each auxiliary kind has its verdict statistic (the analyses' own, on `samples` generated samples with
+the plan's public seed) and, for drift, what the period's samples look like as a whole:
+
+| kind    | verdict statistic                      | drift input                                          |
+|---------|----------------------------------------|------------------------------------------------------|
+| gan     | dark-background share of the samples   | the samples' features in the primary CNN (Dense-128) |
+| char-lm | space mass of the sampled OOV words    | counts of the sampled OOV words                      |
+| word-lm | OOV rate at position 1 of the phrases  | –                                                    |
+
+The drift signals themselves compare periods (`drift`). Everything here is post-processing of the
+period's DP release (generated samples), so it costs no ε; the analyses write their usual files
+(analysis.json, samples.png, top_oov_words.csv) into the period's run, which the app shows.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+
+from fedgen_debug.runs import store
+
+# Per kind: (signal name, is a share of the samples: its calibration is floored at the sampling sd).
+SIGNALS = {"gan": (("dark_background_share", True), ("frechet_drift", False)),
+           "char-lm": (("space_mass", True), ("oov_js_drift", False)),
+           "word-lm": (("position_1_oov_rate", True),)}
+DRIFT = {"gan": "frechet_drift", "char-lm": "oov_js_drift"}
+
+
+def signal_names(auxiliary) -> list[str]:
+    """"AUXILIARY/SIGNAL" names of one auxiliary, in a fixed order."""
+    return [f"{auxiliary.name}/{name}" for name, _ in SIGNALS[auxiliary.kind]]
+
+
+def measure(kind: str, run_dir: str, samples: int, seed: int) -> dict:
+    """{"signals": {name: value}, "thumbnail": {...}, **drift input} of a finished period run."""
+    return {"gan": _measure_gan, "char-lm": _measure_char, "word-lm": _measure_word}[kind](run_dir, samples, seed)
+
+
+def _measure_gan(run_dir: str, samples: int, seed: int) -> dict:
+    from fedgen_debug.scenarios.gan_report import analyze_gan
+
+    report = analyze_gan(run_dir, samples=samples, seed=seed)
+    current, evidence = report["current"], report["evidence"]
+    return {"signals": {"dark_background_share": current["dark_background"]["share"]},
+            "quality": {"frechet_distance_to_clean": current["quality"]["frechet_distance"],
+                        "blank_share": evidence["blank"]["current"]["share"],
+                        "noise_share": evidence["noise"]["current"]["share"]},
+            "thumbnail": {"samples_png": os.path.relpath(store.released(run_dir, store.SAMPLES_PNG), run_dir)},
+            "samples": samples}
+
+
+def gan_features(run_dir: str) -> np.ndarray:
+    """The primary CNN's features of the samples `_measure_gan` drew (re-read from the release)."""
+    from fedgen_debug.models import cnn
+    from fedgen_debug.scenarios import gan_analysis, primary_cnn
+
+    (images,) = store.load_arrays(store.released(run_dir, store.SAMPLES_NPZ))
+    primary = primary_cnn.load_primary_cnn(store.released(run_dir, store.PRIMARY))
+    return cnn.features(primary, gan_analysis.to_unit(images))
+
+
+def _measure_char(run_dir: str, samples: int, seed: int) -> dict:
+    from fedgen_debug.models.char_lm import sample_words
+    from fedgen_debug.scenarios.lm import load_lm
+    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+
+    report = analyze_lm(run_dir, samples=samples, seed=seed)
+    model, _, run = load_lm(run_dir)
+    # The same seeded draw analyze_lm made: its counts, for the divergence between periods.
+    counts = collections.Counter(w.strip() for w in sample_words(model, samples, run.max_length, seed) if w.strip())
+    top = [{"word": t["word"], "probability": t["probability"]} for t in report["current"]["top_k"][:10]]
+    return {"signals": {"space_mass": report["current"]["space_mass"]}, "word_counts": dict(counts),
+            "thumbnail": {"top_oov_words": top}, "samples": samples}
+
+
+def _measure_word(run_dir: str, samples: int, seed: int) -> dict:
+    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+
+    report = analyze_lm(run_dir, samples=samples, seed=seed)
+    first = report["current"]["oov_by_position"][0]
+    return {"signals": {"position_1_oov_rate": first["oov"] / max(first["tokens"], 1)},
+            "thumbnail": {"phrases_with_unk": report["current"]["phrases_with_unk"][:5]},
+            "samples": max(first["tokens"], 1)}

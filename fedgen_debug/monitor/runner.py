@@ -1,0 +1,394 @@
+"""`fedgen-debug monitor --plan PLAN --out DIR`: auxiliaries retrained period after period on a fleet
+that changes, signals, calibrated thresholds and alerts, privacy composed over time (issue 14).
+
+One period, in order:
+1. the fleet's devices present in the period, with the examples the period brought them
+   (`data.fleet`), as the devices see them after the rollout's bug (`device.rollout`);
+2. every auxiliary's releases for the period are charged to the ledger together, all or nothing, and
+   checked against the plan's budget: a period that does not fit is refused before any of it runs;
+3. every auxiliary trains `plan.rounds(period)` rounds into `DIR/period_NNN/AUXILIARY/` (an ordinary
+   run directory), warm-started from its previous period's final state;
+4. the signals of every auxiliary (`measure`), drift against the calibration periods (`signals`),
+   thresholds once the calibration periods are done, alerts (`alerts`);
+5. the period record and the alerts are released (`tff.program` release managers into the run
+   store, the log and `--on-alert`), then the program state (`tff.program.FileProgramStateManager`,
+   server side) marks the period done.
+
+A crash anywhere (`kill -9` included) resumes with the same command: finished periods are skipped
+(program state), the interrupted period's runs resume at their last checkpoint and re-find their
+ledger records (nothing is charged twice), and every period run's secret derives from the monitor's
+own (`server/secret.json`), so the resumed monitor computes exactly what an uninterrupted one would.
+Sinks are called at least once: an alert whose period was cut short after its sink ran is told again.
+
+Before period 1 the whole plan is checked against the budget (`budget.check_budget`) and refused with
+the number of periods it affords. `every` (or the plan's cadence) runs periods on a wall clock: the
+next one is due `every` seconds after the previous one finished, also across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import datetime
+import json
+import logging
+import math
+import os
+import subprocess
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from fedgen_debug.monitor import alerts as alerts_lib
+from fedgen_debug.monitor import budget as budget_lib
+from fedgen_debug.monitor import measure, signals
+from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds
+from fedgen_debug.progress import progress
+from fedgen_debug.runs import secret as secret_lib
+from fedgen_debug.runs import store
+
+logger = logging.getLogger(__name__)
+
+
+class PlanRefused(ValueError):
+    """The plan (or its next period) does not fit the privacy budget; nothing of it ran."""
+
+
+def period_dir(out_dir: str, period: int) -> str:
+    return os.path.join(out_dir, f"period_{period:03d}")
+
+
+def run_dir_of(out_dir: str, period: int, auxiliary) -> str:
+    return os.path.join(period_dir(out_dir, period), auxiliary.name)
+
+
+# ---- sinks: tff.program release managers ------------------------------------------------------------
+
+def _release_managers():
+    import tensorflow_federated as tff
+
+    class PeriodReleaseManager(tff.program.ReleaseManager):
+        """Releases a period record (key: the period) into the monitor's released store."""
+
+        def __init__(self, out_dir: str):
+            self.out_dir = out_dir
+
+        async def release(self, value, key) -> None:
+            store.write_json(store.period_record_path(self.out_dir, int(key)), value)
+
+    class AlertReleaseManager(tff.program.ReleaseManager):
+        """Releases the alert transitions up to a period (key): the whole alerts file in the store
+        (rewritten, so a resumed period leaves the file an uninterrupted one would), the log, and the
+        `--on-alert` command for each transition new in that period (the alert as JSON on its stdin
+        and in $FEDGEN_DEBUG_ALERT)."""
+
+        def __init__(self, out_dir: str, command: str | None):
+            self.out_dir, self.command = out_dir, command
+
+        async def release(self, value, key) -> None:
+            store.write_jsonl(store.released(self.out_dir, store.ALERTS), value)
+            for event in (e for e in value if e["period"] == int(key)):
+                text = event["message"]
+                (logger.warning if event["event"] == "raised" else logger.info)(text)
+                if self.command:
+                    _call(self.command, event)
+
+    return PeriodReleaseManager, AlertReleaseManager
+
+
+def _call(command: str, event: dict) -> None:
+    payload = json.dumps(event, sort_keys=True)
+    try:
+        done = subprocess.run(command, shell=True, input=payload, text=True, timeout=120,
+                              env={**os.environ, "FEDGEN_DEBUG_ALERT": payload}, capture_output=True)
+    except subprocess.TimeoutExpired:
+        logger.warning("--on-alert %r did not finish in 120 s", command)
+        return
+    if done.returncode != 0:
+        logger.warning("--on-alert %r exited %d: %s", command, done.returncode, done.stderr.strip()[-500:])
+
+
+# ---- the monitor ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _History:
+    """What the periods measured, in memory: the alert inputs and the drift inputs."""
+
+    values: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
+    drift_inputs: dict[str, dict[int, object]] = dataclasses.field(default_factory=lambda: collections.defaultdict(dict))
+    shares: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)   # signal -> samples
+
+
+class Monitor:
+    def __init__(self, plan: MonitorPlan, out_dir: str, *, every: float | None = None, on_alert: str | None = None,
+                 ledger=None, sleep: Callable[[float], None] = time.sleep):
+        from fedgen_debug.data import spec as data_spec
+        from fedgen_debug.device.rollout import parse_rollout
+
+        self.plan, self.out_dir, self.on_alert, self.ledger, self.sleep = plan, os.path.abspath(out_dir), on_alert, \
+            ledger, sleep
+        self.every = every if every is not None else (cadence_seconds(plan.cadence) if plan.cadence else None)
+        self.rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
+        self.key = data_spec.population_key(plan.data)
+        self.source = data_spec.load_client_data(plan.data)
+        self.names = [n for a in plan.auxiliaries for n in measure.signal_names(a)]
+
+    # -- state ------------------------------------------------------------------------------------
+    def _state_manager(self):
+        import tensorflow_federated as tff
+
+        return tff.program.FileProgramStateManager(store.server(self.out_dir, store.PROGRAM_STATE), keep_total=3)
+
+    def _saved_state(self) -> int:
+        """The last finished period (0: none) from the program state."""
+        # A list, not a dict: TF 2.14's SavedModel cannot trace a dict wrapper under this typing_extensions.
+        structure = [np.int64(0), np.zeros((0, len(self.names)))]
+        state, _ = asyncio.run(self._state_manager().load_latest(structure))
+        return 0 if state is None else int(state[0])
+
+    def _save_state(self, period: int) -> None:
+        table = np.array([[self.history.values[p].get(n, math.nan) for n in self.names] for p in range(1, period + 1)],
+                         np.float64).reshape(period, len(self.names))
+        asyncio.run(self._state_manager().save([np.int64(period), table], period))
+
+    def _meta(self) -> dict:
+        path = store.released(self.out_dir, store.MONITOR)
+        return store.read_json(path) if os.path.exists(path) else {}
+
+    def _write_meta(self, **changes) -> None:
+        meta = {**self._meta(), **changes}
+        store.write_json(store.released(self.out_dir, store.MONITOR), meta)
+
+    # -- start ------------------------------------------------------------------------------------
+    def _open(self) -> tuple[secret_lib.RunSecret, int]:
+        """(the monitor's secret, the last finished period); a new monitor is checked against the
+        budget first and refused whole when it does not fit."""
+        from fedgen_debug.privacy.ledger import Ledger
+
+        meta = self._meta()
+        if meta:
+            if meta.get("plan") != json.loads(json.dumps(self.plan.to_json())):
+                raise ValueError(f"{self.out_dir} monitors another plan; choose another --out or delete it.")
+            secret = secret_lib.load(self.out_dir)
+            if secret is None:
+                raise ValueError(f"{self.out_dir}: the monitor's secret (server/{store.SECRET}) is missing; "
+                                 "its periods cannot resume with the same noise. Start a new --out.")
+            return secret, self._saved_state()
+        check = budget_lib.check_budget(self.plan, self.source.client_ids, self.ledger or Ledger())
+        if check.affordable_periods < self.plan.periods:
+            raise PlanRefused(f"{check.message}, not the {self.plan.periods} it plans (ε after each period: "
+                              f"{', '.join(f'{e:.3g}' for e in check.epsilon_by_period)}). Plan at most "
+                              f"{check.affordable_periods} period(s), add noise, or raise the budget; nothing ran.")
+        secret = secret_lib.load(self.out_dir) or secret_lib.RunSecret.fresh()   # a provisioned one, or fresh
+        secret_lib.save(self.out_dir, secret)
+        self._write_meta(plan=self.plan.to_json(), state="running", periods_completed=0,
+                         budget={"population": check.population, "epsilon": check.budget_epsilon,
+                                 "delta": check.delta, "spent_before": check.spent_before,
+                                 "affordable_periods": check.affordable_periods,
+                                 "epsilon_by_period": list(check.epsilon_by_period)},
+                         thresholds={}, signals=self.names)
+        logger.info("%s", check.message)
+        return secret, 0
+
+    def _primary(self) -> str | None:
+        """The primary CNN the GAN auxiliaries share: the plan's, or one trained once on public data."""
+        if not any(a.kind == "gan" for a in self.plan.auxiliaries):
+            return None
+        if self.plan.primary:
+            return os.path.abspath(self.plan.primary)
+        path = store.released(self.out_dir, store.PRIMARY)
+        if not os.path.exists(path):
+            from fedgen_debug.scenarios.gan import train_public_primary
+
+            preset = next(a.preset for a in self.plan.auxiliaries if a.kind == "gan")
+            train_public_primary(path, preset, self.plan.seed)
+        return path
+
+    # -- periods ----------------------------------------------------------------------------------
+    def run(self) -> list[dict]:
+        with store.exclusive(self.out_dir):
+            secret, done = self._open()
+            primary = self._primary()
+            self.history = _History()
+            for period in range(1, done + 1):
+                self._remember(period, store.read_json(store.period_record_path(self.out_dir, period)))
+            for period in progress(range(done + 1, self.plan.periods + 1), desc="monitor periods", unit="period",
+                                   total=self.plan.periods - done):
+                self._wait_for(period)
+                self._period(period, secret, primary)
+            self._write_meta(state="finished")
+            return store.period_records(self.out_dir)
+
+    def _wait_for(self, period: int) -> None:
+        if not self.every or period == 1:
+            return
+        previous = store.read_json(store.period_record_path(self.out_dir, period - 1))
+        due = previous["finished_at_unix"] + self.every
+        while (wait := due - time.time()) > 0:
+            logger.info("period %d is due at %s (in %.0f s)", period,
+                        datetime.datetime.fromtimestamp(due).isoformat(timespec="seconds"), wait)
+            self._write_meta(state="waiting", next_period_due_unix=due)
+            self.sleep(min(wait, 3600.0))
+        self._write_meta(state="running")
+
+    def _devices(self, period: int):
+        from fedgen_debug.data.fleet import fleet_period
+
+        return fleet_period(self.source, self.plan.fleet, period)
+
+    def _charge_period(self, period: int, runs: dict, population) -> float:
+        """Charges every auxiliary's releases of `period` at once (all or nothing) after checking the
+        plan's budget; returns the population's ε after the period."""
+        from fedgen_debug.privacy.ledger import Ledger, PrivacyBudgetExceeded, composed_guarantee
+        from fedgen_debug.runs.start import charge
+        from fedgen_debug.scenarios import gan, lm
+
+        ledger = self.ledger or Ledger()
+        records = []
+        for auxiliary, (run, run_dir, run_secret) in runs.items():
+            scenario = gan if auxiliary.kind == "gan" else lm
+            records += scenario.release_records(run, population, run_secret, run_dir)
+        known = {r.release_id for r in ledger.records(self.key)}
+        before = ledger.records(self.key)
+        delta = ledger.budget(self.key, max([population.size] + [r.population_size for r in before])).delta
+        after = composed_guarantee(before + [r for r in records if r.release_id not in known], delta).epsilon
+        if after > self.plan.budget_epsilon:
+            raise PlanRefused(f"period {period} would bring population {self.key} to ε = {after:.4g} at δ = "
+                              f"{delta:.2g}, over the plan's budget (ε = {self.plan.budget_epsilon:g}); it was "
+                              "refused before anything of it ran.")
+        try:
+            totals = charge(records, ledger=ledger)
+        except PrivacyBudgetExceeded as error:
+            raise PlanRefused(f"period {period} was refused before anything of it ran: {error}") from None
+        return totals[self.key].guarantee.epsilon
+
+    def _period(self, period: int, secret, primary: str | None) -> None:
+        from fedgen_debug.scenarios.gan import train_gan
+        from fedgen_debug.scenarios.lm import train_lm
+        from fedgen_debug.training.loop import Population
+
+        devices = self._devices(period)
+        population = Population(self.key, tuple(devices.client_ids))
+        fraction = self.rollout.fraction(period) if self.rollout else 0.0
+        runs = {}
+        for auxiliary in self.plan.auxiliaries:
+            run = budget_lib.period_run(self.plan, auxiliary, population.size, period, primary)
+            run_dir = run_dir_of(self.out_dir, period, auxiliary)
+            run_secret = secret.derive("monitor-runs", period, auxiliary.name)
+            if secret_lib.load(run_dir) is None:   # provisioned before the run opens it (runs.start.open_run)
+                secret_lib.save(run_dir, run_secret)
+            runs[auxiliary] = (run, run_dir, run_secret)
+        epsilon = self._charge_period(period, runs, population)
+        logger.info("period %d: %d devices, rollout %s %.0f%%; population ε %.4g", period, population.size,
+                    self.rollout.bug if self.rollout else "-", 100 * fraction, epsilon)
+
+        record = {"period": period, "rollout": {"bug": self.rollout.bug if self.rollout else None,
+                                                "fraction": fraction},
+                  "population_epsilon": epsilon, "auxiliaries": {}}
+        for auxiliary, (run, run_dir, _) in runs.items():
+            previous = run_dir_of(self.out_dir, period - 1, auxiliary) if period > 1 else None
+            context = {"monitor": {"period": period, "auxiliary": auxiliary.name,
+                                   "warm_start_from": previous and os.path.relpath(previous, self.out_dir)}}
+            if auxiliary.kind == "gan":
+                update = None
+                if self.rollout is not None and self.rollout.bug == "invert" and fraction > 0:
+                    update = lambda data, p=period: self.rollout.apply_inversion(data, p)  # noqa: E731
+                train_gan(run, run_dir, client_data=devices, app_update=update, context=context,
+                          warm_start_from=previous)
+            else:
+                train_lm(run, run_dir, client_data=devices, context=context, warm_start_from=previous)
+            measured = measure.measure(auxiliary.kind, run_dir, self.plan.samples, self.plan.seed)
+            privacy = store.read_json(store.released(run_dir, store.PRIVACY))
+            measured["run"] = os.path.relpath(run_dir, self.out_dir)
+            measured["epsilon"] = store.training_release(privacy)["epsilon"]
+            record["auxiliaries"][auxiliary.name] = measured
+        record["finished_at_unix"] = time.time()
+        self._remember(period, record)
+        self._decide(period, record)
+
+    # -- signals and decisions --------------------------------------------------------------------
+    def _remember(self, period: int, record: dict) -> None:
+        values, shares = {}, {}
+        for auxiliary in self.plan.auxiliaries:
+            measured = record["auxiliaries"][auxiliary.name]
+            for name, is_share in measure.SIGNALS[auxiliary.kind]:
+                value = measured["signals"].get(name)
+                if value is not None:
+                    values[f"{auxiliary.name}/{name}"] = float(value)
+                if is_share:
+                    shares[f"{auxiliary.name}/{name}"] = int(measured["samples"])
+            drift = measure.DRIFT.get(auxiliary.kind)
+            if drift is not None:
+                run_dir = os.path.join(self.out_dir, measured["run"])
+                self.history.drift_inputs[f"{auxiliary.name}/{drift}"][period] = (
+                    measure.gan_features(run_dir) if auxiliary.kind == "gan" else measured["word_counts"])
+        self.history.values[period] = values
+        self.history.shares[period] = shares
+
+    def _drift(self, signal: str, period: int) -> float:
+        calibration = list(range(1, self.plan.alerts.calibration_periods + 1))
+        inputs = self.history.drift_inputs[signal]
+        if signal.endswith("/frechet_drift"):
+            from fedgen_debug.scenarios.gan_analysis import frechet_distance
+
+            return signals.reference_drift(inputs, calibration, period, frechet_distance, signals.pool_features)
+        return signals.reference_drift(inputs, calibration, period, signals.js_divergence, signals.pool_counts)
+
+    def _decide(self, period: int, record: dict) -> None:
+        PeriodReleaseManager, AlertReleaseManager = _release_managers()
+        calibration = self.plan.alerts.calibration_periods
+        rewrite = [period]
+        if period >= calibration:
+            # Drift is known once the reference (the calibration periods) is: for those, all at once.
+            rewrite = list(range(1, period + 1)) if period == calibration else [period]
+            for p in rewrite:
+                for signal in self.history.drift_inputs:
+                    self.history.values[p][signal] = self._drift(signal, p)
+        thresholds = self._thresholds() if period >= calibration else {}
+        active = alerts_lib.active_alerts(self.history.values, thresholds, self.plan.alerts.persistence,
+                                          self.plan.alerts.window)
+        events = self._events(active)
+        releases = PeriodReleaseManager(self.out_dir)
+        for p in rewrite:
+            saved = record if p == period else store.read_json(store.period_record_path(self.out_dir, p))
+            for auxiliary in self.plan.auxiliaries:
+                signals_of = saved["auxiliaries"][auxiliary.name]["signals"]
+                for name in measure.signal_names(auxiliary):
+                    if name in self.history.values[p]:
+                        signals_of[name.split("/", 1)[1]] = self.history.values[p][name]
+            saved["alerts"] = [a.to_json() for a in active.get(p, [])]
+            asyncio.run(releases.release(saved, p))
+        asyncio.run(AlertReleaseManager(self.out_dir, self.on_alert).release(events, period))
+        self._write_meta(periods_completed=period,
+                         thresholds={n: dataclasses.asdict(t) for n, t in thresholds.items()})
+        self._save_state(period)
+
+    def _thresholds(self) -> dict[str, alerts_lib.Threshold]:
+        calibration = list(range(1, self.plan.alerts.calibration_periods + 1))
+        out = {}
+        for name in self.names:
+            clean = [self.history.values[p][name] for p in calibration]
+            samples = self.history.shares[calibration[0]].get(name)
+            sampling_sd = alerts_lib.share_sampling_sd(clean, samples) if samples else 0.0
+            out[name] = alerts_lib.calibrate(name, clean, calibration, sampling_sd)
+        return out
+
+    def _events(self, active) -> list[dict]:
+        by_key = {(a.period, a.signal): a for alerts in active.values() for a in alerts}
+        events = []
+        for kind, period, signal in alerts_lib.transitions(active):
+            if kind == "raised":
+                alert = by_key[(period, signal)]
+                events.append({"event": "raised", "period": period, "signal": signal, "alert": alert.to_json(),
+                               "message": alert.describe()})
+            else:
+                events.append({"event": "cleared", "period": period, "signal": signal,
+                               "message": f"cleared {signal}: back under its threshold in period {period}"})
+        return events
+
+
+def run_monitor(plan: MonitorPlan, out_dir: str, **options) -> list[dict]:
+    """Runs (or resumes) the plan into `out_dir`; returns the period records."""
+    return Monitor(plan, out_dir, **options).run()
