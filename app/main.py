@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from fedgen_debug.app import compare_page, memorization_page, privacy_page, runs_page
+from fedgen_debug.app import compare_page, memorization_page, monitoring_page, privacy_page, runs_page
 from fedgen_debug.app.settings import runs_root
 
 PAGES = {"Runs": runs_page.render, "Compare": compare_page.render, "Privacy": privacy_page.render,
-         "Memorization": memorization_page.render}
+         "Memorization": memorization_page.render, "Monitoring": monitoring_page.render}
 
 
 def main() -> None:

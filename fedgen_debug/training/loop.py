@@ -135,7 +135,8 @@ def warm_started(process, fresh_state, previous_run_dir: str):
     What carries over is what the previous run computed from its DP aggregates (weights; the GAN's
     discriminator and optimizer states), which its ε covers; the DP aggregator's state (the noise
     seed) and anything else drawn from a secret stay this run's own."""
-    status = store.read_json(store.released(previous_run_dir, store.STATUS))
+    status_path = store.released(previous_run_dir, store.STATUS)
+    status = store.read_json(status_path) if os.path.exists(status_path) else {}
     latest = rd.latest_checkpoint(previous_run_dir)
     if status.get("state") != "finished" or latest is None or latest[0] != status["rounds"]:
         raise ValueError(f"{previous_run_dir}: cannot warm-start from a run that has not finished.")

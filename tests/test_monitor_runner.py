@@ -1,0 +1,232 @@
+"""`fedgen-debug monitor` end to end on tiny real runs (monitor/runner.py): periods warm-started on a
+changing fleet, signals, calibrated thresholds and alerts, privacy composed over time; a kill -9 in the
+middle of a period resumes to exactly what an uninterrupted monitor computes and spends nothing twice;
+a plan over budget is refused up front, a period over budget before it runs."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import fedgen_cli, provision_secret
+from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+from fedgen_debug.runs import store
+
+# A char-LM on 24 synthetic users; the tokenizer bug glues every sentence's words from period 3 and is
+# fixed in period 5. 12 rounds a period: a checkpoint at round 10 (what a kill -9 resumes from).
+PLAN = {"data": "synthetic-text:users=24,seed=61", "periods": 5, "rounds_per_period": 12, "seed": 61,
+        "rollout": "concat:3=1.0,5=0", "samples": 300,
+        "fleet": {"initial": 0.9, "join_rate": 0.5, "leave_rate": 0.1, "window": 0.5},
+        "privacy": {"noise_multiplier": 0.1, "clients_per_round": 8, "clip": 1.0},
+        "budget": {"epsilon": 1e12}, "alerts": {"calibration_periods": 2, "persistence": 1, "window": 2},
+        "auxiliaries": [{"kind": "char-lm", "preset": "test"}]}
+# A GAN on 16 synthetic writers, 2 rounds a period (the warm start and budget tests).
+GAN_PLAN = {**PLAN, "data": "synthetic-images:writers=16,seed=61", "rollout": "invert:3=0.5", "samples": 64,
+            "periods": 4, "rounds_per_period": 2, "privacy": {"noise_multiplier": 0.1, "clients_per_round": 4,
+                                                              "clip": 0.1},
+            "auxiliaries": [{"kind": "gan", "select": "random", "preset": "test"}]}
+AUX = "char-lm"
+
+
+def _ledger(path) -> str:
+    Ledger(str(path)).set_budget("*", math.inf, reason="monitor test")
+    return str(path)
+
+
+def _monitor(tmp, name, plan=PLAN, ledger=None, extra=(), wait=True, verbose=False):
+    """Starts `fedgen-debug monitor` on `plan` with the monitor secret pinned by `name`."""
+    plan_path = tmp / f"{name}.plan.json"
+    plan_path.write_text(json.dumps(plan))
+    out = tmp / name
+    provision_secret(str(out), "monitor")   # one monitor secret: the same noise for every copy of the plan
+    env = {**os.environ, LEDGER_ENV: ledger or _ledger(tmp / f"{name}-ledger")}
+    command = [fedgen_cli(), *(["-v"] if verbose else []), "monitor", "--plan", str(plan_path), "--out", str(out), *extra]
+    if not wait:
+        return out, env, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    return out, env, done
+
+
+@pytest.fixture(scope="session")
+def monitor_store(tmp_path_factory):
+    """A store holding one finished monitor, uninterrupted, with its alerts file and its --on-alert log."""
+    tmp = tmp_path_factory.mktemp("monitor-store")
+    sink = tmp / "sink.jsonl"
+    out, env, done = _monitor(tmp, "monitor", extra=("--on-alert", f"cat >> {sink}; echo >> {sink}"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp, out, env[LEDGER_ENV], done.stdout, sink
+
+
+def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monitor_store):
+    _, out, _, stdout, _ = monitor_store
+    records = store.period_records(str(out))
+    assert [r["period"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r["rollout"]["fraction"] for r in records] == [0, 0, 1.0, 1.0, 0]
+    for r in records:
+        config = store.read_config(str(out / f"period_{r['period']:03d}" / AUX))
+        assert config["monitor"]["warm_start_from"] == (None if r["period"] == 1 else f"period_{r['period'] - 1:03d}/{AUX}")
+        assert config["lm"]["bug_fraction"] == r["rollout"]["fraction"]   # the period's share of glued sentences
+        assert set(r["auxiliaries"][AUX]["signals"]) == {"space_mass", "oov_js_drift"}
+    # ε composes over the periods in the ledger: it grows every period.
+    epsilons = [r["population_epsilon"] for r in records]
+    assert all(b > a for a, b in zip(epsilons, epsilons[1:]))
+    meta = store.read_json(store.released(str(out), store.MONITOR))
+    assert meta["state"] == "finished" and meta["periods_completed"] == 5
+    assert set(meta["thresholds"]) == {f"{AUX}/space_mass", f"{AUX}/oov_js_drift"}
+    assert "period   5" in stdout
+
+
+def test_the_rollout_raises_an_alert_that_names_what_to_compare_and_reaches_every_sink(monitor_store):
+    _, out, _, _, sink = monitor_store
+    records = store.period_records(str(out))
+    meta = store.read_json(store.released(str(out), store.MONITOR))
+    for name, threshold in meta["thresholds"].items():
+        signal = name.split("/")[1]
+        clean = [r["auxiliaries"][AUX]["signals"][signal] for r in records[:2]]
+        assert threshold["value"] >= np.mean(clean) + 4 * np.std(clean, ddof=1) - 1e-12
+        assert "calibrated on periods 1-2" in threshold["source"]
+    # Glued words carry spaces: the space mass leaves its clean range in the rollout's first period.
+    space = [r["auxiliaries"][AUX]["signals"]["space_mass"] for r in records]
+    assert space[2] > meta["thresholds"][f"{AUX}/space_mass"]["value"] > max(space[:2]), space
+    assert [a["signal"] for a in records[2]["alerts"]] == [f"{AUX}/space_mass"]
+    events = store.read_jsonl(store.released(str(out), store.ALERTS))
+    raised = [e for e in events if e["event"] == "raised" and e["signal"] == f"{AUX}/space_mass"]
+    assert raised and raised[0]["period"] == 3
+    alert = raised[0]["alert"]
+    assert alert["since"] == 3 and alert["compare"] == [2, 3] and alert["value"] > alert["threshold"]
+    assert "compare periods 2 and 3" in raised[0]["message"]
+    assert all(e["period"] > 2 for e in events), "a calibration period cannot alert"
+    # Every transition reached the --on-alert command, as JSON, once.
+    told = [json.loads(line) for line in sink.read_text().splitlines() if line.strip()]
+    assert [(e["event"], e["period"], e["signal"]) for e in told] == \
+        [(e["event"], e["period"], e["signal"]) for e in events]
+
+
+def test_warm_start_carries_the_previous_runs_model_and_keeps_its_own_noise_state(monitor_store):
+    """Exactly: period 2 starts from period 1's final weights, with a DP aggregator state of its own."""
+    import tensorflow as tf
+
+    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training import dp_fedavg, loop, run_dir as rd
+    from fedgen_debug.runs import secret as secret_lib
+
+    _, out, _, _, _ = monitor_store
+    previous, current = str(out / "period_001" / AUX), str(out / "period_002" / AUX)
+    run = LMRun(**store.read_config(current)["lm"])
+    config = run.training_config(8)
+    secret = secret_lib.load(current)
+    process = dp_fedavg.build_process(model_spec(run, 258), config, secret.tf_seed("dp-noise"))
+    fresh = process.initialize()
+    warm = loop.warm_started(process, fresh, previous)
+    final = store.load_arrays(store.released(previous, store.MODEL_WEIGHTS))
+    got = process.get_model_weights(warm)
+    for a, b in zip(list(got.trainable) + list(got.non_trainable), final):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(tf.nest.flatten(warm.aggregator), tf.nest.flatten(fresh.aggregator)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="has not finished"):
+        loop.warm_started(process, fresh, str(out / "period_009" / AUX))
+
+
+def test_kill_9_mid_period_resumes_at_its_checkpoint_to_the_uninterrupted_result(monitor_store, tmp_path):
+    _, reference, reference_ledger, _, _ = monitor_store
+    ledger = _ledger(tmp_path / "ledger")
+    out, env, process = _monitor(tmp_path, "killed", ledger=ledger, wait=False)
+    checkpoint = out / "period_002" / AUX / "server" / "checkpoints" / "round_000010.npz"
+    deadline = time.time() + 600
+    while not checkpoint.exists():
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.time() < deadline, "period 2 never reached its round-10 checkpoint"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    status = store.read_json(store.released(str(out / "period_002" / AUX), store.STATUS))
+    assert status["state"] == "running" and status["rounds_completed"] < 12
+    assert not os.path.exists(store.period_record_path(str(out), 2))
+
+    _, _, done = _monitor(tmp_path, "killed", ledger=ledger, verbose=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {out / 'period_002' / AUX} from round 10" in done.stderr   # its checkpoint, not round 0
+    assert f"{out / 'period_001' / AUX} from round" not in done.stderr   # a finished period is not run again
+    # The same records and alerts as the uninterrupted monitor with the same secret ...
+    ours, theirs = store.period_records(str(out)), store.period_records(str(reference))
+    for a, b in zip(ours, theirs):
+        for name, value in a["auxiliaries"][AUX]["signals"].items():
+            assert value == pytest.approx(b["auxiliaries"][AUX]["signals"][name], rel=1e-5, abs=1e-9), name
+        assert [x["signal"] for x in a.get("alerts", [])] == [x["signal"] for x in b.get("alerts", [])]
+    assert [(e["event"], e["period"], e["signal"]) for e in store.read_jsonl(store.released(str(out), store.ALERTS))] \
+        == [(e["event"], e["period"], e["signal"]) for e in store.read_jsonl(store.released(str(reference), store.ALERTS))]
+    # ... and the same ledger: every release once, the same ε.
+    mine, reference_records = Ledger(ledger).records(), Ledger(reference_ledger).records()
+    assert sorted(r.release_id for r in mine) == sorted(r.release_id for r in reference_records)
+    assert len({r.release_id for r in mine}) == len(mine)
+    key = mine[0].population
+    assert Ledger(ledger).total(key).guarantee.epsilon == pytest.approx(
+        Ledger(reference_ledger).total(key).guarantee.epsilon)
+
+
+def test_a_plan_over_budget_is_refused_up_front_with_the_periods_it_affords(tmp_path):
+    ledger = tmp_path / "small-ledger"
+    Ledger(str(ledger)).set_budget("*", 200.0, reason="test")
+    plan = {**GAN_PLAN, "privacy": {**GAN_PLAN["privacy"], "noise_multiplier": 0.3}}
+    check = subprocess.run([fedgen_cli(), "monitor", "--plan", _write(tmp_path, plan), "--out", "unused", "--check"],
+                           env={**os.environ, LEDGER_ENV: str(ledger)}, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 1 and "affords" in check.stdout
+    affordable = int(check.stdout.split("affords ")[1].split()[0])
+    assert 0 < affordable < plan["periods"]
+    out = tmp_path / "refused"
+    done = subprocess.run([fedgen_cli(), "monitor", "--plan", _write(tmp_path, plan), "--out", str(out)],
+                          env={**os.environ, LEDGER_ENV: str(ledger)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert f"affords {affordable} period(s) of this plan, not the {plan['periods']}" in done.stderr
+    assert "nothing ran" in done.stderr
+    assert not out.exists() and Ledger(str(ledger)).records() == []
+
+
+def _write(tmp_path, plan) -> str:
+    path = tmp_path / f"plan-{abs(hash(json.dumps(plan, sort_keys=True)))}.json"
+    path.write_text(json.dumps(plan))
+    return str(path)
+
+
+def test_a_period_that_no_longer_fits_is_refused_before_any_of_it_runs(tmp_path, monkeypatch):
+    """The ledger's budget shrinks after period 1 (another release on the same users): period 2 is
+    refused whole, with nothing trained, charged or released for it."""
+    from fedgen_debug.monitor.plan import plan_from_dict
+    from fedgen_debug.monitor.runner import PlanRefused, run_monitor
+
+    home = tmp_path / "ledger"
+    monkeypatch.setenv(LEDGER_ENV, str(home))
+    Ledger(str(home)).set_budget("*", math.inf)
+    plan = plan_from_dict(GAN_PLAN)
+    out = tmp_path / "monitor"
+    provision_secret(str(out), "monitor-refused")
+    from fedgen_debug.monitor import runner
+
+    original = runner.Monitor._period
+    calls = []
+
+    def period_then_shrink(self, period, secret, primary):
+        calls.append(period)
+        if period == 2:   # after period 1: the data owner lowers the budget to what is spent
+            spent = Ledger(str(home)).total(self.key).guarantee.epsilon
+            Ledger(str(home)).set_budget("*", spent * 1.0001)
+        return original(self, period, secret, primary)
+
+    monkeypatch.setattr(runner.Monitor, "_period", period_then_shrink)
+    with pytest.raises(PlanRefused, match="period 2 was refused before anything of it ran"):
+        run_monitor(plan, str(out))
+    assert calls == [1, 2]
+    assert [r["period"] for r in store.period_records(str(out))] == [1]
+    assert not store.is_run(str(out / "period_002" / "gan-random"))
+    # Period 1 trained and was measured (the GAN path: samples, dark share, Fréchet features).
+    assert set(store.period_records(str(out))[0]["auxiliaries"]["gan-random"]["signals"]) == {"dark_background_share"}
+    # The ledger holds period 1's releases and nothing of period 2.
+    records = Ledger(str(home)).records()
+    period_one = store.read_json(store.released(str(out / "period_001" / "gan-random"), store.PRIVACY))
+    assert {r.release_id for r in records} == set(period_one["releases"])
