@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -132,3 +133,50 @@ def pytest_sessionfinish(session, exitstatus):
     if alive:
         session.exitstatus = 1
         print(f"\nERROR: TFF worker_binary children still alive after the tests: {alive}", file=sys.stderr)
+
+
+# ---- a monitor store (fedgen-debug monitor on a tiny real plan), shared by the monitor and app tests ----
+
+# A char-LM on 24 synthetic users; the tokenizer bug glues every sentence's words from period 3 and is
+# fixed in period 5. 12 rounds a period: a checkpoint at round 10 (what a kill -9 resumes from).
+MONITOR_PLAN = {"data": "synthetic-text:users=24,seed=61", "periods": 5, "rounds_per_period": 12, "seed": 61,
+                "rollout": "concat:3=1.0,5=0", "samples": 300,
+                "fleet": {"initial": 0.9, "join_rate": 0.5, "leave_rate": 0.1, "window": 0.5},
+                "privacy": {"noise_multiplier": 0.1, "clients_per_round": 8, "clip": 1.0},
+                "budget": {"epsilon": 1e12}, "alerts": {"calibration_periods": 2, "persistence": 1, "window": 2},
+                "auxiliaries": [{"kind": "char-lm", "preset": "test"}]}
+# A GAN on 16 synthetic writers, 2 rounds a period (the warm start and budget tests).
+GAN_MONITOR_PLAN = {**MONITOR_PLAN, "data": "synthetic-images:writers=16,seed=61", "rollout": "invert:3=0.5",
+                    "samples": 64, "periods": 4, "rounds_per_period": 2,
+                    "privacy": {"noise_multiplier": 0.1, "clients_per_round": 4, "clip": 0.1},
+                    "auxiliaries": [{"kind": "gan", "select": "random", "preset": "test"}]}
+MONITOR_AUXILIARY = "char-lm"
+
+
+def ledger_with_unlimited_budget(path) -> str:
+    Ledger(str(path)).set_budget("*", math.inf, reason="monitor test")
+    return str(path)
+
+
+def monitor(tmp, name, plan=MONITOR_PLAN, ledger=None, extra=(), wait=True, verbose=False):
+    """Starts `fedgen-debug monitor` on `plan` with the monitor secret pinned by `name`."""
+    plan_path = tmp / f"{name}.plan.json"
+    plan_path.write_text(json.dumps(plan))
+    out = tmp / name
+    provision_secret(str(out), "monitor")   # one monitor secret: the same noise for every copy of the plan
+    env = {**os.environ, LEDGER_ENV: ledger or ledger_with_unlimited_budget(tmp / f"{name}-ledger")}
+    command = [fedgen_cli(), *(["-v"] if verbose else []), "monitor", "--plan", str(plan_path), "--out", str(out), *extra]
+    if not wait:
+        return out, env, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    return out, env, done
+
+
+@pytest.fixture(scope="session")
+def monitor_store(tmp_path_factory):
+    """A store holding one finished monitor, uninterrupted, with its alerts file and its --on-alert log."""
+    tmp = tmp_path_factory.mktemp("monitor-store")
+    sink = tmp / "sink.jsonl"
+    out, env, done = monitor(tmp, "monitor", extra=("--on-alert", f"cat >> {sink}; echo >> {sink}"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp, out, env[LEDGER_ENV], done.stdout, sink

@@ -38,7 +38,7 @@ def _restore_env():
 
 
 @pytest.mark.parametrize("page, message", [("Runs", "No runs yet"), ("Memorization", "No run"), ("Compare", "needs two"),
-                                           ("Privacy", "No release has been charged")])
+                                           ("Privacy", "No release has been charged"), ("Monitoring", "No monitor")])
 def test_every_page_handles_an_empty_store(tmp_path, monkeypatch, page, message):
     monkeypatch.setenv("FEDGEN_DEBUG_LEDGER", str(tmp_path / "empty-ledger"))
     at = _app(tmp_path, page)
@@ -131,7 +131,7 @@ def test_memorization_page_shows_a_real_checked_run(tmp_path):
 def test_the_app_imports_no_data_reader_and_no_tensorflow():
     code = ("import sys, runpy; from streamlit.testing.v1 import AppTest; "
             f"at = AppTest.from_file({APP!r}); at.run(); "
-            "[at.sidebar.radio[0].set_value(p).run() for p in ('Compare', 'Privacy', 'Memorization')]; "
+            "[at.sidebar.radio[0].set_value(p).run() for p in ('Compare', 'Privacy', 'Memorization', 'Monitoring')]; "
             # The run store's atomic writer lives in data/ (`fedgen_debug.data.atomic`): a file helper,
             # no reader; everything else under data/ reads users' examples.
             "allowed = {'fedgen_debug.data', 'fedgen_debug.data.atomic'}; "
@@ -326,3 +326,80 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
     (verdict,) = at.error
     assert verdict.value.startswith(
         "`after`: 12.0% of sampled OOV words contain a space; `before`: 1.0%. z = 7.50 > 3.")
+
+
+# ---- Monitoring, on a store made by a short real monitor run (conftest.monitor_store) ---------------
+
+def test_monitoring_page_shows_signals_thresholds_alerts_and_a_link_to_compare_the_periods(monitor_store):
+    root, _, _, _, _ = monitor_store
+    at = _app(root, "Monitoring")
+    assert at.selectbox(key="monitor_choice").value == "monitor"
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["periods"] == "5/5"
+    # Period 5 (the fix) still alerts or has cleared; the alert history names period 3's rise either way.
+    history = at.dataframe[-1].value
+    raised = history[history["event"] == "raised"]
+    assert list(raised["period"])[0] == 3 and "space_mass" in list(raised["signal"])[0]
+    charts = at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
+    assert len(charts) == 4   # two signals, the rollout, ε over time
+    captions = " ".join(c.value for c in at.caption)
+    assert "calibrated on periods 1-2" in captions
+    # Period thumbnails: the char-LM's top OOV words of the last periods (one table each), glued words marked.
+    tables = [d.value for d in at.dataframe[:-1]]
+    assert len(tables) == 5 and any(t["word"].str.contains("␣").any() for t in tables)
+
+
+def test_an_alert_opens_the_compare_view_of_the_two_periods_it_names(monitor_store, tmp_path):
+    import shutil
+    from urllib.parse import parse_qs, urlparse
+
+    from fedgen_debug.app.monitoring_page import compare_link
+    from fedgen_debug.app.monitors import monitors
+
+    root, _, _, _, _ = monitor_store
+    view = monitors(str(root))[0]
+    events = [e for e in view.events if e["event"] == "raised"]
+    link = compare_link(view, events[0]["alert"])
+    query = {k: v[0] for k, v in parse_qs(urlparse(link).query).items()}
+    assert query == {"page": "Compare", "left": "monitor/period_002/char-lm", "right": "monitor/period_003/char-lm"}
+    at = AppTest.from_file(APP, default_timeout=60)
+    os.environ["FEDGEN_DEBUG_RUNS"] = str(root)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.sidebar.radio[0].value == "Compare"
+    assert (at.selectbox(key="compare_left").value, at.selectbox(key="compare_right").value) == \
+        (query["left"], query["right"])
+    # A corrupt monitor beside it is reported, and the page still works.
+    copy = tmp_path / "store"
+    shutil.copytree(root / "monitor", copy / "good")
+    (copy / "bad" / "released").mkdir(parents=True)
+    (copy / "bad" / "released" / "monitor.json").write_text("{not json")
+    at = _app(copy, "Monitoring")
+    at.selectbox(key="monitor_choice").set_value("bad").run()
+    assert any("cannot be read" in e.value for e in at.error)
+
+
+def test_monitoring_page_reads_released_files_only(monitor_store, tmp_path):
+    """Clicked through under an audit hook: every file the page opens is in a released/ directory
+    (never the monitor's program state, its secret, or a period run's server side)."""
+    root, _, _, _, _ = monitor_store
+    code = f"""
+import os, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(os.fspath(args[0])) if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) else None)
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({APP!r}, default_timeout=60); at.run()
+at.sidebar.radio[0].set_value("Monitoring").run()
+assert not at.exception, [e.value for e in at.exception]
+root = {str(root)!r}
+inside = [os.path.abspath(p.decode() if isinstance(p, bytes) else p) for p in opened]
+inside = [p for p in inside if p.startswith(root)]
+assert any("periods" in p for p in inside), "no period record was read"
+outside = [p for p in inside if os.sep + "released" + os.sep not in p[len(root):]]
+assert not outside, outside
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "FEDGEN_DEBUG_RUNS": str(root)}, cwd="/")
+    assert result.returncode == 0, result.stdout + result.stderr

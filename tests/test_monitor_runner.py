@@ -13,54 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from conftest import fedgen_cli, provision_secret
+from conftest import GAN_MONITOR_PLAN as GAN_PLAN, MONITOR_AUXILIARY as AUX, fedgen_cli, \
+    ledger_with_unlimited_budget as _ledger, monitor as _monitor, provision_secret
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
 from fedgen_debug.runs import store
-
-# A char-LM on 24 synthetic users; the tokenizer bug glues every sentence's words from period 3 and is
-# fixed in period 5. 12 rounds a period: a checkpoint at round 10 (what a kill -9 resumes from).
-PLAN = {"data": "synthetic-text:users=24,seed=61", "periods": 5, "rounds_per_period": 12, "seed": 61,
-        "rollout": "concat:3=1.0,5=0", "samples": 300,
-        "fleet": {"initial": 0.9, "join_rate": 0.5, "leave_rate": 0.1, "window": 0.5},
-        "privacy": {"noise_multiplier": 0.1, "clients_per_round": 8, "clip": 1.0},
-        "budget": {"epsilon": 1e12}, "alerts": {"calibration_periods": 2, "persistence": 1, "window": 2},
-        "auxiliaries": [{"kind": "char-lm", "preset": "test"}]}
-# A GAN on 16 synthetic writers, 2 rounds a period (the warm start and budget tests).
-GAN_PLAN = {**PLAN, "data": "synthetic-images:writers=16,seed=61", "rollout": "invert:3=0.5", "samples": 64,
-            "periods": 4, "rounds_per_period": 2, "privacy": {"noise_multiplier": 0.1, "clients_per_round": 4,
-                                                              "clip": 0.1},
-            "auxiliaries": [{"kind": "gan", "select": "random", "preset": "test"}]}
-AUX = "char-lm"
-
-
-def _ledger(path) -> str:
-    Ledger(str(path)).set_budget("*", math.inf, reason="monitor test")
-    return str(path)
-
-
-def _monitor(tmp, name, plan=PLAN, ledger=None, extra=(), wait=True, verbose=False):
-    """Starts `fedgen-debug monitor` on `plan` with the monitor secret pinned by `name`."""
-    plan_path = tmp / f"{name}.plan.json"
-    plan_path.write_text(json.dumps(plan))
-    out = tmp / name
-    provision_secret(str(out), "monitor")   # one monitor secret: the same noise for every copy of the plan
-    env = {**os.environ, LEDGER_ENV: ledger or _ledger(tmp / f"{name}-ledger")}
-    command = [fedgen_cli(), *(["-v"] if verbose else []), "monitor", "--plan", str(plan_path), "--out", str(out), *extra]
-    if not wait:
-        return out, env, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-    return out, env, done
-
-
-@pytest.fixture(scope="session")
-def monitor_store(tmp_path_factory):
-    """A store holding one finished monitor, uninterrupted, with its alerts file and its --on-alert log."""
-    tmp = tmp_path_factory.mktemp("monitor-store")
-    sink = tmp / "sink.jsonl"
-    out, env, done = _monitor(tmp, "monitor", extra=("--on-alert", f"cat >> {sink}; echo >> {sink}"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return tmp, out, env[LEDGER_ENV], done.stdout, sink
-
 
 def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monitor_store):
     _, out, _, stdout, _ = monitor_store
@@ -112,7 +68,7 @@ def test_warm_start_carries_the_previous_runs_model_and_keeps_its_own_noise_stat
     import tensorflow as tf
 
     from fedgen_debug.scenarios.lm import LMRun, model_spec
-    from fedgen_debug.training import dp_fedavg, loop, run_dir as rd
+    from fedgen_debug.training import dp_fedavg, loop
     from fedgen_debug.runs import secret as secret_lib
 
     _, out, _, _, _ = monitor_store

@@ -25,3 +25,30 @@ def test_js_divergence_refuses_bad_tables():
         js_divergence({"a": -2}, {"a": 1}, smoothing=0.0)
     with pytest.raises(ValueError, match="empty"):
         js_divergence({"a": 0}, {"a": 1}, smoothing=0.0)
+
+
+def test_js_divergence_over_the_top_words_folds_the_rest_into_one_bucket():
+    a = {"i have": 50, "ing": 30, **{f"rare{i}": 1 for i in range(20)}}
+    b = {"ing": 60, "lol": 20, **{f"odd{i}": 1 for i in range(20)}}
+    # Two words kept ("ing", "i have" by their counts together), the rare ones summed: exactly the
+    # divergence of the folded tables.
+    folded_a = {"ing": 30, "i have": 50, "other": 20}
+    folded_b = {"ing": 60, "i have": 0, "other": 40}
+    assert js_divergence(a, b, top=2) == pytest.approx(js_divergence(folded_a, folded_b))
+    # Singletons are noise: folding them makes two samples of one distribution closer.
+    assert js_divergence(a, b, top=2) < js_divergence(a, b)
+    with pytest.raises(ValueError, match="top must be >= 1"):
+        js_divergence(a, b, top=0)
+
+
+def test_reference_drift_leaves_the_period_out_of_its_reference():
+    from fedgen_debug.monitor.signals import pool_counts, reference_drift
+
+    inputs = {1: {"a": 4}, 2: {"a": 2, "b": 2}, 3: {"b": 4}, 4: {"c": 4}}
+    # Period 1 against periods 2-3 pooled; period 4 against 1-3 pooled.
+    assert reference_drift(inputs, [1, 2, 3], 1, js_divergence, pool_counts) == \
+        pytest.approx(js_divergence({"a": 4}, {"a": 2, "b": 6}))
+    assert reference_drift(inputs, [1, 2, 3], 4, js_divergence, pool_counts) == \
+        pytest.approx(js_divergence({"c": 4}, {"a": 6, "b": 6}))
+    with pytest.raises(ValueError, match="other than 1"):
+        reference_drift(inputs, [1], 1, js_divergence, pool_counts)

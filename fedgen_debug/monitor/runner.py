@@ -50,6 +50,7 @@ from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
 
 logger = logging.getLogger(__name__)
+JS_TOP_WORDS = 50   # the generated OOV-word distributions are compared over their 50 most frequent words
 
 
 class PlanRefused(ValueError):
@@ -334,7 +335,8 @@ class Monitor:
             from fedgen_debug.scenarios.gan_analysis import frechet_distance
 
             return signals.reference_drift(inputs, calibration, period, frechet_distance, signals.pool_features)
-        return signals.reference_drift(inputs, calibration, period, signals.js_divergence, signals.pool_counts)
+        return signals.reference_drift(inputs, calibration, period,
+                                       lambda a, b: signals.js_divergence(a, b, top=JS_TOP_WORDS), signals.pool_counts)
 
     def _decide(self, period: int, record: dict) -> None:
         PeriodReleaseManager, AlertReleaseManager = _release_managers()

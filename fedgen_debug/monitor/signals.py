@@ -18,12 +18,37 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 
-def js_divergence(counts_a: Mapping[str, float], counts_b: Mapping[str, float], smoothing: float = 0.5) -> float:
+OTHER = "\x00other"   # the bucket of words outside the `top` most frequent (no sampled word has a NUL)
+
+
+def keep_top(counts_a: Mapping[str, float], counts_b: Mapping[str, float], top: int):
+    """Both tables over the `top` most frequent words of the two together, the rest summed in one
+    bucket: most sampled OOV words are seen once, and their noise would swamp a divergence over all of
+    them (measured: 0.17 bits between clean periods at 300 samples); a glued word that matters is
+    frequent, so it stays."""
+    total = {w: float(counts_a.get(w, 0.0)) + float(counts_b.get(w, 0.0)) for w in set(counts_a) | set(counts_b)}
+    kept = set(sorted(total, key=lambda w: (-total[w], w))[:top])
+
+    def fold(counts):
+        out = {w: float(c) for w, c in counts.items() if w in kept}
+        out[OTHER] = sum(float(c) for w, c in counts.items() if w not in kept)
+        return out
+
+    return fold(counts_a), fold(counts_b)
+
+
+def js_divergence(counts_a: Mapping[str, float], counts_b: Mapping[str, float], smoothing: float = 0.5,
+                  top: int | None = None) -> float:
     """Jensen-Shannon divergence in bits (0 = same distribution, 1 = disjoint) between two word-count
     tables, each smoothed with `smoothing` pseudo-counts over the union of their words (a word one
-    period never sampled is rare, not impossible)."""
+    period never sampled is rare, not impossible); with `top`, over the `top` most frequent words and
+    one bucket for the rest (`keep_top`)."""
     if smoothing < 0:
         raise ValueError(f"smoothing must be >= 0. Found {smoothing}.")
+    if top is not None:
+        if top < 1:
+            raise ValueError(f"top must be >= 1. Found {top}.")
+        counts_a, counts_b = keep_top(counts_a, counts_b, top)
     words = sorted(set(counts_a) | set(counts_b))
     if not words:
         raise ValueError("js_divergence needs at least one word.")
