@@ -46,15 +46,18 @@ test-all: install
 
 # The app in Debian's Chromium (not part of `make test`): needs `apt-get install chromium chromium-driver`.
 # BROWSER_STORE=runs/demo shows a `make demo` store (default: the demo at test size, built by the test)
-# with the ledger it charged ($FEDGEN_DEBUG_LEDGER, else ~/.fedgen-debug/ledger); SCREENSHOTS=docs/screenshots
+# with the ledger it charged ($FEDGEN_DEBUG_LEDGER, else ~/.fedgen-debug/ledger); BROWSER_MONITOR_STORE=DIR a store
+# holding a monitor (default: a tiny one built by the test); SCREENSHOTS=docs/screenshots
 # keeps the screenshots.
 BROWSER_STORE ?=
+BROWSER_MONITOR_STORE ?=
 SCREENSHOTS ?=
 test-browser: install
 	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { \
 	  echo "test-browser needs Debian's Chromium and its driver: apt-get install chromium chromium-driver"; exit 1; }
 	$(BIN)/pip install $(PIP_QUIET) --no-deps -r requirements/browser.txt
 	FEDGEN_DEBUG_BROWSER_STORE="$(BROWSER_STORE)" FEDGEN_DEBUG_SCREENSHOTS="$(SCREENSHOTS)" \
+	  FEDGEN_DEBUG_BROWSER_MONITOR_STORE="$(BROWSER_MONITOR_STORE)" \
 	  FEDGEN_DEBUG_BROWSER_LEDGER="$$(test -n "$(BROWSER_STORE)" && echo "$${FEDGEN_DEBUG_LEDGER:-$$HOME/.fedgen-debug/ledger}")" \
 	  $(BIN)/pytest -m browser tests/test_app_browser.py
 

@@ -39,10 +39,21 @@ def _alerts(view) -> None:
                    f"{view.meta.get('plan', {}).get('alerts', {}).get('calibration_periods', '?')} (clean) periods.")
     for alert in active:
         st.error(alert["message"])
-        link = compare_link(view, alert)
-        if link:
-            a, b = alert["compare"]
-            st.markdown(f"[→ Compare periods {a} and {b}]({link})")
+        _link(view, alert)
+    raised = [e for e in view.events if e["event"] == "raised"]
+    if not active and raised:   # the latest alert, cleared since: still one click from its two periods
+        last = raised[-1]
+        cleared = next((e["period"] for e in view.events if e["event"] == "cleared" and e["signal"] == last["signal"]
+                        and e["period"] > last["period"]), None)
+        st.info(f"Last alert (cleared in period {cleared}): {last['message']}")
+        _link(view, last["alert"])
+
+
+def _link(view, alert: dict) -> None:
+    link = compare_link(view, alert)
+    if link:
+        a, b = alert["compare"]
+        st.markdown(f"[→ Compare periods {a} and {b}]({link})")
 
 
 def _timeline(view) -> None:
@@ -62,8 +73,8 @@ def _timeline(view) -> None:
                    + (f"; alerting in period(s) {', '.join(map(str, alerting))}" if alerting else ""))
     rollout = [(r["period"], r["rollout"]["fraction"]) for r in view.periods if r["rollout"].get("bug")]
     if rollout:
-        st.line_chart({"period": [p for p, _ in rollout], "bug rollout (simulation)": [f for _, f in rollout]},
-                      x="period", y="bug rollout (simulation)", height=150)
+        st.line_chart({"period": [p for p, _ in rollout], "rollout": [f for _, f in rollout]},
+                      x="period", y="rollout", height=150)
         st.caption(f"the simulated {view.periods[-1]['rollout']['bug']} rollout of the plan: the share of devices "
                    "(invert) or sentences (concat) it hits; the monitor does not see it")
 

@@ -345,6 +345,8 @@ def test_monitoring_page_shows_signals_thresholds_alerts_and_a_link_to_compare_t
     captions = " ".join(c.value for c in at.caption)
     assert "calibrated on periods 1-2" in captions
     # Period thumbnails: the char-LM's top OOV words of the last periods (one table each), glued words marked.
+    # The alert (active, or the latest one cleared since) is one link away from Compare.
+    assert any("Compare periods 2 and 3" in m.value for m in at.markdown)
     tables = [d.value for d in at.dataframe[:-1]]
     assert len(tables) == 5 and any(t["word"].str.contains("␣").any() for t in tables)
 

@@ -12,6 +12,7 @@ directory."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -47,8 +48,9 @@ def demo_test_store_or_env(request):
     return str(request.getfixturevalue("demo_test_store")[0])
 
 
-@pytest.fixture(scope="module")
-def app_url(store):
+@contextlib.contextmanager
+def _serve(store: str):
+    """`fedgen-debug app` on `store` at a free local port; yields its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -72,6 +74,12 @@ def app_url(store):
     finally:
         os.killpg(process.pid, 15)
         process.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def app_url(store):
+    with _serve(store) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +157,25 @@ def test_every_page_renders_in_chromium_with_its_images(browser, app_url, store,
         browser.save_screenshot(os.path.join(screenshots, f"{page.lower()}.png"))
     expected = {"runs.png", "privacy.png", "memorization.png", *(f"{name}.png" for name in pairs)}
     assert expected <= set(os.listdir(screenshots))
+
+
+def test_monitoring_page_in_chromium_and_its_alert_link(browser, screenshots, request):
+    """The Monitoring page of a monitor store ($FEDGEN_DEBUG_BROWSER_MONITOR_STORE, else the suite's tiny
+    char-LM monitor): its charts draw, the alert shows, and its link opens Compare on the two periods."""
+    from selenium.webdriver.common.by import By
+
+    store = os.environ.get("FEDGEN_DEBUG_BROWSER_MONITOR_STORE") or str(request.getfixturevalue("monitor_store")[0])
+    with _serve(os.path.abspath(store)) as url:
+        _open(browser, f"{url}/?page=Monitoring", images=0)
+        time.sleep(2.0)  # the charts
+        charts = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"]')
+        assert len(charts) >= 3, "the signal, rollout and ε charts did not draw"
+        browser.save_screenshot(os.path.join(screenshots, "monitoring.png"))
+        links = [a for a in browser.find_elements(By.CSS_SELECTOR, "a") if "Compare periods" in a.text]
+        assert links, "no alert links to Compare"
+        href = links[0].get_attribute("href")
+        _open(browser, href, images=0)
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(href).query)
+        text = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+        assert query["left"][0] in text and query["right"][0] in text
+        browser.save_screenshot(os.path.join(screenshots, "monitoring-compare.png"))

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import GAN_MONITOR_PLAN as GAN_PLAN, MONITOR_AUXILIARY as AUX, fedgen_cli, \
+from conftest import GAN_MONITOR_PLAN as GAN_PLAN, MONITOR_AUXILIARY as AUX, MONITOR_PLAN, fedgen_cli, \
     ledger_with_unlimited_budget as _ledger, monitor as _monitor, provision_secret
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
 from fedgen_debug.runs import store
@@ -186,3 +186,33 @@ def test_a_period_that_no_longer_fits_is_refused_before_any_of_it_runs(tmp_path,
     records = Ledger(str(home)).records()
     period_one = store.read_json(store.released(str(out / "period_001" / "gan-random"), store.PRIVACY))
     assert {r.release_id for r in records} == set(period_one["releases"])
+
+
+def test_a_monitor_releases_nothing_private(monitor_store):
+    """The release boundary over the monitor: its own released files are declared and hold no secret
+    material, no device id and no raw sentence; every period run passes the run-store walker."""
+    from release_boundary import check_released, released_files
+
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.runs import secret as secret_lib
+    from fedgen_debug.scenarios import lm_data
+
+    _, out, _, _, _ = monitor_store
+    data = data_spec.load_client_data(MONITOR_PLAN["data"])
+    client_ids = sorted(data.client_ids)
+    sentences = [s for cid in client_ids[:5] for s in lm_data.device_sentences(data, cid)[:3] if len(s) > 30]
+    assert client_ids and sentences
+    assert set(os.listdir(out / "released")) <= set(store.RELEASED_FILES)
+    secret = secret_lib.load(str(out))
+    needles = [f"{secret.entropy:064x}", str(secret.entropy)]
+    for path in released_files(str(out)):   # the monitor's own released/ (period runs: below)
+        raw = open(path, "rb").read()
+        assert not any(n.encode() in raw for n in needles), path
+        if path.endswith((".json", ".jsonl")):
+            text = raw.decode()
+            assert not any(f'"{cid}"' in text for cid in client_ids), path
+            assert not any(s in text for s in sentences), path
+    periods = sorted(p for p in os.listdir(out) if p.startswith("period_"))
+    assert len(periods) == MONITOR_PLAN["periods"]
+    for period in periods:
+        check_released(str(out / period / AUX), client_ids=client_ids, sentences=sentences)

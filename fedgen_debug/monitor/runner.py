@@ -282,7 +282,7 @@ class Monitor:
                 secret_lib.save(run_dir, run_secret)
             runs[auxiliary] = (run, run_dir, run_secret)
         epsilon = self._charge_period(period, runs, population)
-        logger.info("period %d: %d devices, rollout %s %.0f%%; population ε %.4g", period, population.size,
+        logger.info("period %d: rollout %s %.0f%% (simulation); population ε %.4g", period,
                     self.rollout.bug if self.rollout else "-", 100 * fraction, epsilon)
 
         record = {"period": period, "rollout": {"bug": self.rollout.bug if self.rollout else None,
