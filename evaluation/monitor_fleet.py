@@ -49,7 +49,8 @@ def scenario_plan(args, seed: int) -> dict:
             "first_period_rounds": args.first_rounds, "seed": seed, "samples": args.samples,
             **({"rollout": rollout} if rollout else {}),
             "fleet": {"initial": 0.8, "join_rate": 0.1, "leave_rate": 0.05, "window": args.window},
-            "privacy": {"noise_multiplier": args.noise_multiplier, "clients_per_round": args.clients_per_round,
+            "privacy": {"noise_multiplier": args.noise_multiplier if args.noise_multiplier is not None else
+                        (0.3 if images else 0.1), "clients_per_round": args.clients_per_round,
                         "clip": 0.1 if images else 1.0},
             "budget": {"epsilon": 1e15}, "alerts": {"calibration_periods": args.calibration, "persistence": 2,
                                                      "window": 3},
@@ -98,7 +99,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--select", default="by-user-accuracy:low")
     parser.add_argument("--preset", default="demo")
-    parser.add_argument("--noise-multiplier", type=float, default=0.3)
+    parser.add_argument("--noise-multiplier", type=float, help="default: the demo's, 0.3 (GAN) or 0.1 (char-LM)")
     parser.add_argument("--clients-per-round", type=int, default=20)
     parser.add_argument("--tag", default="")
     parser.add_argument("--out", required=True)

@@ -96,3 +96,20 @@ def test_bad_plans_are_refused_naming_the_problem(changes, message):
 def test_a_missing_plan_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="no such plan file"):
         load_plan(str(tmp_path / "absent.toml"))
+
+
+def test_the_readmes_example_plan_loads(tmp_path):
+    """The plan the README shows is a valid plan (copied by users as it stands)."""
+    import os
+    import re
+
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    section = readme[readme.index("## Monitoring"):]
+    (block,) = re.findall(r"```toml\n(.*?)```", section, re.S)[:1]
+    path = tmp_path / "plan.toml"
+    path.write_text(block)
+    from fedgen_debug.monitor.plan import load_plan
+
+    plan = load_plan(str(path))
+    assert plan.periods == 12 and plan.rounds(1) == 200 and plan.rounds(2) == 40
+    assert plan.auxiliaries[0].name == "gan-by-user-accuracy-low" and plan.fleet.window == 0.5

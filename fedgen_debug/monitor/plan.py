@@ -10,13 +10,14 @@ auxiliaries, under which budget and alert rules. TOML or JSON with the same keys
     first_period_rounds = 100                     # period 1 starts from scratch (later ones warm-start)
     samples = 1000                                # per auxiliary and period, for the signals
     primary = "primary_cnn.npz"                   # GAN: the modeler's primary CNN (default: trained on public data)
-    [fleet]      initial = 0.8  join_rate = 0.1  leave_rate = 0.05  window = 0.25
-    [privacy]    noise_multiplier = 1.0  clients_per_round = 20  clip = 0.1
-    [budget]     epsilon = 50.0                   # the population's; δ is the ledger's default
-    [alerts]     persistence = 2  window = 3  calibration_periods = 3
-    [[auxiliaries]]  kind = "gan"  select = "by-user-accuracy:low"  preset = "demo"
-    [[auxiliaries]]  kind = "gan"  select = "by-user-accuracy:high"
+    [fleet]                                       # each section's keys on lines of their own in TOML:
+    initial = 0.8, join_rate = 0.1, leave_rate = 0.05, window = 0.25
+    [privacy]    noise_multiplier, clients_per_round, clip
+    [budget]     epsilon                          # the population's; δ is the ledger's default
+    [alerts]     persistence = 2, window = 3, calibration_periods = 3
+    [[auxiliaries]]  kind = "gan", select = "by-user-accuracy:low", preset = "demo"   (one table each)
 
+(README.md, Monitoring, has a complete TOML plan; a test loads it.)
 Frozen and validated on load: an unknown key, a missing one or a bad value is refused with its name.
 """
 
