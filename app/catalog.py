@@ -41,20 +41,27 @@ class RunSummary:
         return f"{self.rounds_completed}/{self.rounds}" if self.rounds else "–"
 
 
-def find_runs(root: str) -> list[str]:
-    """Run directories under `root` (those with `released/config.json`), sorted, relative to it."""
+def find_marked(root: str, marker: str, max_depth: int = MAX_DEPTH) -> list[str]:
+    """Directories under `root` with `released/<marker>` (at most `max_depth` levels down), sorted,
+    relative to it; nothing below a found one is searched."""
     found = []
     root = os.path.abspath(root)
     for here, dirs, _ in os.walk(root):
         depth = os.path.relpath(here, root).count(os.sep) + (here != root)
-        if os.path.isfile(os.path.join(here, store.RELEASED, store.CONFIG)):
+        if os.path.isfile(os.path.join(here, store.RELEASED, marker)):
             found.append(os.path.relpath(here, root))
-            dirs[:] = []  # a run holds no runs
-        elif depth >= MAX_DEPTH or os.path.basename(here) in (store.RELEASED, store.SERVER):
+            dirs[:] = []
+        elif depth >= max_depth or os.path.basename(here) in (store.RELEASED, store.SERVER):
             dirs[:] = []
         else:
             dirs.sort()
     return sorted(found)
+
+
+def find_runs(root: str) -> list[str]:
+    """Run directories under `root` (those with `released/config.json`), sorted, relative to it
+    (a monitor's period runs included)."""
+    return find_marked(root, store.CONFIG)
 
 
 def _read(run_dir: str, name: str):

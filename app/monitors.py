@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 
+from fedgen_debug.app.catalog import find_marked
 from fedgen_debug.runs import store
 
 MAX_DEPTH = 3
@@ -49,19 +50,8 @@ class MonitorView:
 
 
 def find_monitors(root: str) -> list[str]:
-    found = []
-    root = os.path.abspath(root)
-    for here, dirs, _ in os.walk(root):
-        depth = os.path.relpath(here, root).count(os.sep) + (here != root)
-        if os.path.isfile(os.path.join(here, store.RELEASED, store.MONITOR)):
-            found.append(os.path.relpath(here, root))
-            dirs[:] = []
-        elif depth >= MAX_DEPTH or os.path.basename(here) in (store.RELEASED, store.SERVER) or \
-                os.path.isfile(os.path.join(here, store.RELEASED, store.CONFIG)):
-            dirs[:] = []
-        else:
-            dirs.sort()
-    return sorted(found)
+    """Monitor directories under `root` (those with `released/monitor.json`), relative to it."""
+    return find_marked(root, store.MONITOR, MAX_DEPTH)
 
 
 def read_monitor(root: str, relative: str) -> MonitorView:

@@ -216,3 +216,32 @@ def test_a_monitor_releases_nothing_private(monitor_store):
     assert len(periods) == MONITOR_PLAN["periods"]
     for period in periods:
         check_released(str(out / period / AUX), client_ids=client_ids, sentences=sentences)
+
+
+def test_every_runs_the_next_period_a_cadence_after_the_previous_one_finished_even_after_a_restart(tmp_path):
+    """--every 24h: period 2 is due 24 h after period 1 finished (its record says when), whether the
+    monitor kept running or was restarted in between; a period already due runs at once."""
+    from fedgen_debug.monitor.plan import plan_from_dict
+    from fedgen_debug.monitor.runner import Monitor
+
+    out = tmp_path / "monitor"
+    plan = plan_from_dict({**GAN_PLAN, "cadence": "24h"})
+    finished = 1_000_000.0
+    store.write_json(store.period_record_path(str(out), 1), {"period": 1, "finished_at_unix": finished})
+    now = [finished + 3600.0]   # restarted an hour after period 1 finished
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    monitor = Monitor(plan, str(out), sleep=sleep, clock=lambda: now[0])
+    assert monitor.every == 24 * 3600
+    monitor._wait_for(2)
+    assert now[0] == finished + 24 * 3600 and sum(slept) == 23 * 3600 and max(slept) <= 3600
+    assert store.read_json(store.released(str(out), store.MONITOR))["state"] == "running"
+    slept.clear()
+    now[0] = finished + 48 * 3600   # overdue: no wait
+    monitor._wait_for(2)
+    assert slept == []
+    assert Monitor(plan_from_dict(GAN_PLAN), str(out)).every is None   # no cadence: back to back

@@ -124,12 +124,12 @@ class _History:
 
 class Monitor:
     def __init__(self, plan: MonitorPlan, out_dir: str, *, every: float | None = None, on_alert: str | None = None,
-                 ledger=None, sleep: Callable[[float], None] = time.sleep):
+                 ledger=None, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time):
         from fedgen_debug.data import spec as data_spec
         from fedgen_debug.device.rollout import parse_rollout
 
-        self.plan, self.out_dir, self.on_alert, self.ledger, self.sleep = plan, os.path.abspath(out_dir), on_alert, \
-            ledger, sleep
+        self.plan, self.out_dir, self.on_alert, self.ledger = plan, os.path.abspath(out_dir), on_alert, ledger
+        self.sleep, self.clock = sleep, clock
         self.every = every if every is not None else (cadence_seconds(plan.cadence) if plan.cadence else None)
         self.rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
         self.key = data_spec.population_key(plan.data)
@@ -227,7 +227,7 @@ class Monitor:
             return
         previous = store.read_json(store.period_record_path(self.out_dir, period - 1))
         due = previous["finished_at_unix"] + self.every
-        while (wait := due - time.time()) > 0:
+        while (wait := due - self.clock()) > 0:
             logger.info("period %d is due at %s (in %.0f s)", period,
                         datetime.datetime.fromtimestamp(due).isoformat(timespec="seconds"), wait)
             self._write_meta(state="waiting", next_period_due_unix=due)
@@ -305,7 +305,7 @@ class Monitor:
             measured["run"] = os.path.relpath(run_dir, self.out_dir)
             measured["epsilon"] = store.training_release(privacy)["epsilon"]
             record["auxiliaries"][auxiliary.name] = measured
-        record["finished_at_unix"] = time.time()
+        record["finished_at_unix"] = self.clock()
         self._remember(period, record)
         self._decide(period, record)
 
