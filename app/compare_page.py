@@ -67,6 +67,10 @@ def _choose_pair(runs) -> tuple[object, object]:
         first, second, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
     else:
         first, second = 0, 1
+        # A link may name the pair even when nothing is suggested (a monitor's periods: one selector, no bug flag).
+        linked = [st.query_params.get(side) for side in ("left", "right")]
+        if all(name in names for name in linked):
+            first, second = names.index(linked[0]), names.index(linked[1])
     st.session_state.setdefault("compare_left", names[first])
     st.session_state.setdefault("compare_right", names[second])
     left, right = st.columns(2)

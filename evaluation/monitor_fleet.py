@@ -45,7 +45,17 @@ def scenario_plan(args, seed: int) -> dict:
             "text": f"synthetic-text:users={args.devices},seed={100 + seed}"}[args.scenario]
     auxiliaries = ([{"kind": "gan", "select": args.select, "preset": args.preset}] if images
                    else [{"kind": "char-lm", "preset": args.preset}])
-    return {"data": data, "periods": args.periods, "rounds_per_period": args.rounds,
+    primary = {}
+    if images and args.primary_from_data:   # the modeler's pre-update model, as gan_pixel_inversion.py trains it
+        path = os.path.join(args.out, f"primary-{args.scenario}-seed{seed}.npz")
+        if not os.path.exists(path):
+            from fedgen_debug.data import spec as data_spec
+            from fedgen_debug.models import cnn
+            from fedgen_debug.scenarios import primary_cnn
+
+            primary_cnn.train_primary_cnn(data_spec.load_client_data(data), cnn.cnn_config("demo"), seed, 3, path)
+        primary = {"primary": os.path.abspath(path)}
+    return {"data": data, "periods": args.periods, **primary, "rounds_per_period": args.rounds,
             "first_period_rounds": args.first_rounds, "seed": seed, "samples": args.samples,
             **({"rollout": rollout} if rollout else {}),
             "fleet": {"initial": 0.8, "join_rate": 0.1, "leave_rate": 0.05, "window": args.window},
@@ -101,6 +111,8 @@ def main() -> None:
     parser.add_argument("--preset", default="demo")
     parser.add_argument("--noise-multiplier", type=float, help="default: the demo's, 0.3 (GAN) or 0.1 (char-LM)")
     parser.add_argument("--clients-per-round", type=int, default=20)
+    parser.add_argument("--primary-from-data", action="store_true",
+                        help="images: train the primary CNN centrally on the data (as gan_pixel_inversion.py)")
     parser.add_argument("--tag", default="")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -109,8 +121,8 @@ def main() -> None:
         name = (f"{args.scenario}{'-clean' if args.clean else ''}"
                 f"{'' if args.scenario != 'text' or args.clean else f'-concat{args.concat:g}'}-seed{seed}{args.tag}")
         out = os.path.join(args.out, name)
-        raw = scenario_plan(args, seed)
         os.makedirs(args.out, exist_ok=True)
+        raw = scenario_plan(args, seed)
         with open(out + ".plan.json", "w") as f:
             json.dump(raw, f, indent=2)
         plan = plan_from_dict(raw)

@@ -405,3 +405,22 @@ assert not outside, outside
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "FEDGEN_DEBUG_RUNS": str(root)}, cwd="/")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_link_opens_compare_on_its_pair_even_when_nothing_is_suggested(tmp_path):
+    """A monitor's period runs share their selector and carry no bug flag, so Compare suggests no pair;
+    the Monitoring page's link must still open the two runs it names (make test-browser found this)."""
+    root = str(tmp_path)
+    for period in (1, 2, 3):
+        _run(root, f"fleet/period_00{period}/gan-random", {"gan": {"data": "synthetic-images:writers=20",
+                                                                   "select": "random", "bug_fraction": 0.0}},
+             {"state": "finished", "rounds_completed": 2, "rounds": 2}, _privacy(3.0))
+    at = AppTest.from_file(APP, default_timeout=60)
+    os.environ["FEDGEN_DEBUG_RUNS"] = root
+    for key, value in {"page": "Compare", "left": "fleet/period_003/gan-random",
+                       "right": "fleet/period_002/gan-random"}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert (at.selectbox(key="compare_left").value, at.selectbox(key="compare_right").value) == \
+        ("fleet/period_003/gan-random", "fleet/period_002/gan-random")
