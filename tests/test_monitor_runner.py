@@ -220,6 +220,9 @@ def test_a_monitor_releases_nothing_private(monitor_store):
             text = raw.decode()
             assert not any(f'"{cid}"' in text for cid in client_ids), path
             assert not any(s in text for s in sentences), path
+    # A period's wall time depends on who was sampled: it stays server side (server/schedule.json).
+    assert not any("finished_at" in json.dumps(r) for r in store.period_records(str(out)))
+    assert len(store.read_json(store.server(str(out), store.SCHEDULE))) == MONITOR_PLAN["periods"]
     periods = sorted(p for p in os.listdir(out) if p.startswith("period_"))
     assert len(periods) == MONITOR_PLAN["periods"]
     for period in periods:
@@ -227,7 +230,7 @@ def test_a_monitor_releases_nothing_private(monitor_store):
 
 
 def test_every_runs_the_next_period_a_cadence_after_the_previous_one_finished_even_after_a_restart(tmp_path):
-    """--every 24h: period 2 is due 24 h after period 1 finished (its record says when), whether the
+    """--every 24h: period 2 is due 24 h after period 1 finished (the server's schedule says when), whether the
     monitor kept running or was restarted in between; a period already due runs at once."""
     from fedgen_debug.monitor.plan import plan_from_dict
     from fedgen_debug.monitor.runner import Monitor
@@ -235,7 +238,7 @@ def test_every_runs_the_next_period_a_cadence_after_the_previous_one_finished_ev
     out = tmp_path / "monitor"
     plan = plan_from_dict({**GAN_PLAN, "cadence": "24h"})
     finished = 1_000_000.0
-    store.write_json(store.period_record_path(str(out), 1), {"period": 1, "finished_at_unix": finished})
+    store.write_json(store.server(str(out), store.SCHEDULE), {"1": finished})
     now = [finished + 3600.0]   # restarted an hour after period 1 finished
     slept = []
 

@@ -225,14 +225,16 @@ class Monitor:
     def _wait_for(self, period: int) -> None:
         if not self.every or period == 1:
             return
-        previous = store.read_json(store.period_record_path(self.out_dir, period - 1))
-        due = previous["finished_at_unix"] + self.every
+        due = self._finished_at(period - 1) + self.every
         while (wait := due - self.clock()) > 0:
             logger.info("period %d is due at %s (in %.0f s)", period,
                         datetime.datetime.fromtimestamp(due).isoformat(timespec="seconds"), wait)
             self._write_meta(state="waiting", next_period_due_unix=due)
             self.sleep(min(wait, 3600.0))
         self._write_meta(state="running")
+
+    def _finished_at(self, period: int) -> float:
+        return float(store.read_json(store.server(self.out_dir, store.SCHEDULE))[str(period)])
 
     def _devices(self, period: int):
         from fedgen_debug.data.fleet import fleet_period
@@ -305,7 +307,10 @@ class Monitor:
             measured["run"] = os.path.relpath(run_dir, self.out_dir)
             measured["epsilon"] = store.training_release(privacy)["epsilon"]
             record["auxiliaries"][auxiliary.name] = measured
-        record["finished_at_unix"] = self.clock()
+        # When it finished stays server side: a period's wall time depends on who was sampled (timing.csv).
+        path = store.server(self.out_dir, store.SCHEDULE)
+        schedule = store.read_json(path) if os.path.exists(path) else {}
+        store.write_json(path, {**schedule, str(period): self.clock()})
         self._remember(period, record)
         self._decide(period, record)
 

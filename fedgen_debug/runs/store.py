@@ -69,6 +69,7 @@ CHECKPOINTS = "checkpoints"
 TIMING = "timing.csv"
 SELECTION = "selection.json"
 PROGRAM_STATE = "program_state"
+SCHEDULE = "schedule.json"
 
 SUMMARY = "summary.json"   # beside run directories: a demo's or an evaluation's collected results
 
@@ -108,6 +109,7 @@ SERVER_FILES = {
     TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
     SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
     PROGRAM_STATE: "the monitor's tff.program state: the last finished period and its signal history",
+    SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv)",
 }
 
 
