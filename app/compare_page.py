@@ -47,6 +47,13 @@ def suggested_pairs(runs) -> list[tuple[int, int, str]]:
 def _choose_pair(runs) -> tuple[object, object]:
     names = [r.path for r in runs]
     pairs = suggested_pairs(runs)
+    # A link may name the pair (`?page=Compare&left=RUN&right=RUN`), suggested or not (a monitor's periods
+    # share one selector and no bug flag, so none of them is suggested); otherwise the first suggestion.
+    linked = [st.query_params.get(side) for side in ("left", "right")]
+    link = (names.index(linked[0]), names.index(linked[1])) if all(name in names for name in linked) else None
+    if link is not None:
+        st.session_state.setdefault("compare_left", names[link[0]])
+        st.session_state.setdefault("compare_right", names[link[1]])
     if pairs:
         labels = [f"{runs[i].path} ↔ {runs[j].path}  ({why})" for i, j, why in pairs]
 
@@ -54,23 +61,14 @@ def _choose_pair(runs) -> tuple[object, object]:
             i, j, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
             st.session_state["compare_left"], st.session_state["compare_right"] = names[i], names[j]
 
-        # A link may name the pair (`?page=Compare&left=RUN&right=RUN`); otherwise the first suggestion.
-        linked = [st.query_params.get(side) for side in ("left", "right")]
-        if all(name in names for name in linked) and "compare_suggestion" not in st.session_state:
-            first, second = names.index(linked[0]), names.index(linked[1])
-            match = [k for k, (i, j, _) in enumerate(pairs) if {i, j} == {first, second}]
+        if link is not None and "compare_suggestion" not in st.session_state:
+            match = [k for k, (i, j, _) in enumerate(pairs) if {i, j} == set(link)]
             if match:
                 st.session_state["compare_suggestion"] = labels[match[0]]
-            st.session_state.setdefault("compare_left", names[first])
-            st.session_state.setdefault("compare_right", names[second])
         st.selectbox("suggested pair", labels, key="compare_suggestion", on_change=apply_suggestion)
         first, second, _ = pairs[labels.index(st.session_state["compare_suggestion"])]
     else:
         first, second = 0, 1
-        # A link may name the pair even when nothing is suggested (a monitor's periods: one selector, no bug flag).
-        linked = [st.query_params.get(side) for side in ("left", "right")]
-        if all(name in names for name in linked):
-            first, second = names.index(linked[0]), names.index(linked[1])
     st.session_state.setdefault("compare_left", names[first])
     st.session_state.setdefault("compare_right", names[second])
     left, right = st.columns(2)

@@ -253,8 +253,8 @@ class Monitor:
         for auxiliary, (run, run_dir, run_secret) in runs.items():
             scenario = gan if auxiliary.kind == "gan" else lm
             records += scenario.release_records(run, population, run_secret, run_dir)
-        known = {r.release_id for r in ledger.records(self.key)}
         before = ledger.records(self.key)
+        known = {r.release_id for r in before}
         delta = ledger.budget(self.key, max([population.size] + [r.population_size for r in before])).delta
         after = composed_guarantee(before + [r for r in records if r.release_id not in known], delta).epsilon
         if after > self.plan.budget_epsilon:
