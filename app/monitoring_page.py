@@ -49,6 +49,18 @@ def _alerts(view) -> None:
         _link(view, last["alert"])
 
 
+def _health(view) -> None:
+    """The last period's auxiliaries that had not learned their data: their signals say little."""
+    last = view.periods[-1]
+    for name, measured in last["auxiliaries"].items():
+        if measured.get("problem"):
+            fresh = measured.get("start", "").startswith("from scratch")
+            then = ("it had started from scratch, so its plan's noise or rounds may not suit it" if fresh
+                    else "the next period trains it from scratch")
+            st.warning(f"Period {last['period']}: `{name}`: {measured['problem']}. Its signals say little about "
+                       f"the data; {then}.")
+
+
 def _link(view, alert: dict) -> None:
     link = compare_link(view, alert)
     if link:
@@ -108,6 +120,10 @@ def _thumbnails(root: str, view) -> None:
             if measured is None:
                 st.caption("not run")
                 continue
+            if measured.get("start", "").startswith("from scratch") and record["period"] > 1:
+                st.caption("trained from scratch")
+            if measured.get("problem"):
+                st.caption(f"⚠ {measured['problem']}")
             thumbnail = measured.get("thumbnail", {})
             if "samples_png" in thumbnail:
                 samples = images.final_samples(f"{root}/{view.path}/{measured['run']}")
@@ -146,6 +162,8 @@ def render(root: str) -> None:
                            for a in plan.get("auxiliaries", [])))
     st.subheader("Alerts")
     _alerts(view)
+    if view.periods:
+        _health(view)
     st.subheader("Signals over periods")
     _timeline(view)
     st.subheader("Privacy over time")

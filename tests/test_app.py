@@ -359,6 +359,7 @@ def test_an_alert_opens_the_compare_view_of_the_two_periods_it_names(monitor_sto
 
     from fedgen_debug.app.monitoring_page import compare_link
     from fedgen_debug.app.monitors import monitors
+    from fedgen_debug.runs import store
 
     root, _, _, _, _ = monitor_store
     view = monitors(str(root))[0]
@@ -378,6 +379,15 @@ def test_an_alert_opens_the_compare_view_of_the_two_periods_it_names(monitor_sto
     # A corrupt monitor beside it is reported, and the page still works.
     copy = tmp_path / "store"
     shutil.copytree(root / "monitor", copy / "good")
+    # An auxiliary that stopped learning in the last period is said so (its signals say little).
+    last = store.period_records(str(copy / "good"))[-1]
+    last["auxiliaries"]["char-lm"].update(problem="100% of its samples were blank (it had not learned its data)",
+                                          start="warm from period 4")
+    store.write_json(store.period_record_path(str(copy / "good"), last["period"]), last)
+    at = _app(copy, "Monitoring")
+    at.selectbox(key="monitor_choice").set_value("good").run()
+    assert any(f"Period {last['period']}: `char-lm`: 100% of its samples were blank" in w.value
+               and "the next period trains it from scratch" in w.value for w in at.warning), [w.value for w in at.warning]
     (copy / "bad" / "released").mkdir(parents=True)
     (copy / "bad" / "released" / "monitor.json").write_text("{not json")
     at = _app(copy, "Monitoring")

@@ -28,3 +28,15 @@ def test_char_lm_signals_are_the_seeded_draw_of_the_released_model(monitor_store
     assert again["signals"]["space_mass"] == pytest.approx(with_space / MONITOR_PLAN["samples"])
     assert with_space > 0   # period 3 glues every sentence
     assert again["thumbnail"]["top_oov_words"] and again["samples"] == MONITOR_PLAN["samples"]
+
+
+@pytest.mark.parametrize("quality, says", [
+    ({"blank_share": 1.0, "noise_share": 0.0}, "100% of its samples were blank"),
+    ({"blank_share": 0.0, "noise_share": 0.51}, "51% of its samples were noise"),
+    ({"blank_share": 0.5, "noise_share": 0.5}, None),     # at the analyses' inconclusive share: still learning
+    ({"blank_share": 0.0, "noise_share": 0.0}, None),
+])
+def test_a_gan_drawing_mostly_blank_or_noise_has_a_problem(quality, says):
+    problem = measure.problem("gan", {"quality": quality})
+    assert (problem is None) if says is None else (says in problem)
+    assert measure.problem("char-lm", {"quality": quality}) is None   # the rule is about images

@@ -32,10 +32,12 @@ class BudgetCheck:
                 f"({self.spent_before:.3g} spent before) affords {self.affordable_periods} period(s) of this plan")
 
 
-def period_run(plan: MonitorPlan, auxiliary: Auxiliary, present: int, period: int, primary: str | None = None):
+def period_run(plan: MonitorPlan, auxiliary: Auxiliary, present: int, period: int, primary: str | None = None,
+               *, from_scratch: bool = False):
     """The scenario run (GANRun / LMRun) that period `period` of `auxiliary` makes on `present` devices:
-    its public settings; the data is the plan's, the concat rollout's fraction the period's."""
-    privacy = dict(rounds=plan.rounds(period), clients_per_round=min(plan.privacy.clients_per_round, present),
+    its public settings; the data is the plan's, the concat rollout's fraction the period's. Planned
+    periods warm-start (period 1 aside); `from_scratch` is a restart, with the first period's rounds."""
+    privacy = dict(rounds=plan.rounds(period, from_scratch=from_scratch), clients_per_round=min(plan.privacy.clients_per_round, present),
                    noise_multiplier=plan.privacy.noise_multiplier, clip=plan.privacy.clip)
     if auxiliary.kind == "gan":
         from fedgen_debug.scenarios.gan import GANRun
@@ -76,7 +78,9 @@ def check_budget(plan: MonitorPlan, client_ids, ledger: Ledger | None = None) ->
     """How many of the plan's periods the budget affords, counting what the ledger already holds.
 
     The budget is the plan's, capped by the ledger's own for the population (the ledger refuses beyond
-    it anyway); δ is the ledger's for the population."""
+    it anyway); δ is the ledger's for the population. It counts the planned warm starts: a restart from
+    scratch (an auxiliary that had not learned its data) costs the first period's rounds, is charged
+    when it happens, and a period it would take over the budget is refused then (`Monitor`)."""
     from fedgen_debug.data.spec import population_key
 
     ledger = ledger or Ledger()

@@ -9,6 +9,11 @@ the plan's public seed) and, for drift, what the period's samples look like as a
 | char-lm | space mass of the sampled OOV words    | counts of the sampled OOV words                      |
 | word-lm | OOV rate at position 1 of the phrases  | –                                                    |
 
+A GAN whose samples are mostly blank or noise has not learned its data (`problem`, the analyses' own
+`inconclusive` rule): its signals say little, and a warm start from it stays stuck (seen: a GAN
+saturated to white after a fix stayed blank for every later period), so the runner retrains that
+auxiliary from scratch in the next period.
+
 The drift signals themselves compare periods (`drift`). Everything here is post-processing of the
 period's DP release (generated samples), so it costs no ε; the analyses write their usual files
 (analysis.json, samples.png, top_oov_words.csv) into the period's run, which the app shows.
@@ -51,6 +56,18 @@ def _measure_gan(run_dir: str, samples: int, seed: int) -> dict:
                         "noise_share": evidence["noise"]["current"]["share"]},
             "thumbnail": {"samples_png": os.path.relpath(store.released(run_dir, store.SAMPLES_PNG), run_dir)},
             "samples": samples}
+
+
+def problem(kind: str, measured: dict) -> str | None:
+    """Why an auxiliary's period output shows it has not learned its data (None: it looks healthy)."""
+    from fedgen_debug.scenarios.gan_analysis import INCONCLUSIVE_SHARE
+
+    quality = measured.get("quality", {}) if kind == "gan" else {}
+    for what, key in (("blank", "blank_share"), ("noise", "noise_share")):
+        share = quality.get(key, 0.0)
+        if share > INCONCLUSIVE_SHARE:
+            return f"{share:.0%} of its samples were {what} (it had not learned its data)"
+    return None
 
 
 def gan_features(run_dir: str) -> np.ndarray:

@@ -158,9 +158,11 @@ class MonitorPlan:
         if self.cadence is not None:
             cadence_seconds(self.cadence)
 
-    def rounds(self, period: int) -> int:
-        """Rounds trained in `period` (1-based)."""
-        return self.first_period_rounds if period == 1 and self.first_period_rounds else self.rounds_per_period
+    def rounds(self, period: int, *, from_scratch: bool = False) -> int:
+        """Rounds trained in `period` (1-based): `first_period_rounds` when the auxiliary starts from
+        scratch (period 1, or after a period in which it had not learned its data)."""
+        fresh = period == 1 or from_scratch
+        return self.first_period_rounds if fresh and self.first_period_rounds else self.rounds_per_period
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

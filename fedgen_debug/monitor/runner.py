@@ -7,7 +7,9 @@ One period, in order:
 2. every auxiliary's releases for the period are charged to the ledger together, all or nothing, and
    checked against the plan's budget: a period that does not fit is refused before any of it runs;
 3. every auxiliary trains `plan.rounds(period)` rounds into `DIR/period_NNN/AUXILIARY/` (an ordinary
-   run directory), warm-started from its previous period's final state;
+   run directory), warm-started from its previous period's final state, unless that period showed it
+   had not learned its data (`measure.problem`: mostly blank or noise samples), in which case it
+   starts from scratch with the first period's rounds;
 4. the signals of every auxiliary (`measure`), drift against the calibration periods (`signals`),
    thresholds once the calibration periods are done, alerts (`alerts`);
 5. the period record and the alerts are released (`tff.program` release managers into the run
@@ -275,9 +277,10 @@ class Monitor:
         devices = self._devices(period)
         population = Population(self.key, tuple(devices.client_ids))
         fraction = self.rollout.fraction(period) if self.rollout else 0.0
-        runs = {}
+        runs, starts = {}, {auxiliary: self._start(period, auxiliary) for auxiliary in self.plan.auxiliaries}
         for auxiliary in self.plan.auxiliaries:
-            run = budget_lib.period_run(self.plan, auxiliary, population.size, period, primary)
+            run = budget_lib.period_run(self.plan, auxiliary, population.size, period, primary,
+                                        from_scratch=starts[auxiliary][0] is None)
             run_dir = run_dir_of(self.out_dir, period, auxiliary)
             run_secret = secret.derive("monitor-runs", period, auxiliary.name)
             if secret_lib.load(run_dir) is None:   # provisioned before the run opens it (runs.start.open_run)
@@ -291,9 +294,13 @@ class Monitor:
                                                 "fraction": fraction},
                   "population_epsilon": epsilon, "auxiliaries": {}}
         for auxiliary, (run, run_dir, _) in runs.items():
-            previous = run_dir_of(self.out_dir, period - 1, auxiliary) if period > 1 else None
-            context = {"monitor": {"period": period, "auxiliary": auxiliary.name,
+            previous, start = starts[auxiliary]
+            if previous is None and period > 1:
+                logger.warning("period %d: %s starts %s; %d rounds", period, auxiliary.name, start, run.rounds)
+            context = {"monitor": {"period": period, "auxiliary": auxiliary.name, "start": start,
                                    "warm_start_from": previous and os.path.relpath(previous, self.out_dir)}}
+            if store.is_run(run_dir):   # resumed: the configuration it began with
+                context = {"monitor": store.read_config(run_dir)["monitor"]}
             if auxiliary.kind == "gan":
                 update = None
                 if self.rollout is not None and self.rollout.bug == "invert" and fraction > 0:
@@ -306,6 +313,11 @@ class Monitor:
             privacy = store.read_json(store.released(run_dir, store.PRIVACY))
             measured["run"] = os.path.relpath(run_dir, self.out_dir)
             measured["epsilon"] = store.training_release(privacy)["epsilon"]
+            measured["start"] = start
+            measured["problem"] = measure.problem(auxiliary.kind, measured)
+            if measured["problem"]:
+                logger.warning("period %d: %s: %s; its signals say little about the data, and the next "
+                               "period retrains it from scratch", period, auxiliary.name, measured["problem"])
             record["auxiliaries"][auxiliary.name] = measured
         # When it finished stays server side: a period's wall time depends on who was sampled (timing.csv).
         path = store.server(self.out_dir, store.SCHEDULE)
@@ -313,6 +325,38 @@ class Monitor:
         store.write_json(path, {**schedule, str(period): self.clock()})
         self._remember(period, record)
         self._decide(period, record)
+
+    def _start(self, period: int, auxiliary) -> tuple[str | None, str]:
+        """(the run `auxiliary` warm-starts from in `period`, None: from scratch; how it starts).
+
+        Warm from the previous period, unless that period was a warm start from a healthy one and had
+        not learned its data (`measure.problem`: it went bad, and a warm start from it stays stuck).
+        Only such a run restarts: a restart costs the first period's rounds of ε, and an auxiliary that
+        has never been healthy since its last fresh start says the plan's noise or rounds do not suit
+        it, which another restart would not change. A period already under way keeps its start."""
+        run_dir = run_dir_of(self.out_dir, period, auxiliary)
+        if store.is_run(run_dir):   # resumed: as it began (whatever a newer rule would say now)
+            monitor = store.read_config(run_dir).get("monitor", {})
+            start = monitor.get("start") or ("from scratch" if monitor.get("warm_start_from") is None
+                                             else f"warm from period {period - 1}")
+            return (None if monitor.get("warm_start_from") is None else run_dir_of(self.out_dir, period - 1, auxiliary),
+                    start)
+        if period == 1:
+            return None, "from scratch (first period)"
+        warm = run_dir_of(self.out_dir, period - 1, auxiliary), f"warm from period {period - 1}"
+        before = self._measured(period - 1, auxiliary)
+        if not before.get("problem"):
+            return warm
+        healthy_source = before.get("start", "").startswith("warm") and not self._measured(period - 2, auxiliary).get("problem")
+        if healthy_source:
+            return None, f"from scratch: in period {period - 1} {before['problem']}"
+        logger.warning("period %d: %s has not learned its data since its last start from scratch (%s); "
+                       "warm-starting from it. Its plan may need less noise or more rounds.",
+                       period, auxiliary.name, before["problem"])
+        return warm[0], f"{warm[1]} (it has not learned its data since it started from scratch)"
+
+    def _measured(self, period: int, auxiliary) -> dict:
+        return store.read_json(store.period_record_path(self.out_dir, period))["auxiliaries"][auxiliary.name]
 
     # -- signals and decisions --------------------------------------------------------------------
     def _remember(self, period: int, record: dict) -> None:
