@@ -56,6 +56,19 @@ def test_verdict_flags_the_bug_against_the_baseline_and_not_without_it(char_runs
     clean = analyze_lm(char_runs[0.0], samples=1000)
     assert clean["tokenization_bug_suspected"] is False
     assert os.path.exists(store.released(char_runs[0.3], store.TOP_OOV_WORDS))
+    # The comparison plot: every listed word's bar under each model is that word's probability under
+    # that model (before: the baseline's own top-k bars were drawn under the current run's word labels).
+    from fedgen_debug.models.char_lm import joint_log_prob
+    from fedgen_debug.scenarios.lm import load_lm
+    from fedgen_debug.scenarios.lm_analysis import char_bars
+
+    words, bars = char_bars(buggy)
+    assert words == [t["word"] for t in buggy["current"]["top_k"]] and set(bars) == {"current", "baseline"}
+    for name, run_dir in (("current", char_runs[0.3]), ("baseline", char_runs[0.0])):
+        expected = np.exp(joint_log_prob(load_lm(run_dir)[0], words))
+        np.testing.assert_allclose(bars[name], expected, rtol=1e-4)
+    assert bars["baseline"] != [t["probability"] for t in buggy["baseline"]["top_k"]]
+    assert char_bars(clean)[1].keys() == {"current"}
 
 
 def test_analyze_lm_cli_prints_the_verdict(char_runs):

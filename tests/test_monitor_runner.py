@@ -249,6 +249,24 @@ def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(
     assert monitor._start(5, plan.auxiliaries[0]) == (str(out / "period_004" / aux), measured[4]["start"])
 
 
+def test_an_alert_from_an_auxiliary_that_had_not_learned_its_data_says_so(tmp_path):
+    from fedgen_debug.monitor.alerts import Alert
+    from fedgen_debug.monitor.plan import plan_from_dict
+    from fedgen_debug.monitor.runner import Monitor, _History
+
+    monitor = Monitor(plan_from_dict(GAN_PLAN), str(tmp_path / "monitor"))
+    monitor.history = _History()
+    alert = Alert("gan-random/frechet_drift", 6, 6, 67.2, 40.0, "calibrated", (5, 6))
+    monitor.history.problems = {5: {}, 6: {"gan-random": "100% of its samples were noise"}}
+    noisy = monitor._alert_json(alert)
+    assert noisy["auxiliary_problem"] == "100% of its samples were noise"
+    assert noisy["message"].startswith(alert.describe())
+    assert noisy["message"].endswith("But gan-random had not learned its data in period 6 (100% of its samples "
+                                     "were noise): this alert says little about the data")
+    monitor.history.problems[6] = {}
+    assert monitor._alert_json(alert) == alert.to_json()
+
+
 def test_a_monitor_releases_nothing_private(monitor_store):
     """The release boundary over the monitor: its own released files are declared and hold no secret
     material, no device id and no raw sentence; every period run passes the run-store walker."""

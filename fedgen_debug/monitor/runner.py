@@ -122,6 +122,7 @@ class _History:
     values: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
     drift_inputs: dict[str, dict[int, object]] = dataclasses.field(default_factory=lambda: collections.defaultdict(dict))
     shares: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)   # signal -> samples
+    problems: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)  # auxiliary -> problem
 
 
 class Monitor:
@@ -376,6 +377,8 @@ class Monitor:
                     measure.gan_features(run_dir) if auxiliary.kind == "gan" else measured["word_counts"])
         self.history.values[period] = values
         self.history.shares[period] = shares
+        self.history.problems[period] = {name: m["problem"] for name, m in record["auxiliaries"].items()
+                                         if m.get("problem")}
 
     def _drift(self, signal: str, period: int) -> float:
         calibration = list(range(1, self.plan.alerts.calibration_periods + 1))
@@ -409,7 +412,7 @@ class Monitor:
                 for name in measure.signal_names(auxiliary):
                     if name in self.history.values[p]:
                         signals_of[name.split("/", 1)[1]] = self.history.values[p][name]
-            saved["alerts"] = [a.to_json() for a in active.get(p, [])]
+            saved["alerts"] = [self._alert_json(a) for a in active.get(p, [])]
             asyncio.run(releases.release(saved, p))
         asyncio.run(AlertReleaseManager(self.out_dir, self.on_alert).release(events, period))
         self._write_meta(periods_completed=period,
@@ -426,14 +429,26 @@ class Monitor:
             out[name] = alerts_lib.calibrate(name, clean, calibration, sampling_sd)
         return out
 
+    def _alert_json(self, alert: alerts_lib.Alert) -> dict:
+        """The alert, and whether its auxiliary had learned its data then: an alert from one that had not
+        (a GAN drawing noise) is still raised, but says it is no evidence about the data."""
+        out = alert.to_json()
+        auxiliary = alert.signal.split("/", 1)[0]
+        problem = self.history.problems.get(alert.period, {}).get(auxiliary)
+        if problem:
+            out["auxiliary_problem"] = problem
+            out["message"] += (f". But {auxiliary} had not learned its data in period {alert.period} ({problem}): "
+                               "this alert says little about the data")
+        return out
+
     def _events(self, active) -> list[dict]:
         by_key = {(a.period, a.signal): a for alerts in active.values() for a in alerts}
         events = []
         for kind, period, signal in alerts_lib.transitions(active):
             if kind == "raised":
-                alert = by_key[(period, signal)]
-                events.append({"event": "raised", "period": period, "signal": signal, "alert": alert.to_json(),
-                               "message": alert.describe()})
+                alert = self._alert_json(by_key[(period, signal)])
+                events.append({"event": "raised", "period": period, "signal": signal, "alert": alert,
+                               "message": alert["message"]})
             else:
                 events.append({"event": "cleared", "period": period, "signal": signal,
                                "message": f"cleared {signal}: back under its threshold in period {period}"})

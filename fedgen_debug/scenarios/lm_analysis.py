@@ -83,8 +83,20 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
     return {"statistic": statistic, "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
 
 
+def char_bars(report: dict) -> tuple[list[str], dict[str, list[float]]]:
+    """What the char-LM plot draws: the current run's top-k words and, per model, each word's own joint
+    probability under that model (the baseline's bars are the same words scored by the baseline model,
+    never the baseline's own top-k under the current run's labels)."""
+    words = [t["word"] for t in report["current"]["top_k"]]
+    bars = {"current": [t["probability"] for t in report["current"]["top_k"]]}
+    if "baseline" in report:
+        bars["baseline"] = [t["baseline_probability"] for t in report["current"]["top_k"]]
+    return words, bars
+
+
 def _plot(report: dict, path: str) -> None:
-    """char: the top-k words' joint probabilities; word: OOV rate by position (paper Fig. 4)."""
+    """char: the current top-k words' joint probabilities under each model; word: OOV rate by position
+    (paper Fig. 4)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,13 +105,14 @@ def _plot(report: dict, path: str) -> None:
     runs = [(n, report[n]) for n in ("current", "baseline") if n in report]
     fig, ax = plt.subplots(figsize=(8, 4))
     if report["current"]["kind"] == "char":
-        for offset, (name, r) in enumerate(runs):
-            words = [t["word"] for t in r["top_k"]]
-            ax.barh([i + 0.4 * offset for i in range(len(words))], [t["probability"] for t in r["top_k"]],
-                    height=0.4, label=name)
-        ax.set_yticks(range(len(runs[0][1]["top_k"])), [t["word"] for t in runs[0][1]["top_k"]])
+        words, bars = char_bars(report)
+        for offset, (name, probabilities) in enumerate(bars.items()):
+            ax.barh([i + 0.4 * offset for i in range(len(words))], probabilities, height=0.4,
+                    label=f"{name} model")
+        ax.set_yticks(range(len(words)), [w.replace(" ", "␣") for w in words])
         ax.invert_yaxis()
-        ax.set_xlabel("joint probability (Eq. 1)")
+        ax.set_xscale("symlog", linthresh=1e-6)
+        ax.set_xlabel("joint probability (Eq. 1) of the current run's top words, under each model")
     else:
         for name, r in runs:
             positions = r["oov_by_position"]
@@ -108,7 +121,7 @@ def _plot(report: dict, path: str) -> None:
         ax.set_xlabel("position in sampled phrase")
         ax.set_ylabel("OOV rate")
     ax.set_title(f"tokenization bug suspected: {report['tokenization_bug_suspected']}")
-    ax.legend()
+    ax.legend(loc="lower right")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
@@ -118,11 +131,12 @@ def _plot(report: dict, path: str) -> None:
 def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 2000, top_k: int = 20,
                seed: int = 0) -> dict:
     """Writes analysis.json (and a top-k CSV for char runs) into run_dir; returns the report."""
-    reports = {}
+    reports, models = {}, {}
     for name, directory in (("current", run_dir), ("baseline", baseline_dir)):
         if directory is None:
             continue
         model, vocab, run = load_lm(directory)
+        models[name] = model
         if name == "baseline" and run.kind != reports["current"]["kind"]:
             raise ValueError(f"baseline {directory} is a {run.kind}-LM; {run_dir} is a {reports['current']['kind']}-LM.")
         body = (analyze_char(model, vocab, run, samples, top_k, seed) if run.kind == "char"
@@ -134,13 +148,18 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
                          "device_reported_oov_rate_stddev": oov["stddev"],
                          "privacy": {"run": training, "population_total": privacy["population_total"]}, **body}
     current, baseline = reports["current"], reports.get("baseline")
+    if baseline is not None and current["kind"] == "char" and current["top_k"]:
+        # The same words under the baseline model: what "this word was rarer before" means.
+        scored = joint_log_prob(models["baseline"], [t["word"] for t in current["top_k"]])
+        for t, log_prob in zip(current["top_k"], scored):
+            t["baseline_probability"] = float(np.exp(log_prob))
     verdict = (_char_verdict if current["kind"] == "char" else _word_verdict)(current, baseline)
     report = {"tokenization_bug_suspected": bool(verdict["suspected"]), "evidence": verdict, **reports}
     store.write_json(store.released(run_dir, store.ANALYSIS), report)
     _plot(report, store.released(run_dir, store.ANALYSIS_PNG))
     if current["kind"] == "char":
         with atomic_path(store.released(run_dir, store.TOP_OOV_WORDS)) as tmp, open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["word", "probability", "sampled"])
+            writer = csv.DictWriter(f, fieldnames=["word", "probability", "sampled", "baseline_probability"])
             writer.writeheader()
             writer.writerows(current["top_k"])
     return report
