@@ -249,6 +249,35 @@ def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(
     assert monitor._start(5, plan.auxiliaries[0]) == (str(out / "period_004" / aux), measured[4]["start"])
 
 
+def test_a_finished_monitor_goes_on_for_more_periods_when_only_its_periods_change(tmp_path, monkeypatch):
+    from fedgen_debug.monitor.plan import plan_from_dict
+    from fedgen_debug.monitor.runner import PlanRefused, run_monitor
+
+    home = tmp_path / "ledger"
+    monkeypatch.setenv(LEDGER_ENV, _ledger(home))
+    out = tmp_path / "monitor"
+    provision_secret(str(out), "monitor-extended")
+    raw = {**GAN_PLAN, "periods": 3, "rollout": None}
+    assert [r["period"] for r in run_monitor(plan_from_dict(raw), str(out))] == [1, 2, 3]
+    charged = {r.release_id for r in Ledger(str(home)).records()}
+    with pytest.raises(ValueError, match="monitors another plan"):
+        run_monitor(plan_from_dict({**raw, "periods": 4, "samples": 32}), str(out))
+    # Over the budget: the extension is refused before anything of it runs.
+    population = Ledger(str(home)).records()[0].population
+    Ledger(str(home)).set_budget("*", Ledger(str(home)).total(population).guarantee.epsilon * 1.0001)
+    with pytest.raises(PlanRefused, match=r"affords 3 period\(s\) of this plan, not the 4 asked \(3 done\)"):
+        run_monitor(plan_from_dict({**raw, "periods": 4}), str(out))
+    assert {r.release_id for r in Ledger(str(home)).records()} == charged
+    Ledger(str(home)).set_budget("*", math.inf)
+    records = run_monitor(plan_from_dict({**raw, "periods": 4}), str(out))
+    assert [r["period"] for r in records] == [1, 2, 3, 4] and records[3]["auxiliaries"]["gan-random"]["start"].startswith("warm")
+    assert store.read_json(store.released(str(out), store.MONITOR))["plan"]["periods"] == 4
+    period_four = store.read_json(store.released(str(out / "period_004" / "gan-random"), store.PRIVACY))["releases"]
+    assert {r.release_id for r in Ledger(str(home)).records()} == charged | set(period_four)   # period 4's, once
+    with pytest.raises(ValueError, match="has finished 4 periods"):
+        run_monitor(plan_from_dict({**raw, "periods": 3}), str(out))
+
+
 def test_an_alert_from_an_auxiliary_that_had_not_learned_its_data_says_so(tmp_path):
     from fedgen_debug.monitor.alerts import Alert
     from fedgen_debug.monitor.plan import plan_from_dict

@@ -74,8 +74,9 @@ def period_records(plan: MonitorPlan, client_ids, period: int) -> list:
     return records
 
 
-def check_budget(plan: MonitorPlan, client_ids, ledger: Ledger | None = None) -> BudgetCheck:
-    """How many of the plan's periods the budget affords, counting what the ledger already holds.
+def check_budget(plan: MonitorPlan, client_ids, ledger: Ledger | None = None, done: int = 0) -> BudgetCheck:
+    """How many of the plan's periods the budget affords, counting what the ledger already holds
+    (`done` periods already ran: their releases are in the ledger, the check starts after them).
 
     The budget is the plan's, capped by the ledger's own for the population (the ledger refuses beyond
     it anyway); δ is the ledger's for the population. It counts the planned warm starts: a restart from
@@ -91,8 +92,8 @@ def check_budget(plan: MonitorPlan, client_ids, ledger: Ledger | None = None) ->
     budget = min(plan.budget_epsilon, ledger_budget.epsilon)
     delta = ledger_budget.delta
     spent = composed_guarantee(before, delta).epsilon if before else 0.0
-    records, epsilons, affordable = list(before), [], 0
-    for period in range(1, plan.periods + 1):
+    records, epsilons, affordable = list(before), [], done
+    for period in range(done + 1, plan.periods + 1):
         records += period_records(plan, client_ids, period)
         epsilon = composed_guarantee(records, delta).epsilon if records else 0.0
         epsilons.append(epsilon)

@@ -173,13 +173,18 @@ class Monitor:
 
         meta = self._meta()
         if meta:
-            if meta.get("plan") != json.loads(json.dumps(self.plan.to_json())):
-                raise ValueError(f"{self.out_dir} monitors another plan; choose another --out or delete it.")
+            plan = json.loads(json.dumps(self.plan.to_json()))
+            done = self._saved_state()
+            if meta.get("plan") != plan:
+                if {**meta.get("plan", {}), "periods": plan["periods"]} != plan:
+                    raise ValueError(f"{self.out_dir} monitors another plan; choose another --out or delete it "
+                                     "(only `periods` may change: to monitor longer).")
+                self._extend(meta, done)
             secret = secret_lib.load(self.out_dir)
             if secret is None:
                 raise ValueError(f"{self.out_dir}: the monitor's secret (server/{store.SECRET}) is missing; "
                                  "its periods cannot resume with the same noise. Start a new --out.")
-            return secret, self._saved_state()
+            return secret, done
         check = budget_lib.check_budget(self.plan, self.source.client_ids, self.ledger or Ledger())
         if check.affordable_periods < self.plan.periods:
             raise PlanRefused(f"{check.message}, not the {self.plan.periods} it plans (ε after each period: "
@@ -195,6 +200,20 @@ class Monitor:
                          thresholds={}, signals=self.names)
         logger.info("%s", check.message)
         return secret, 0
+
+    def _extend(self, meta: dict, done: int) -> None:
+        """The same plan with more (or fewer, not below those done) periods: monitoring goes on, its new
+        periods checked against the budget as a new plan's are."""
+        from fedgen_debug.privacy.ledger import Ledger
+
+        if self.plan.periods < done:
+            raise ValueError(f"{self.out_dir} has finished {done} periods; the plan cannot end before them.")
+        check = budget_lib.check_budget(self.plan, self.source.client_ids, self.ledger or Ledger(), done)
+        if check.affordable_periods < self.plan.periods:
+            raise PlanRefused(f"{check.message}, not the {self.plan.periods} asked ({done} done); nothing ran.")
+        logger.info("%s: %d period(s) planned now, %d before (%d done)", self.out_dir, self.plan.periods,
+                    meta["plan"]["periods"], done)
+        self._write_meta(plan=self.plan.to_json(), state="running")
 
     def _primary(self) -> str | None:
         """The primary CNN the GAN auxiliaries share: the plan's, or one trained once on public data."""

@@ -1,0 +1,90 @@
+"""Re-measures finished char-LM monitors with more samples per period (issue 14, 1% concat): what the
+monitor would have reported had its plan drawn `--samples` words per period instead of its own.
+
+The space-mass signal is post-processing of each period's released model (no ε, no retraining): the
+period models are the ones the monitor trained, only the sampling differs, so the values, thresholds and
+alerts below are exactly those of a monitor with `samples = --samples` (same seed). Thresholds are
+calibrated on the monitor's calibration periods with the library's rule (`alerts.calibrate`: the sd
+floored at 10% of the mean, the share's sampling sd and `MIN_ABSOLUTE_SPREAD`), and, for comparison,
+without the absolute floor (the sampling sd is then what floors a share, so more samples sharpen it);
+alerts with the plan's persistence and window.
+
+  .venv/bin/python evaluation/monitor_resample.py --samples 10000 runs/eval-monitor/text-concat0.01-seed0 \\
+      runs/eval-monitor/text-clean-seed0 runs/eval-monitor/text-clean-seed1 runs/eval-monitor/text-clean-seed2
+
+Prints one JSON row per monitor and rule (the `monitor_fleet.py` summary: first alert, delay, clearing,
+false alarms) and writes them to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from monitor_fleet import summarize  # noqa: E402
+
+from fedgen_debug.monitor import alerts as alerts_lib  # noqa: E402
+from fedgen_debug.monitor.plan import plan_from_dict  # noqa: E402
+from fedgen_debug.runs import store  # noqa: E402
+
+SIGNAL = "space_mass"
+
+
+def space_masses(monitor_dir: str, auxiliary: str, periods: int, samples: int, seed: int) -> dict[int, float]:
+    from fedgen_debug.scenarios.lm import load_lm
+    from fedgen_debug.scenarios.lm_analysis import analyze_char
+
+    out = {}
+    for period in range(1, periods + 1):
+        model, vocab, run = load_lm(os.path.join(monitor_dir, f"period_{period:03d}", auxiliary))
+        out[period] = analyze_char(model, vocab, run, samples, 20, seed)["space_mass"]
+    return out
+
+
+def resampled(monitor_dir: str, samples: int) -> list[dict]:
+    plan = plan_from_dict(store.read_json(monitor_dir.rstrip("/") + ".plan.json"))   # monitor_fleet.py's plan file
+    records = store.period_records(monitor_dir)
+    (auxiliary,) = [a.name for a in plan.auxiliaries if a.kind == "char-lm"]
+    name = f"{auxiliary}/{SIGNAL}"
+    values = space_masses(monitor_dir, auxiliary, len(records), samples, plan.seed)
+    calibration = list(range(1, plan.alerts.calibration_periods + 1))
+    clean = [values[p] for p in calibration]
+    sampling_sd = alerts_lib.share_sampling_sd(clean, samples)
+    library = alerts_lib.calibrate(name, clean, calibration, sampling_sd)
+    mean = sum(clean) / len(clean)
+    sd = (sum((v - mean) ** 2 for v in clean) / (len(clean) - 1)) ** 0.5
+    spread = max(sd, alerts_lib.MIN_RELATIVE_SPREAD * abs(mean), sampling_sd)
+    sharp = alerts_lib.Threshold(name, mean + alerts_lib.CALIBRATION_SDS * spread, "floored at the sampling sd only")
+    rows = []
+    for rule, threshold in (("library", library), ("sampling floor only", sharp)):
+        history = {p: {name: v} for p, v in values.items()}
+        active = alerts_lib.active_alerts(history, {name: threshold}, plan.alerts.persistence, plan.alerts.window)
+        shaped = [{**r, "alerts": [{"signal": a.signal} for a in active[r["period"]]],
+                   "auxiliaries": {auxiliary: {"signals": {SIGNAL: values[r["period"]]}}}} for r in records]
+        row = summarize(plan, shaped, 0.0)
+        row.update(monitor=os.path.basename(monitor_dir), samples=samples, rule=rule, threshold=threshold.value,
+                   threshold_source=threshold.source)
+        row.pop("seconds")
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("monitors", nargs="+", help="finished char-LM monitor directories")
+    parser.add_argument("--samples", type=int, default=10000)
+    parser.add_argument("--out", default="runs/eval-monitor/resampled.json")
+    args = parser.parse_args()
+    rows = []
+    for monitor_dir in args.monitors:
+        for row in resampled(monitor_dir, args.samples):
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "signals"}), flush=True)
+    store.write_json(args.out, rows)
+
+
+if __name__ == "__main__":
+    main()
