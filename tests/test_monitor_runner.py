@@ -204,31 +204,56 @@ def test_a_period_that_no_longer_fits_is_refused_before_any_of_it_runs(tmp_path,
     assert {r.release_id for r in records} == set(period_one["releases"])
 
 
-def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(tmp_path, monkeypatch):
-    """A warm-started GAN whose samples turned blank (seen after a fix: a warm start from it stayed blank in
-    every later period) trains the next period from scratch with the first period's rounds and says why;
-    a fresh start that is blank too is warm-started from, and so is every run since (another restart would
-    only spend ε again).
-
-    The test preset's GAN draws blank images after 2-3 rounds in every period (measured on its real
-    samples); period 1 is declared healthy, to have a warm start go bad in period 2."""
+@pytest.fixture(scope="module")
+def gan_restart_monitor(tmp_path_factory):
+    """A tiny GAN monitor run for 4 periods, then continued to 5 (its plan's periods raised), with the
+    refusals met on the way. The test preset's GAN draws blank images after 2-3 rounds in every period
+    (measured on its real samples); period 1 is declared healthy, to have a warm start go bad in 2."""
     from fedgen_debug.monitor import measure
     from fedgen_debug.monitor.plan import plan_from_dict
-    from fedgen_debug.monitor.runner import Monitor, run_monitor
+    from fedgen_debug.monitor.runner import PlanRefused, run_monitor
 
-    real, calls = measure.problem, []
+    tmp = tmp_path_factory.mktemp("gan-restart")
+    home, out = tmp / "ledger", tmp / "monitor"
+    raw = {**GAN_PLAN, "periods": 4, "first_period_rounds": 3, "rollout": None}
+    real, calls, refused = measure.problem, [], {}
 
     def healthy_in_period_1(kind, measured):
         calls.append(real(kind, measured))
         return None if len(calls) == 1 else calls[-1]
 
-    monkeypatch.setattr(measure, "problem", healthy_in_period_1)
-    monkeypatch.setenv(LEDGER_ENV, _ledger(tmp_path / "ledger"))
-    plan = plan_from_dict({**GAN_PLAN, "periods": 5, "first_period_rounds": 3, "rollout": None})
-    out = tmp_path / "monitor"
-    provision_secret(str(out), "monitor-restart")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(measure, "problem", healthy_in_period_1)
+        patch.setenv(LEDGER_ENV, _ledger(home))
+        provision_secret(str(out), "monitor-restart")
+        run_monitor(plan_from_dict(raw), str(out))
+        charged = {r.release_id for r in Ledger(str(home)).records()}
+        for name, changed in (("other plan", {**raw, "periods": 5, "samples": 32}), ("shorter", {**raw, "periods": 3})):
+            with pytest.raises(ValueError) as error:
+                run_monitor(plan_from_dict(changed), str(out))
+            refused[name] = str(error.value)
+        population = Ledger(str(home)).records()[0].population
+        Ledger(str(home)).set_budget("*", Ledger(str(home)).total(population).guarantee.epsilon * 1.0001)
+        with pytest.raises(PlanRefused) as error:
+            run_monitor(plan_from_dict({**raw, "periods": 5}), str(out))
+        refused["budget"] = str(error.value)
+        refused["charged after the refusal"] = {r.release_id for r in Ledger(str(home)).records()} == charged
+        Ledger(str(home)).set_budget("*", math.inf)
+        records = run_monitor(plan_from_dict({**raw, "periods": 5}), str(out))
+    return out, records, calls, refused, charged, Ledger(str(home))
+
+
+def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(gan_restart_monitor):
+    """A warm-started GAN whose samples turned blank (seen after a fix: a warm start from it stayed blank in
+    every later period) trains the next period from scratch with the first period's rounds and says why;
+    a fresh start that is blank too is warm-started from, and so is every run since (another restart would
+    only spend ε again)."""
+    from fedgen_debug.monitor.plan import plan_from_dict
+    from fedgen_debug.monitor.runner import Monitor
+
+    out, records, calls, _, _, _ = gan_restart_monitor
     aux = "gan-random"
-    measured = [r["auxiliaries"][aux] for r in run_monitor(plan, str(out))]
+    measured = [r["auxiliaries"][aux] for r in records]
     blank = "100% of its samples were blank (it had not learned its data)"
     assert calls == [blank] * 5
     assert [m["problem"] for m in measured] == [None, blank, blank, blank, blank]
@@ -244,38 +269,23 @@ def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(
     assert rounds == [3, 2, 3, 2, 2]
     # A period under way keeps the start it began with, whatever the records say now (a resumed monitor,
     # possibly a newer fedgen-debug): period 3's run began from scratch.
+    plan = plan_from_dict({**GAN_PLAN, "periods": 5, "first_period_rounds": 3, "rollout": None})
     monitor = Monitor(plan, str(out))
     assert monitor._start(3, plan.auxiliaries[0]) == (None, measured[2]["start"])
     assert monitor._start(5, plan.auxiliaries[0]) == (str(out / "period_004" / aux), measured[4]["start"])
 
 
-def test_a_finished_monitor_goes_on_for_more_periods_when_only_its_periods_change(tmp_path, monkeypatch):
-    from fedgen_debug.monitor.plan import plan_from_dict
-    from fedgen_debug.monitor.runner import PlanRefused, run_monitor
-
-    home = tmp_path / "ledger"
-    monkeypatch.setenv(LEDGER_ENV, _ledger(home))
-    out = tmp_path / "monitor"
-    provision_secret(str(out), "monitor-extended")
-    raw = {**GAN_PLAN, "periods": 3, "rollout": None}
-    assert [r["period"] for r in run_monitor(plan_from_dict(raw), str(out))] == [1, 2, 3]
-    charged = {r.release_id for r in Ledger(str(home)).records()}
-    with pytest.raises(ValueError, match="monitors another plan"):
-        run_monitor(plan_from_dict({**raw, "periods": 4, "samples": 32}), str(out))
+def test_a_finished_monitor_goes_on_for_more_periods_when_only_its_periods_change(gan_restart_monitor):
+    out, records, _, refused, charged, ledger = gan_restart_monitor
+    assert "monitors another plan" in refused["other plan"]
+    assert "has finished 4 periods; the plan cannot end before them" in refused["shorter"]
     # Over the budget: the extension is refused before anything of it runs.
-    population = Ledger(str(home)).records()[0].population
-    Ledger(str(home)).set_budget("*", Ledger(str(home)).total(population).guarantee.epsilon * 1.0001)
-    with pytest.raises(PlanRefused, match=r"affords 3 period\(s\) of this plan, not the 4 asked \(3 done\)"):
-        run_monitor(plan_from_dict({**raw, "periods": 4}), str(out))
-    assert {r.release_id for r in Ledger(str(home)).records()} == charged
-    Ledger(str(home)).set_budget("*", math.inf)
-    records = run_monitor(plan_from_dict({**raw, "periods": 4}), str(out))
-    assert [r["period"] for r in records] == [1, 2, 3, 4] and records[3]["auxiliaries"]["gan-random"]["start"].startswith("warm")
-    assert store.read_json(store.released(str(out), store.MONITOR))["plan"]["periods"] == 4
-    period_four = store.read_json(store.released(str(out / "period_004" / "gan-random"), store.PRIVACY))["releases"]
-    assert {r.release_id for r in Ledger(str(home)).records()} == charged | set(period_four)   # period 4's, once
-    with pytest.raises(ValueError, match="has finished 4 periods"):
-        run_monitor(plan_from_dict({**raw, "periods": 3}), str(out))
+    assert "affords 4 period(s) of this plan, not the 5 asked (4 done); nothing ran" in refused["budget"]
+    assert refused["charged after the refusal"]
+    assert [r["period"] for r in records] == [1, 2, 3, 4, 5]
+    assert store.read_json(store.released(str(out), store.MONITOR))["plan"]["periods"] == 5
+    period_five = store.read_json(store.released(str(out / "period_005" / "gan-random"), store.PRIVACY))["releases"]
+    assert {r.release_id for r in ledger.records()} == charged | set(period_five)   # period 5's, once
 
 
 def test_an_alert_from_an_auxiliary_that_had_not_learned_its_data_says_so(tmp_path):
