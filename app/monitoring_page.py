@@ -101,7 +101,7 @@ def _privacy(view) -> None:
         st.line_chart(data, x="period", y=[k for k in data if k != "period"], height=200)
     if budget:
         st.caption(f"population `{budget.get('population')}`: budget ε = {format_epsilon(budget.get('epsilon'))} at "
-                   f"δ = {budget.get('delta', 0):.2g}; checked before period 1: affords "
+                   f"δ = {budget.get('delta', 0):.2g}; checked before period {budget.get('checked_before_period', 1)}: affords "
                    f"{budget.get('affordable_periods')} of {view.planned} period(s). Every period's releases are "
                    "composed in the ledger (Privacy page).")
 

@@ -283,7 +283,9 @@ def test_a_finished_monitor_goes_on_for_more_periods_when_only_its_periods_chang
     assert "affords 4 period(s) of this plan, not the 5 asked (4 done); nothing ran" in refused["budget"]
     assert refused["charged after the refusal"]
     assert [r["period"] for r in records] == [1, 2, 3, 4, 5]
-    assert store.read_json(store.released(str(out), store.MONITOR))["plan"]["periods"] == 5
+    meta = store.read_json(store.released(str(out), store.MONITOR))
+    assert meta["plan"]["periods"] == 5
+    assert (meta["budget"]["affordable_periods"], meta["budget"]["checked_before_period"]) == (5, 5)
     period_five = store.read_json(store.released(str(out / "period_005" / "gan-random"), store.PRIVACY))["releases"]
     assert {r.release_id for r in ledger.records()} == charged | set(period_five)   # period 5's, once
 

@@ -213,7 +213,9 @@ class Monitor:
             raise PlanRefused(f"{check.message}, not the {self.plan.periods} asked ({done} done); nothing ran.")
         logger.info("%s: %d period(s) planned now, %d before (%d done)", self.out_dir, self.plan.periods,
                     meta["plan"]["periods"], done)
-        self._write_meta(plan=self.plan.to_json(), state="running")
+        self._write_meta(plan=self.plan.to_json(), state="running",
+                         budget={**meta.get("budget", {}), "affordable_periods": check.affordable_periods,
+                                 "checked_before_period": done + 1})
 
     def _primary(self) -> str | None:
         """The primary CNN the GAN auxiliaries share: the plan's, or one trained once on public data."""
