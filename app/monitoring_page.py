@@ -54,9 +54,9 @@ def _health(view) -> None:
     last = view.periods[-1]
     for name, measured in last["auxiliaries"].items():
         if measured.get("problem"):
-            fresh = measured.get("start", "").startswith("from scratch")
-            then = ("it had started from scratch, so its plan's noise or rounds may not suit it" if fresh
-                    else "the next period trains it from scratch")
+            then = ("the next period trains it from scratch" if measured.get("next_from_scratch") else
+                    "it has not learned its data since it last started from scratch, so its plan's noise or "
+                    "rounds may not suit it")
             st.warning(f"Period {last['period']}: `{name}`: {measured['problem']}. Its signals say little about "
                        f"the data; {then}.")
 

@@ -382,7 +382,7 @@ def test_an_alert_opens_the_compare_view_of_the_two_periods_it_names(monitor_sto
     # An auxiliary that stopped learning in the last period is said so (its signals say little).
     last = store.period_records(str(copy / "good"))[-1]
     last["auxiliaries"]["char-lm"].update(problem="100% of its samples were blank (it had not learned its data)",
-                                          start="warm from period 4")
+                                          start="warm from period 4", next_from_scratch=True)
     store.write_json(store.period_record_path(str(copy / "good"), last["period"]), last)
     at = _app(copy, "Monitoring")
     at.selectbox(key="monitor_choice").set_value("good").run()

@@ -257,6 +257,7 @@ def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(
     blank = "100% of its samples were blank (it had not learned its data)"
     assert calls == [blank] * 5
     assert [m["problem"] for m in measured] == [None, blank, blank, blank, blank]
+    assert [m["next_from_scratch"] for m in measured] == [False, True, False, False, False]
     unlearned = "(it has not learned its data since it started from scratch)"
     assert [m["start"] for m in measured] == [
         "from scratch (first period)", "warm from period 1", f"from scratch: in period 2 {blank}",

@@ -7,9 +7,9 @@ One period, in order:
 2. every auxiliary's releases for the period are charged to the ledger together, all or nothing, and
    checked against the plan's budget: a period that does not fit is refused before any of it runs;
 3. every auxiliary trains `plan.rounds(period)` rounds into `DIR/period_NNN/AUXILIARY/` (an ordinary
-   run directory), warm-started from its previous period's final state, unless that period showed it
-   had not learned its data (`measure.problem`: mostly blank or noise samples), in which case it
-   starts from scratch with the first period's rounds;
+   run directory), warm-started from its previous period's final state, unless that period was a warm
+   start from a healthy run and showed it had not learned its data (`measure.problem`: mostly blank or
+   noise samples), in which case it starts from scratch with the first period's rounds;
 4. the signals of every auxiliary (`measure`), drift against the calibration periods (`signals`),
    thresholds once the calibration periods are done, alerts (`alerts`);
 5. the period record and the alerts are released (`tff.program` release managers into the run
@@ -319,10 +319,9 @@ class Monitor:
             previous, start = starts[auxiliary]
             if previous is None and period > 1:
                 logger.warning("period %d: %s starts %s; %d rounds", period, auxiliary.name, start, run.rounds)
-            context = {"monitor": {"period": period, "auxiliary": auxiliary.name, "start": start,
-                                   "warm_start_from": previous and os.path.relpath(previous, self.out_dir)}}
-            if store.is_run(run_dir):   # resumed: the configuration it began with
-                context = {"monitor": store.read_config(run_dir)["monitor"]}
+            context = ({"monitor": store.read_config(run_dir)["monitor"]} if store.is_run(run_dir)  # resumed: as begun
+                       else {"monitor": {"period": period, "auxiliary": auxiliary.name, "start": start,
+                                         "warm_start_from": previous and os.path.relpath(previous, self.out_dir)}})
             if auxiliary.kind == "gan":
                 update = None
                 if self.rollout is not None and self.rollout.bug == "invert" and fraction > 0:
@@ -337,9 +336,11 @@ class Monitor:
             measured["epsilon"] = store.training_release(privacy)["epsilon"]
             measured["start"] = start
             measured["problem"] = measure.problem(auxiliary.kind, measured)
+            measured["next_from_scratch"] = self._went_bad(period, auxiliary, measured)
             if measured["problem"]:
-                logger.warning("period %d: %s: %s; its signals say little about the data, and the next "
-                               "period retrains it from scratch", period, auxiliary.name, measured["problem"])
+                logger.warning("period %d: %s: %s; its signals say little about the data%s", period, auxiliary.name,
+                               measured["problem"], "; the next period trains it from scratch"
+                               if measured["next_from_scratch"] else "")
             record["auxiliaries"][auxiliary.name] = measured
         # When it finished stays server side: a period's wall time depends on who was sampled (timing.csv).
         path = store.server(self.out_dir, store.SCHEDULE)
@@ -369,13 +370,18 @@ class Monitor:
         before = self._measured(period - 1, auxiliary)
         if not before.get("problem"):
             return warm
-        healthy_source = before.get("start", "").startswith("warm") and not self._measured(period - 2, auxiliary).get("problem")
-        if healthy_source:
+        if self._went_bad(period - 1, auxiliary, before):
             return None, f"from scratch: in period {period - 1} {before['problem']}"
         logger.warning("period %d: %s has not learned its data since its last start from scratch (%s); "
                        "warm-starting from it. Its plan may need less noise or more rounds.",
                        period, auxiliary.name, before["problem"])
         return warm[0], f"{warm[1]} (it has not learned its data since it started from scratch)"
+
+    def _went_bad(self, period: int, auxiliary, measured: dict) -> bool:
+        """Whether `auxiliary`, measured in `period`, went bad after a warm start from a healthy run: the
+        one case in which the next period starts it from scratch."""
+        return bool(measured.get("problem")) and measured.get("start", "").startswith("warm") \
+            and not self._measured(period - 1, auxiliary).get("problem")
 
     def _measured(self, period: int, auxiliary) -> dict:
         return store.read_json(store.period_record_path(self.out_dir, period))["auxiliaries"][auxiliary.name]
