@@ -54,10 +54,7 @@ def resampled(monitor_dir: str, samples: int) -> list[dict]:
     clean = [values[p] for p in calibration]
     sampling_sd = alerts_lib.share_sampling_sd(clean, samples)
     library = alerts_lib.calibrate(name, clean, calibration, sampling_sd)
-    mean = sum(clean) / len(clean)
-    sd = (sum((v - mean) ** 2 for v in clean) / (len(clean) - 1)) ** 0.5
-    spread = max(sd, alerts_lib.MIN_RELATIVE_SPREAD * abs(mean), sampling_sd)
-    sharp = alerts_lib.Threshold(name, mean + alerts_lib.CALIBRATION_SDS * spread, "floored at the sampling sd only")
+    sharp = alerts_lib.calibrate(name, clean, calibration, sampling_sd, min_absolute_spread=0.0)
     rows = []
     for rule, threshold in (("library", library), ("sampling floor only", sharp)):
         history = {p: {name: v} for p, v in values.items()}

@@ -27,7 +27,8 @@ class Threshold:
     source: str          # "calibrated on periods 1-3: mean 0.12, sd 0.02" or "fixed: the verdict's z > 3"
 
 
-def calibrate(signal: str, clean_values, periods, sampling_sd: float = 0.0) -> Threshold:
+def calibrate(signal: str, clean_values, periods, sampling_sd: float = 0.0,
+              min_absolute_spread: float = MIN_ABSOLUTE_SPREAD) -> Threshold:
     """mean + `CALIBRATION_SDS` × the spread of the clean values; the spread is floored (module
     docstring) and at `sampling_sd`, the standard deviation a value has from sampling alone (a share of
     n generated samples: sqrt(p(1-p)/n)), which 3 clean values cannot estimate."""
@@ -36,7 +37,7 @@ def calibrate(signal: str, clean_values, periods, sampling_sd: float = 0.0) -> T
         raise ValueError(f"{signal}: calibration needs at least 2 clean values without NaN. Found {values}.")
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), MIN_ABSOLUTE_SPREAD, float(sampling_sd))
+    spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), min_absolute_spread, float(sampling_sd))
     return Threshold(signal, mean + CALIBRATION_SDS * spread,
                      f"calibrated on periods {periods[0]}-{periods[-1]}: mean {mean:.4g}, sd {sd:.3g} "
                      f"(floored at {spread:.3g}), + {CALIBRATION_SDS:g} sd")

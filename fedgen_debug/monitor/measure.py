@@ -11,8 +11,8 @@ the plan's public seed) and, for drift, what the period's samples look like as a
 
 A GAN whose samples are mostly blank or noise has not learned its data (`problem`, the analyses' own
 `inconclusive` rule): its signals say little, and a warm start from it stays stuck (seen: a GAN
-saturated to white after a fix stayed blank for every later period), so the runner retrains that
-auxiliary from scratch in the next period.
+saturated to white after a fix stayed blank for every later period), so when it went bad after a
+warm start from a healthy period the runner retrains it from scratch in the next one (`runner`).
 
 The drift signals themselves compare periods (`drift`). Everything here is post-processing of the
 period's DP release (generated samples), so it costs no ε; the analyses write their usual files
