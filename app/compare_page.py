@@ -190,6 +190,10 @@ def render(root: str) -> None:
         show(evidence["sentence"])
         st.caption(f"statistic: {evidence['statistic']}; test: {pair['evidence'].get('test', '')}; "
                    f"z = {evidence['z']:.2f}, threshold {evidence['threshold']:g}")
+    # analyze-gan's check of the T4 thresholds (near chance, or low not below high): a verdict on users
+    # the primary model cannot tell apart says little, whatever its z.
+    for warning in ((pair or {}).get("primary_fit") or {}).get("warnings", []):
+        st.warning(f"⚠ {warning[0].upper()}{warning[1:]}.")
     controls = _image_controls(root, (left, right)) if "GAN" in (left.kind, right.kind) else None
     for column, run in zip(st.columns(2), (left, right)):
         with column:

@@ -288,6 +288,30 @@ def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
     assert len(own) == 2 and sum("dark background" in c.value and "z = " in c.value for c in at.caption) == 2
 
 
+def test_compare_warns_when_the_primary_model_does_not_fit_the_users(demo_test_store, tmp_path):
+    """analyze-gan's check of the T4 thresholds (near chance, crossed) is shown above the pair."""
+    import shutil
+
+    from fedgen_debug.runs import store
+    from fedgen_debug.scenarios import primary_fit
+
+    out, _ = demo_test_store
+    for side in ("low", "high"):
+        shutil.copytree(out / f"gan/with_bug-{side}-accuracy", tmp_path / f"gan/with_bug-{side}-accuracy",
+                        ignore=shutil.ignore_patterns("checkpoints"))
+    path = store.released(str(tmp_path / "gan/with_bug-low-accuracy"), store.ANALYSIS)
+    analysis = store.read_json(path)
+    analysis["primary_fit"] = primary_fit.check({0.25: 0.06, 0.75: 0.04}, 62, "a DP count of the labels present")
+    store.write_json(path, analysis)
+    at = _app(tmp_path, "Compare")
+    shown = [w.value for w in at.warning if "primary model" in w.value or "threshold is not below" in w.value]
+    assert len(shown) == 2 and shown[0].startswith("⚠ The primary model is near chance on these users (25% quantile 6.0%")
+    assert "chance is 1.6% for 62 classes" in shown[0] and shown[1].startswith("⚠ The low-accuracy threshold is not below")
+    analysis["primary_fit"] = primary_fit.check({0.25: 0.6, 0.75: 0.9}, 62, "as given")
+    store.write_json(path, analysis)
+    assert not [w for w in _app(tmp_path, "Compare").warning if "primary model" in w.value]
+
+
 def test_compare_char_and_word_lm_pairs_from_the_demo_store(demo_test_store):
     out, _ = demo_test_store
     at = _app(out, "Compare")

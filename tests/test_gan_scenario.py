@@ -50,16 +50,25 @@ def test_training_writes_a_resumable_run_with_dp_counts_and_privacy_records(runs
     low_privacy = json.load(open(store.released(low, store.PRIVACY)))
     high_privacy = json.load(open(store.released(high, store.PRIVACY)))
     assert sorted(r["label"] for r in low_privacy["releases"].values()) == [
-        "DP aggregate selected", "GAN by-user-accuracy:low", "T4 threshold: DP quantile 0.25"]
+        "DP aggregate labels-present", "DP aggregate selected", "GAN by-user-accuracy:low",
+        "T4 threshold: DP quantile 0.25"]
     assert sorted(r["label"] for r in high_privacy["releases"].values()) == [
         "DP aggregate selected", "GAN by-user-accuracy:high,threshold=0.0"]
     assert json.load(open(store.released(low, store.THRESHOLD))).keys() == {"0.25"}
     assert not os.path.exists(store.released(high, store.THRESHOLD))
+    # The DP threshold is checked against chance (tests/test_primary_fit.py); K from a DP count of the
+    # labels present, whose noise (σ = 4·√10/2 ≈ 6.3) needs 6σ ≈ 38 devices to see a class all hold: 12
+    # writers are too few, so K is the model's 10 outputs, said so. The modeler's threshold is not checked.
+    fit = json.load(open(store.released(low, store.PRIMARY_FIT)))
+    assert fit["thresholds"].keys() == {"0.25"} and fit["labels_present"]["dp"] is True
+    assert len(fit["labels_present"]["values"]) == 10 and fit["labels_present"]["stddev"][0] == pytest.approx(4 * 10 ** 0.5 / 2)
+    assert fit["classes"] == 10 and fit["classes_source"].startswith("the primary model's outputs")
+    assert not os.path.exists(store.released(high, store.PRIMARY_FIT))
     # Every release is over the same population, all 12 users: the ledger composes them.
     assert low_privacy["population"] == high_privacy["population"] == "synthetic-images:seed=3"
     assert all(r["population_size"] == 12 for r in list(low_privacy["releases"].values())
                + list(high_privacy["releases"].values()))
-    assert high_privacy["population_total"]["releases"] == 5
+    assert high_privacy["population_total"]["releases"] == 6
 
 
 def test_t4_thresholds_are_filled_inside_combined_selectors_only_where_missing():

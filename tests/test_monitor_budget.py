@@ -36,9 +36,10 @@ def test_each_period_charges_the_scenarios_records_for_the_devices_present(clien
     sizes = [len(present_devices(plan, client_ids, p)) for p in range(1, 7)]
     assert len(set(sizes)) > 1  # the fleet changes
     records = period_records(plan, client_ids, 3)
-    # T4 low: the DP quantile, the DP selection counts, training: each for the period's devices.
-    assert [r.label for r in records] == ["T4 threshold: DP quantile 0.25", "DP aggregate selected",
-                                          "GAN by-user-accuracy:low"]
+    # T4 low: the DP quantile, the DP count of labels present (the model's fit check), the DP selection
+    # counts, training: each for the period's devices.
+    assert [r.label for r in records] == ["T4 threshold: DP quantile 0.25", "DP aggregate labels-present",
+                                          "DP aggregate selected", "GAN by-user-accuracy:low"]
     present = Population(data_spec.population_key(DATA), present_devices(plan, client_ids, 3))
     run = gan.GANRun(DATA, "by-user-accuracy:low", preset="test", seed=6, rounds=4, clients_per_round=5,
                      noise_multiplier=1.0, clip=0.1)

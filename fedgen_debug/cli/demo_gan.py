@@ -52,5 +52,6 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
         summary[phase] = {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
                           "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],
                                       "high": report["compare"]["privacy"]["run"]["epsilon"]},
-                          "inconclusive": report["inconclusive"], "evidence": report["evidence"]}
+                          "inconclusive": report["inconclusive"], "evidence": report["evidence"],
+                          "primary_fit": report["primary_fit"]}
     return summary

@@ -22,6 +22,9 @@ def register(sub) -> None:
     train.add_argument("--primary", help="primary CNN weights (.npz from a previous run); default: train one "
                                          "on clean public stand-in data into the run directory")
     train.add_argument("--primary-classes", type=int, default=62, help="classes of a newly trained primary CNN")
+    train.add_argument("--classes", type=int, default=None, metavar="K",
+                       help="how many classes the users' data holds (the primary model's chance level is 1/K); "
+                            "default: a DP count of the labels present (one more release in the ledger)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "
@@ -45,12 +48,23 @@ def run_train(args) -> int:
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
-                 canaries=args.canaries, **privacy_settings(args))
+                 canaries=args.canaries, classes=args.classes, **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))
+    for warning in primary_fit_warnings(args.out):
+        print(f"WARNING: {warning}")
     return 0
+
+
+def primary_fit_warnings(run_dir: str) -> list[str]:
+    import os
+
+    from fedgen_debug.runs import store
+
+    path = store.released(run_dir, store.PRIMARY_FIT)
+    return store.read_json(path)["warnings"] if os.path.exists(path) else []
 
 
 def run_analyze(args) -> int:
@@ -86,6 +100,8 @@ def format_report(report: dict) -> list[str]:
             lines.append(f"WARNING: the {gan} GAN draws {kind} images ({e[kind][name]['share']:.0%} of samples): it did "
                          "not learn its data, so its dark-background share is no evidence; train longer, with more "
                          "clients per round or less noise")
+    for warning in (report.get("primary_fit") or {}).get("warnings", []):
+        lines.append(f"WARNING: {warning}")
     lines.append(f"pixel inversion suspected: {'YES' if report['pixel_inversion_suspected'] else 'no'}"
                  f"{' (INCONCLUSIVE)' if report['inconclusive'] else ''} "
                  f"({e['test']}: z = {e['z']:.1f}, threshold {e['z_threshold']:g})")

@@ -70,6 +70,10 @@ class BoundedSum:
             raise ValueError(f"upper bounds must be finite and > 0. Found {self.upper}.")
 
     @property
+    def dim(self) -> int:
+        return len(self.upper)
+
+    @property
     def centred(self) -> bool:
         return self.accounting != "add-remove"
 

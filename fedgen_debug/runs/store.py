@@ -47,6 +47,7 @@ VOCAB = "vocab.json"
 DEVICE_METRICS = "device_metrics.json"
 POPULATION = "population.json"
 THRESHOLD = "t4_threshold.json"
+PRIMARY_FIT = "primary_fit.json"
 PRIMARY = "primary_cnn.npz"
 PRIMARY_INFO = "primary_cnn.json"
 PRIMARY_REFERENCE = "primary_cnn.reference.npz"
@@ -85,6 +86,7 @@ RELEASED_FILES = {
     DEVICE_METRICS: "DP aggregates of device statistics",
     POPULATION: "DP counts of the selected subpopulation",
     THRESHOLD: "DP quantile thresholds for T4",
+    PRIMARY_FIT: "whether the primary model fits the users: from the DP thresholds and a DP count of the labels present",
     PRIMARY: "the primary model, trained on public data or given by the modeler",
     PRIMARY_INFO: "its configuration and public held-out accuracy",
     PRIMARY_REFERENCE: "its feature statistics on public held-out images",

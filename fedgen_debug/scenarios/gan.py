@@ -41,7 +41,7 @@ from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.memorization.canaries import parse_canaries
-from fedgen_debug.scenarios import gan_canaries, gan_data, gan_snapshots, primary_cnn
+from fedgen_debug.scenarios import gan_canaries, gan_data, gan_snapshots, primary_cnn, primary_fit
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
@@ -81,6 +81,7 @@ class GANRun(PrivacySettings):
     primary: str | None = None     # weights of the primary CNN (`primary_cnn.train_primary_cnn`)
     primary_classes: int = 62
     canaries: str | None = None    # a `memorization.canaries` spec: glyphs inserted for the checker
+    classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -92,6 +93,8 @@ class GANRun(PrivacySettings):
         PixelInversionBug(self.bug_fraction)  # validates the fraction
         if self.canaries is not None:
             parse_canaries(self.canaries)
+        if self.classes is not None and self.classes < 2:
+            raise ValueError(f"classes must be >= 2. Found {self.classes}.")
 
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
@@ -100,8 +103,9 @@ class GANRun(PrivacySettings):
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
-        if self.canaries is None:  # runs from before the option resume with the config they saved
-            del out["canaries"]
+        for name in ("canaries", "classes"):  # runs from before these options resume with the config they saved
+            if out[name] is None:
+                del out[name]
         return out
 
 
@@ -179,6 +183,11 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
     records = [quantile_record(quantile_config(q, everyone.size), everyone.key, everyone.size,
                                f"{secret.run_id}/t4-quantile-{q:g}", f"T4 threshold: DP quantile {q:g}", out_dir)
                for q in _quantile_targets(registry.parse_selector(run.select))]
+    if _counts_labels(run):
+        # The event of a BoundedSum does not depend on its dimension (z·clip over 2·clip), so the
+        # record is known before the primary model says how many classes it has.
+        records.append(aggregates.aggregate_record(primary_fit.labels_present_spec(2), everyone.key, everyone.size,
+                                                   f"{secret.run_id}/labels-present", out_dir))
     records.append(aggregates.aggregate_record(SELECTION_COUNTS, everyone.key, everyone.size,
                                                f"{secret.run_id}/selection-counts", out_dir))
     if run.selection == "strict":
@@ -186,6 +195,37 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
         records.append(loop.training_record(run.training_config(trained.size).training, trained, secret,
                                             f"GAN {run.select}", out_dir))
     return records
+
+
+def _counts_labels(run: GANRun) -> bool:
+    """Whether the run releases a DP count of the labels present: it checks DP T4 thresholds and the
+    modeler did not say how many classes the data has."""
+    return bool(_quantile_targets(registry.parse_selector(run.select))) and run.classes is None
+
+
+def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyone: loop.Population, secret,
+                       out_dir: str) -> None:
+    """Writes released/primary_fit.json (once per run) and logs its warnings."""
+    path = store.released(out_dir, store.PRIMARY_FIT)
+    if not thresholds:
+        return
+    if not os.path.exists(path):
+        labels = None
+        if run.classes is not None:
+            classes, source = run.classes, "as given"
+        else:
+            spec = primary_fit.labels_present_spec(cnn.num_classes(model))
+            counts = aggregates.compute(spec, primary_fit.label_presence(clean_data, everyone.client_ids,
+                                                                         spec.dim), secret)
+            labels = counts.as_dict()
+            classes, source = primary_fit.classes_present(counts.values, counts.stddev, counts.devices), "a DP count of the labels present"
+            if classes is None:
+                classes, source = spec.dim, ("the primary model's outputs: the DP count of the labels present is "
+                                             "too noisy for this few users")
+        fit = primary_fit.check(thresholds, classes, source)
+        store.write_json(path, {**fit, "labels_present": labels, "dp": True})
+    for warning in store.read_json(path)["warnings"]:
+        logger.warning("%s: %s", out_dir, warning)
 
 
 def train_gan(run: GANRun, out_dir: str, *, client_data=None, app_update=None, context: dict | None = None,
@@ -221,6 +261,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
         app_data = app_update(app_data)
     model = _primary(run, out_dir)
     thresholds = _thresholds(targets, clean, model, everyone, secret, out_dir)
+    _check_primary_fit(run, thresholds, clean, model, everyone, secret, out_dir)
     if run.canaries is not None:
         canaries = gan_canaries.canaries_for_run(run.canaries, run.seed, cnn.num_classes(model), out_dir)
         app_data = gan_canaries.with_canaries(app_data, canaries, secret, run.seed)
