@@ -1,0 +1,187 @@
+"""GAN sample quality of a training configuration, before/after a preset change, over seeds: Fréchet
+distance and classifier score in the primary CNN's feature space, the share of samples the CNN
+classifies confidently (top-class probability > 0.9), the near-duplicate (mode collapse) share, and
+the blank / noise shares of the analysis. Prints one JSON row per (data, config, seed), writes each
+run's 64-sample grid, and a summary table at the end.
+
+  .venv/bin/python evaluation/gan_quality.py --configs before,demo --seeds 0,1,2,3,4 \\
+      --data npz:../shared/data/femnist_real_184_writers.npz \\
+      --primary runs/eval-monitor/primary-femnist-seed0.npz --out runs/eval-gan-quality/femnist
+
+What runs: the project's own DP-FedAvg-GAN round functions (`client_discriminator_update`,
+`server_generator_update`), its seeded DP query (`training.dp_query`, noise from a run secret) and
+the server's D optimizer, in a plain TF loop rather than on TFF's runtime (the same arithmetic; the
+TFF layer is tested against it in tests/test_gan_core.py). Selection emulates T4 "low" under strict
+selection: the `--qualify` share of writers with the lowest primary-model accuracy train, every other
+sampled writer sends a zero update that still counts in the fixed qN. Exact quantiles stand in for
+the DP ones, so nothing here is charged to the ledger: an evaluation of training settings, not a
+release. "before" is the demo preset as it was until issue 15 (client D learning rate 0.0005, D dense
+64, generator Adam 0.001); "demo" is the current preset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_federated as tff  # noqa: E402
+from tensorflow_privacy.privacy.dp_query import test_utils  # noqa: E402
+
+from fedgen_debug import runtime  # noqa: E402
+from fedgen_debug.data import client_data as cd, spec as data_spec  # noqa: E402
+from fedgen_debug.models import cnn, gan as gan_models  # noqa: E402
+from fedgen_debug.runs.secret import RunSecret  # noqa: E402
+from fedgen_debug.scenarios import gan_analysis, gan_data, primary_cnn  # noqa: E402
+from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
+from fedgen_debug.training.dp_query import dp_query  # noqa: E402
+from fedgen_debug.training.optimizers import server_optimizer  # noqa: E402
+from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+
+# Overrides of the current demo preset: (GANConfig fields, GANTrainingConfig fields, client D learning rate).
+CONFIGS = {"demo": ({}, {}, None),
+           "before": ({"disc_dense": 64}, {"gen_learning_rate": 0.001}, 0.0005)}
+CONFIDENT_ABOVE = 0.9
+SAMPLES = 1000
+
+
+def configs(name: str, seed: int):
+    model_fields, training_fields, disc_lr = CONFIGS[name]
+    model = dataclasses.replace(gan_models.gan_config("demo"), **model_fields)
+    training = dpgan.gan_training_config("demo", seed)
+    if disc_lr is not None:
+        training = dataclasses.replace(training, training=dataclasses.replace(
+            training.training, client=dataclasses.replace(training.training.client, learning_rate=disc_lr)))
+    return model, dataclasses.replace(training, **training_fields)
+
+
+def train(images: dict, qualified: set, model_config, config, seed: int, rounds: int):
+    """The generator after `rounds` DP-FedAvg-GAN rounds (and the median norm of the real client updates)."""
+    gen, disc = gan_models.build_generator(model_config, seed), gan_models.build_discriminator(model_config, seed)
+    secret = RunSecret(seed + 7)
+    client = config.training.client
+    client_fn = tf.function(lambda ds, dw, gw: dpgan.client_discriminator_update(
+        disc, gen, ds, dw, gw, client.learning_rate, config.disc_steps, config.gradient_penalty))
+    gen_opt = dpgan.build_gen_optimizer(config)
+    gen_fn = tf.function(lambda gw, dw, state, step_seed, steps: dpgan.server_generator_update(
+        gen, disc, gw, dw, gen_opt, state, step_seed, steps, config.gen_batch_size))
+    disc_opt = server_optimizer(config.training.server)
+    query = dp_query(config.training.dp, secret.tf_seed("dp-noise"))
+    disc_w = [tf.identity(v) for v in disc.trainable_variables]
+    gen_w = tff.learning.models.ModelWeights([tf.identity(v) for v in gen.trainable_variables],
+                                             [tf.identity(v) for v in gen.non_trainable_variables])
+    disc_state = disc_opt.initialize([tf.TensorSpec(w.shape, w.dtype) for w in disc_w])
+    gen_state = gen_opt.initialize([tf.TensorSpec(w.shape, w.dtype) for w in gen_w.trainable])
+    server_seed, global_state = tf.constant(secret.tf_seed("gan-server"), tf.int64), None
+    ids, norms = sorted(images), []
+
+    def seeded(cid, round_num, index):
+        seeds = dpgan.client_step_seeds(secret, round_num, index, config.disc_steps)
+        order = np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))
+        real = tf.data.Dataset.from_tensor_slices(images[cid][order]).batch(client.batch_size).take(config.disc_steps)
+        return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds)))
+
+    for round_num in range(rounds):
+        sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
+        updates = []
+        for index, cid in enumerate(sampled):
+            if cid in qualified:
+                updates.append(client_fn(seeded(cid, round_num, index), disc_w, gen_w.trainable).update)
+                norms.append(float(tf.linalg.global_norm(updates[-1])))
+            else:
+                updates.append([tf.zeros_like(w) for w in disc_w])
+        mean_update, global_state = test_utils.run_query(query, updates, global_state=global_state)
+        disc_state, disc_w = disc_opt.next(disc_state, disc_w, mean_update)
+        server_seed, step_seed = dpgan.split_server_seed(server_seed)
+        steps = config.gen_steps if (round_num + 1) % config.disc_rounds_per_gen_update == 0 else 0
+        out = gen_fn(gen_w, disc_w, gen_state, step_seed, steps)
+        gen_w, gen_state = out.weights, out.optimizer_state
+    for variable, value in zip(gen.trainable_variables + gen.non_trainable_variables,
+                               [*gen_w.trainable, *gen_w.non_trainable]):
+        variable.assign(value)
+    return gen, float(np.median(norms)) if norms else 0.0
+
+
+def quality(generator, primary, primary_path: str) -> tuple[dict, np.ndarray]:
+    noise = np.random.default_rng(0).standard_normal((SAMPLES, generator.input_shape[-1])).astype(np.float32)
+    images = generator(noise, training=False).numpy()
+    measured = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path),
+                                           primary_cnn.reference_nearest(primary_path))
+    logits = cnn.logits(primary, gan_analysis.to_unit(images)).astype(np.float64)
+    top = 1.0 / np.exp(logits - logits.max(axis=1, keepdims=True)).sum(axis=1)
+    return {"frechet": round(measured["frechet_distance"], 1),
+            "classifier_score": round(measured["classifier_score"], 2),
+            "confident": float(np.mean(top > CONFIDENT_ABOVE)),
+            "near_duplicates": measured.get("near_duplicates", {}).get("share"),
+            "blank": gan_analysis.blank_samples(images)["share"], "noise": gan_analysis.noise_samples(images)["share"],
+            "dark": gan_analysis.dark_background(images)["share"]}, images
+
+
+def _comparison(rows: list[dict], path: str) -> None:
+    """The first seed's grids of each config side by side (left to right in --configs order)."""
+    from PIL import Image
+
+    first = {}
+    for r in rows:
+        first.setdefault(r["config"], r["grid"])
+    if len(first) < 2:
+        return
+    grids = [Image.open(g) for g in first.values()]
+    gap = 16
+    out = Image.new("L", (sum(g.width for g in grids) + gap * (len(grids) - 1), grids[0].height), 255)
+    for i, grid in enumerate(grids):
+        out.paste(grid, (i * (grid.width + gap), 0))
+    out.save(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default="synthetic-images:writers=100,seed=100")
+    parser.add_argument("--primary", required=True, help="primary CNN weights (its reference statistics beside it)")
+    parser.add_argument("--configs", default="before,demo")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--rounds", type=int, default=None, help="default: the preset's")
+    parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    runtime.install_shutdown_hooks()
+    os.makedirs(args.out, exist_ok=True)
+    data = data_spec.load_client_data(args.data)
+    images = {c: gan_data.to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids}
+    primary = primary_cnn.load_primary_cnn(args.primary)
+    accuracy = gan_data.user_accuracies(data, primary)
+    cut = float(np.quantile(list(accuracy.values()), args.qualify))
+    qualified = {c for c, a in accuracy.items() if a <= cut}
+    rows = []
+    for name in args.configs.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            model_config, config = configs(name, seed)
+            rounds = args.rounds or config.training.rounds
+            started = time.perf_counter()
+            generator, norm = train(images, qualified, model_config, config, seed, rounds)
+            measured, samples = quality(generator, primary, args.primary)
+            grid = os.path.join(args.out, f"{name}-seed{seed}.png")
+            gan_analysis.sample_grid_png(samples[:64], grid)
+            row = {"data": args.data, "config": name, "seed": seed, "rounds": rounds, "qualified": len(qualified),
+                   "writers": len(images), "median_update_norm": round(norm, 4),
+                   "seconds": round(time.perf_counter() - started), **measured, "grid": grid}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            with open(os.path.join(args.out, "rows.jsonl"), "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+    _comparison(rows, os.path.join(args.out, "comparison.png"))
+    print(f"\n{'config':<8}{'seed':>5}{'Fréchet':>9}{'cls score':>10}{'confident':>10}{'near dup':>9}{'noise':>7}"
+          f"{'blank':>7}")
+    for r in rows:
+        print(f"{r['config']:<8}{r['seed']:>5}{r['frechet']:>9.1f}{r['classifier_score']:>10.2f}{r['confident']:>10.1%}"
+              f"{r['near_duplicates'] or 0:>9.1%}{r['noise']:>7.0%}{r['blank']:>7.0%}")
+
+
+if __name__ == "__main__":
+    main()
