@@ -89,7 +89,9 @@ def main() -> None:
                                          ("dark_share", round(report[name]["dark_background"]["share"], 4)),
                                          ("blank_share", round(report["evidence"]["blank"][
                                              "current" if name == "current" else "reference"]["share"], 4)),
-                                         ("fid", round(report[name]["quality"]["frechet_distance"], 1)))}}
+                                         ("fid", round(report[name]["quality"]["frechet_distance"], 1)),
+                                         ("near_duplicates", report[name]["quality"].get("near_duplicates", {}).get("share")))},
+                   "primary_fit_warnings": (report["primary_fit"] or {}).get("warnings", [])}
             print(json.dumps(row), flush=True)
             save_rows(summary_path, {"data": args.data, "primary": primary}, row)
 

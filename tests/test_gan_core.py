@@ -209,6 +209,19 @@ def test_a_device_that_does_not_qualify_sends_a_zero_update():
     assert 0.09 < float(tf.linalg.global_norm(change_both)) <= 0.1 + 1e-6
 
 
+def test_a_diverged_client_update_is_zeroed_before_it_can_poison_the_round():
+    """Finite entries whose squared norm overflows float32: tf-privacy's clip turns them into NaN (so
+    the round's sum, D and G would be NaN); the client sends zeros instead, as for non-finite entries."""
+    diverged = [tf.constant([3e19, -3e19]), tf.constant([1.0])]
+    query = dp_query(DPConfig(2, 0.0, 0.1), (0, 0))
+    params = query.derive_sample_params(query.initial_global_state())
+    clipped, _ = query.preprocess_record(params, diverged)
+    assert np.isnan(clipped[0].numpy()).all()   # why the check exists
+    assert not bool(dpgan.usable_update(diverged))
+    assert not bool(dpgan.usable_update([tf.constant([np.nan]), tf.constant([1.0])]))
+    assert bool(dpgan.usable_update([tf.constant([1e18, -1e18]), tf.constant([1.0])]))
+
+
 def test_every_round_moves_the_discriminator_by_at_most_s_with_the_presets_server_step():
     # Algorithm 1: θ_D ← θ_D + mean clipped Δ. A momentum server optimizer would carry
     # round 1's step into round 2 and move θ_D by more than S (0.19 here with momentum 0.9).

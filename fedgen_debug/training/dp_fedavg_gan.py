@@ -79,11 +79,20 @@ def _normal(seed, batch, dim):
     return tf.random.stateless_normal([batch, dim], seed=tf.random.experimental.stateless_fold_in(seed, 0))
 
 
+def usable_update(update) -> tf.Tensor:
+    """Whether an update can be clipped: every entry finite *and* its L2 norm finite. A client whose
+    local steps diverged can hold finite entries above ~1.8e19, whose squared norm overflows float32;
+    tf.clip_by_global_norm then returns NaN for every entry, and one such client turns the round's sum,
+    so D and then G, into NaN (seen: a demo-preset GAN on real FEMNIST, 50% inverted, round 84)."""
+    entries = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+    return tf.logical_and(entries, tf.math.is_finite(tf.linalg.global_norm(update)))
+
+
 def client_discriminator_update(disc, gen, dataset: tf.data.Dataset, initial_disc_weights, gen_weights,
                                 learning_rate: float, max_steps: int, gradient_penalty_weight: float = 10.0):
     """UserDiscUpdate: up to `max_steps` SGD steps on (real_batch, step_seed) elements; each step's fake
     batch is G(noise) with G in training mode (batch statistics, as the paper code). Returns the update
-    θ_D⁰ − θ_D (all zeros if non-finite, so one diverged client cannot poison the aggregate) and
+    θ_D⁰ − θ_D (all zeros if not `usable_update`, so one diverged client cannot poison the aggregate) and
     per-client mean losses."""
     _assign(disc.trainable_variables, initial_disc_weights)
     _assign(gen.trainable_variables, gen_weights)
@@ -103,7 +112,7 @@ def client_discriminator_update(disc, gen, dataset: tf.data.Dataset, initial_dis
         sums += tf.stack([losses.disc_loss, losses.gradient_penalty, -losses.wasserstein])
         steps += 1.0
     update = [w0 - w for w0, w in zip(initial_disc_weights, disc.trainable_variables)]
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+    finite = usable_update(update)
     update = [tf.where(finite, u, tf.zeros_like(u)) for u in update]
     means = sums / tf.maximum(steps, 1.0)
     metrics = collections.OrderedDict(disc_loss=means[0], gradient_penalty=means[1], wasserstein_estimate=means[2],
