@@ -45,6 +45,7 @@ def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import parse_bug
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.scenarios.gan import GANRun, train_gan
+    from fedgen_debug.scenarios.primary_fit import released_fit
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
@@ -53,18 +54,9 @@ def run_train(args) -> int:
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))
-    for warning in primary_fit_warnings(args.out):
+    for warning in (released_fit(args.out) or {}).get("warnings", []):
         print(f"WARNING: {warning}")
     return 0
-
-
-def primary_fit_warnings(run_dir: str) -> list[str]:
-    import os
-
-    from fedgen_debug.runs import store
-
-    path = store.released(run_dir, store.PRIMARY_FIT)
-    return store.read_json(path)["warnings"] if os.path.exists(path) else []
 
 
 def run_analyze(args) -> int:

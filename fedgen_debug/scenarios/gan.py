@@ -206,9 +206,9 @@ def _counts_labels(run: GANRun) -> bool:
 def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyone: loop.Population, secret,
                        out_dir: str) -> None:
     """Writes released/primary_fit.json (once per run) and logs its warnings."""
-    path = store.released(out_dir, store.PRIMARY_FIT)
     if not thresholds:
         return
+    path = store.released(out_dir, store.PRIMARY_FIT)
     if not os.path.exists(path):
         labels = None
         if run.classes is not None:
@@ -218,7 +218,8 @@ def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyon
             counts = aggregates.compute(spec, primary_fit.label_presence(clean_data, everyone.client_ids,
                                                                          spec.dim), secret)
             labels = counts.as_dict()
-            classes, source = primary_fit.classes_present(counts.values, counts.stddev, counts.devices), "a DP count of the labels present"
+            classes = primary_fit.classes_present(counts.values, counts.stddev, counts.devices)
+            source = "a DP count of the labels present"
             if classes is None:
                 classes, source = spec.dim, ("the primary model's outputs: the DP count of the labels present is "
                                              "too noisy for this few users")

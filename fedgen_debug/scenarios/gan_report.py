@@ -4,14 +4,12 @@ The verdict compares the current GAN with another (low- vs high-accuracy users, 
 correct examples, or before vs after a fix) with a one-sided z-test on the share of samples with a
 dark background (`gan_analysis.inversion_verdict`); without a second GAN, against a noise floor.
 Whether the primary model fits the users (`primary_fit`: T4 thresholds near chance, or crossed
-across the pair) is part of the report, with the warnings to print. Quality: Fréchet distance and classifier score in the primary CNN's feature space, against clean
-held-out images' feature statistics saved with the run's copy of the primary CNN. Only released
+across the pair) is part of the report, with the warnings to print. Quality: Fréchet distance and
+classifier score in the primary CNN's feature space, against clean held-out images' feature statistics saved with the run's copy of the primary CNN. Only released
 files are read (generated images, the DP counts of the subpopulation): never a client's example.
 """
 
 from __future__ import annotations
-
-import os
 
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import run_privacy
@@ -30,9 +28,8 @@ def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
     quality = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path),
                                           primary_cnn.reference_nearest(primary_path))
     privacy = run_privacy(run_dir)
-    fit_path = store.released(run_dir, store.PRIMARY_FIT)
-    fit = store.read_json(fit_path) if os.path.exists(fit_path) else None
-    return {"run_dir": run_dir, "select": run.select, "population": population, "primary_fit": fit,
+    return {"run_dir": run_dir, "select": run.select, "population": population,
+            "primary_fit": primary_fit.released_fit(run_dir),
             "privacy": {"run": privacy["releases"][f"{_run_id(privacy)}/training"], "population_total":
                         privacy["population_total"]},
             "dark_background": gan_analysis.dark_background(images), "quality": quality,

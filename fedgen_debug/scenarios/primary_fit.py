@@ -23,9 +23,12 @@ and the report says so.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from fedgen_debug.privacy import aggregates
+from fedgen_debug.runs import store
 from fedgen_debug.scenarios import gan_data
 
 NEAR_CHANCE_SKILL = 0.1
@@ -88,6 +91,12 @@ def check(thresholds: dict, classes: int, classes_source: str) -> dict:
     return {"thresholds": {f"{q:g}": v for q, v in sorted(thresholds.items())}, "classes": classes,
             "classes_source": classes_source, "chance": chance, "near_chance": bool(near),
             "crossed": bool(crossed), "warnings": warnings}
+
+
+def released_fit(run_dir: str) -> dict | None:
+    """The run's released check (`train_gan` writes it), or None for a run without DP T4 thresholds."""
+    path = store.released(run_dir, store.PRIMARY_FIT)
+    return store.read_json(path) if os.path.exists(path) else None
 
 
 def pair_check(current: dict | None, reference: dict | None) -> dict | None:
