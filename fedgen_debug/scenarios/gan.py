@@ -208,8 +208,8 @@ def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyon
     """Writes released/primary_fit.json (once per run) and logs its warnings."""
     if not thresholds:
         return
-    path = store.released(out_dir, store.PRIMARY_FIT)
-    if not os.path.exists(path):
+    fit = primary_fit.released_fit(out_dir)
+    if fit is None:
         labels = None
         if run.classes is not None:
             classes, source = run.classes, "as given"
@@ -223,9 +223,9 @@ def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyon
             if classes is None:
                 classes, source = spec.dim, ("the primary model's outputs: the DP count of the labels present is "
                                              "too noisy for this few users")
-        fit = primary_fit.check(thresholds, classes, source)
-        store.write_json(path, {**fit, "labels_present": labels, "dp": True})
-    for warning in store.read_json(path)["warnings"]:
+        fit = {**primary_fit.check(thresholds, classes, source), "labels_present": labels, "dp": True}
+        store.write_json(store.released(out_dir, store.PRIMARY_FIT), fit)
+    for warning in fit["warnings"]:
         logger.warning("%s: %s", out_dir, warning)
 
 
