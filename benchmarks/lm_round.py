@@ -1,5 +1,6 @@
 """Benchmark: seconds per DP-FedAvg round of the char- and word-LM at demo and paper model sizes, on
-TFF and in plain TF (same client work, DP query and server update; `round_timing.py`), with the ratio.
+TFF and on the in-process `tf` backend (same client work, DP query and server update;
+`round_timing.py`), with the ratio.
 Prints numbers, not pass/fail: `.venv/bin/python benchmarks/lm_round.py [--clients-per-round 10]`.
 
 Workload: synthetic-text:users=300 with the 10% tokenization bug, the demo preset's client work
@@ -34,7 +35,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (after one warm-up round)")
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
-    print(f"{'model':<16}{'parameters':>12}{'examples/round':>16}{'TFF s/round':>13}{'plain TF s/round':>18}"
+    print(f"{'model':<16}{'parameters':>12}{'examples/round':>16}{'TFF s/round':>13}{'tf s/round':>12}"
           f"{'ratio':>7}{'s/client':>10}")
     for kind in ("char", "word"):
         # The public stand-in vocabulary the scenario uses for synthetic text (no ledger: a benchmark).
@@ -56,7 +57,7 @@ def main() -> None:
             rounds = [sample_clients(population, args.clients_per_round, np.random.default_rng(r)) for r in range(args.rounds + 1)]
             examples = np.mean([sum(len(devices.examples[c][0]) for c in r) for r in rounds])
             tff_s, tf_s = time_rounds(spec, config, rounds, client_ds)
-            print(f"{kind + '-LM ' + preset:<16}{num_parameters(spec):>12,}{examples:>16.0f}{tff_s:>13.2f}{tf_s:>18.2f}"
+            print(f"{kind + '-LM ' + preset:<16}{num_parameters(spec):>12,}{examples:>16.0f}{tff_s:>13.2f}{tf_s:>12.2f}"
                   f"{tff_s / tf_s:>7.2f}{tff_s / args.clients_per_round:>10.3f}", flush=True)
 
 

@@ -147,12 +147,13 @@ def _one_round_reference(data, config, clip=None):
     return [w.numpy() - m for w, m in zip(initial, mean)]
 
 
+@pytest.mark.parametrize("backend", ["tff", "tf"])
 @pytest.mark.parametrize("clip", [None, 0.05])
-def test_a_tff_round_equals_the_pure_tf_round(clip):
+def test_a_round_equals_the_pure_tf_round(clip, backend):
     data = _client_data()
     config = TrainingConfig(rounds=1, dp=DPConfig(3, 0.0, clip),
                             client=ClientConfig(epochs=2, batch_size=4, learning_rate=0.1))
-    process = dp_fedavg.build_process(SPEC, config, (5, 6))
+    process = dp_fedavg.build_process(SPEC, config, (5, 6), backend=backend)
     state = process.initialize()
     output = process.next(state, [dp_fedavg.client_dataset(ds, config) for ds in data.values()])
     got = process.get_model_weights(output.state).trainable

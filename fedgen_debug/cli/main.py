@@ -21,6 +21,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fedgen-debug {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    parser.add_argument("--backend", choices=("tf", "tff"), default=None,
+                        help="who runs the training rounds: tf (in-process TensorFlow, the default; a GPU when "
+                             "present) or tff (TFF's runtime, the reference). Same results, resumable on either")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_cmd.register(sub)
     app_cmd.register(sub)
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     from fedgen_debug.data.errors import DataError
 
     runtime.install_shutdown_hooks()
+    if args.backend:  # the whole process, and any process it starts
+        from fedgen_debug.training.config import BACKEND_ENV
+        os.environ[BACKEND_ENV] = args.backend
     try:
         return int(args.handler(args) or 0)
     except (DataError, ValueError, FileNotFoundError) as e:

@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 from fedgen_debug.privacy.accounting import (ACCOUNTINGS, REPLACE_ONE, SAMPLINGS, WITHOUT_REPLACEMENT,
                                              check_accounting)
 
 SERVER_OPTIMIZERS = ("sgd", "momentum", "nesterov")
+
+# Who runs the rounds. Not part of a run's configuration: both give the same run and a run resumes on
+# either (`training.tf_backend`). `tf`: in-process TensorFlow, the default (faster; a GPU when present);
+# `tff`: TFF's runtime, the reference implementation. `$FEDGEN_DEBUG_BACKEND` (the CLI's `--backend`)
+# picks one for the whole process.
+BACKENDS = ("tf", "tff")
+BACKEND_ENV = "FEDGEN_DEBUG_BACKEND"
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}. Found {backend!r}.")
+    return backend
+
+
+def resolve_backend(backend: str | None = None) -> str:
+    """`backend`, else `$FEDGEN_DEBUG_BACKEND`, else "tf"; checked."""
+    return check_backend(backend or os.environ.get(BACKEND_ENV) or "tf")
 
 
 def _positive(name: str, value: float) -> None:

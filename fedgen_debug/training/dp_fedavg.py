@@ -15,7 +15,7 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from fedgen_debug.training.config import TrainingConfig
+from fedgen_debug.training.config import TrainingConfig, resolve_backend
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
 from fedgen_debug.training.update_canaries import UpdateCanaryPlan
@@ -96,10 +96,14 @@ def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
     return aggregate
 
 
-def build_process(model: ModelSpec, config: TrainingConfig, noise_seed,
-                  canaries: UpdateCanaryPlan | None = None) -> tff.learning.templates.LearningProcess:
+def build_process(model: ModelSpec, config: TrainingConfig, noise_seed, canaries: UpdateCanaryPlan | None = None,
+                  backend: str | None = None):
     """`noise_seed`: two integers from the run secret (`RunSecret.tf_seed("dp-noise")`); `canaries`:
-    the update canaries the DP sum adds (`update_canaries.plan`), if any."""
+    the update canaries the DP sum adds (`update_canaries.plan`), if any. `backend="tff"`: TFF's
+    LearningProcess (the reference); `"tf"`: the same algorithm in-process (`tf_backend.FedAvgProcess`)."""
+    if resolve_backend(backend) == "tf":
+        from fedgen_debug.training.tf_backend import FedAvgProcess
+        return FedAvgProcess(model, config, noise_seed, canaries)
     return tff.learning.algorithms.build_unweighted_fed_avg(
         model.tff_model_fn(),
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate=config.client.learning_rate),

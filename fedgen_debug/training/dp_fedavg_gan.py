@@ -32,6 +32,7 @@ import tensorflow_federated as tff
 import tensorflow_gan as tfgan
 
 from fedgen_debug.runs.secret import RunSecret
+from fedgen_debug.training.config import resolve_backend
 from fedgen_debug.training.gan_config import GANTrainingConfig, gan_training_config  # noqa: F401 (re-exported)
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
@@ -73,6 +74,10 @@ def _regularization(model):
 def _assign(variables, values):
     for variable, value in zip(variables, values):
         variable.assign(value)
+
+
+def _specs(variables):
+    return [tf.TensorSpec(v.shape, v.dtype) for v in variables]
 
 
 def _normal(seed, batch, dim):
@@ -147,6 +152,36 @@ def server_generator_update(gen, disc, gen_weights: tff.learning.models.ModelWei
     return GeneratorOutput(weights, optimizer_state, mean_loss)
 
 
+def initial_server_value(gen, disc, gen_opt, disc_opt, server_seed) -> collections.OrderedDict:
+    """The server state before round 1: the models' initial weights, both optimizers' states, the
+    generator's noise seed (from the run secret) and the round counter."""
+    return collections.OrderedDict(
+        generator=collections.OrderedDict(trainable=[v.read_value() for v in gen.trainable_variables],
+                                          non_trainable=[v.read_value() for v in gen.non_trainable_variables]),
+        discriminator=[v.read_value() for v in disc.trainable_variables],
+        gen_optimizer=gen_opt.initialize(_specs(gen.trainable_variables)),
+        disc_optimizer=disc_opt.initialize(_specs(disc.trainable_variables)),
+        gen_seed=tf.constant(server_seed, tf.int64), round=tf.constant(0, tf.int64))
+
+
+def server_round_update(gen, disc, gen_opt, disc_opt, config: GANTrainingConfig, server, mean_update):
+    """The server's half of a round: θ_D ← optimizer(θ_D, noised mean update); then, every k-th round,
+    the G phase. No client input. Returns OrderedDict(server=next state, metrics=released values)."""
+    disc_opt_state, disc_weights = disc_opt.next(server["disc_optimizer"], server["discriminator"], mean_update)
+    next_seed, gen_seed = split_server_seed(server["gen_seed"])
+    runs = tf.equal((server["round"] + 1) % config.disc_rounds_per_gen_update, 0)
+    steps = tf.where(runs, config.gen_steps, 0)
+    weights = tff.learning.models.ModelWeights(server["generator"]["trainable"], server["generator"]["non_trainable"])
+    out = tf.function(server_generator_update)(gen, disc, weights, disc_weights, gen_opt, server["gen_optimizer"],
+                                               gen_seed, steps, config.gen_batch_size)
+    new_server = collections.OrderedDict(
+        generator=collections.OrderedDict(trainable=out.weights.trainable, non_trainable=out.weights.non_trainable),
+        discriminator=disc_weights, gen_optimizer=out.optimizer_state, disc_optimizer=disc_opt_state,
+        gen_seed=next_seed, round=server["round"] + 1)
+    return collections.OrderedDict(server=new_server, metrics=collections.OrderedDict(
+        gen_loss=out.gen_loss, gen_steps=tf.cast(steps, tf.float32)))
+
+
 def client_step_seeds(secret: RunSecret, round_num: int, client_index: int, steps: int) -> np.ndarray:
     """[steps, 2] int64 stateless seeds for the `client_index`-th sampled client of `round_num`. The
     sample is a function of (secret, round), so position identifies the client's noise stream."""
@@ -163,10 +198,6 @@ def split_server_seed(seed):
 # ---- TFF layer -----------------------------------------------------------------------------------
 
 GANProcessOutput = collections.namedtuple("GANProcessOutput", ["state", "metrics"])
-
-
-def _specs(variables):
-    return [tf.TensorSpec(v.shape, v.dtype) for v in variables]
 
 
 def build_gen_optimizer(config: GANTrainingConfig) -> tff.learning.optimizers.Optimizer:
@@ -221,29 +252,28 @@ class GANProcess:
         return list(state["server"]["discriminator"])
 
 
-def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig, secret: RunSecret) -> GANProcess:
+def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig, secret: RunSecret,
+                      backend: str | None = None) -> GANProcess:
     """`generator_fn()` / `discriminator_fn()` build fresh, seeded Keras models (e.g. `models.gan`'s
     builders with the public seed): every TFF computation builds its own copy, so they must be pure.
-    `secret`: the run secret every training-time random draw comes from."""
-    gen, disc = generator_fn(), discriminator_fn()
+    `secret`: the run secret every training-time random draw comes from. `backend="tff"`: the rounds
+    are TFF computations (the reference; `server_update` is the server's TFF computation); `"tf"`: the
+    same functions in-process (`tf_backend.GANRounds`; `server_update` is None)."""
+    disc = discriminator_fn()
     if disc.non_trainable_variables:
         raise ValueError("the discriminator must have no non-trainable variables (e.g. BatchNorm): clients "
                          f"update, clip and average all of it. Found {len(disc.non_trainable_variables)}.")
+    if resolve_backend(backend) == "tf":
+        from fedgen_debug.training.tf_backend import GANRounds
+        return GANProcess(GANRounds(generator_fn, discriminator_fn, config, secret), None, config, secret)
     gen_opt, disc_opt = build_gen_optimizer(config), server_optimizer(config.training.server)
-    gen_specs, disc_specs = _specs(gen.trainable_variables), _specs(disc.trainable_variables)
     data_spec = (tf.TensorSpec([None, *disc.input_shape[1:]], tf.float32), tf.TensorSpec([2], tf.int64))
     client_config = config.training.client
     server_seed = secret.tf_seed("gan-server")
 
     @tff.tensorflow.computation
     def initial_server_state():
-        g, d = generator_fn(), discriminator_fn()
-        return collections.OrderedDict(
-            generator=collections.OrderedDict(trainable=[v.read_value() for v in g.trainable_variables],
-                                              non_trainable=[v.read_value() for v in g.non_trainable_variables]),
-            discriminator=[v.read_value() for v in d.trainable_variables],
-            gen_optimizer=gen_opt.initialize(gen_specs), disc_optimizer=disc_opt.initialize(disc_specs),
-            gen_seed=tf.constant(server_seed, tf.int64), round=tf.constant(0, tf.int64))
+        return initial_server_value(generator_fn(), discriminator_fn(), gen_opt, disc_opt, server_seed)
 
     server_type = initial_server_state.type_signature.result
 
@@ -264,21 +294,7 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig,
 
     @tff.tensorflow.computation(server_type, update_type)
     def server_update(server, mean_update):
-        """θ_D ← optimizer(θ_D, mean update); then, every k-th round, the G phase. No client input."""
-        disc_opt_state, disc_weights = disc_opt.next(server["disc_optimizer"], server["discriminator"], mean_update)
-        next_seed, gen_seed = split_server_seed(server["gen_seed"])
-        runs = tf.equal((server["round"] + 1) % config.disc_rounds_per_gen_update, 0)
-        steps = tf.where(runs, config.gen_steps, 0)
-        weights = tff.learning.models.ModelWeights(server["generator"]["trainable"],
-                                                   server["generator"]["non_trainable"])
-        out = tf.function(server_generator_update)(generator_fn(), discriminator_fn(), weights, disc_weights, gen_opt,
-                                                   server["gen_optimizer"], gen_seed, steps, config.gen_batch_size)
-        new_server = collections.OrderedDict(
-            generator=collections.OrderedDict(trainable=out.weights.trainable, non_trainable=out.weights.non_trainable),
-            discriminator=disc_weights, gen_optimizer=out.optimizer_state, disc_optimizer=disc_opt_state,
-            gen_seed=next_seed, round=server["round"] + 1)
-        return collections.OrderedDict(server=new_server, metrics=collections.OrderedDict(
-            gen_loss=out.gen_loss, gen_steps=tf.cast(steps, tf.float32)))
+        return server_round_update(generator_fn(), discriminator_fn(), gen_opt, disc_opt, config, server, mean_update)
 
     @tff.federated_computation
     def initialize():

@@ -1,0 +1,239 @@
+"""The `tf` backend: DP-FedAvg and DP-FedAvg-GAN rounds run in-process by TensorFlow, no TFF runtime.
+
+The same algorithm as the TFF processes (`dp_fedavg.build_process`, `dp_fedavg_gan.build_gan_process`,
+the reference), built from the same pieces: the pure-TF client and server functions, tf-privacy's query
+from `dp_query` with its noise seed from the run secret, the server optimizers. What differs is only who
+runs them: TF itself, client after client through one traced `tf.function`, so TF places the work on a
+GPU when there is one and nothing pays for TFF's C++ runtime (on 2 CPU cores it doubled a demo LM round:
+`benchmarks/lm_round.py`, 4.07 s on TFF vs 1.98 s in plain TF).
+
+The state has exactly the TFF process's structure and leaf types (NumPy arrays, the DP event's names as
+bytes): a checkpoint written by one backend resumes on the other, the run store does not say which ran,
+and `loop.train` drives both. A test runs the same rounds with the same secrets on both and compares the
+weights (tests/test_tf_backend.py).
+
+`DPSum` is TFF's `DifferentiallyPrivateFactory` round in plain TF, query call for query call:
+derive_sample_params → preprocess_record per client → sum → get_noised_result, the event converted
+as TFF converts it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tensorflow_federated.python.aggregators.differential_privacy import DPAggregatorState
+
+from fedgen_debug.training import dp_fedavg, dp_fedavg_gan, vectorized_gan
+from fedgen_debug.training.dp_query import dp_query
+from fedgen_debug.training.optimizers import server_optimizer
+
+
+def _leaf(value):
+    if tf.is_tensor(value):
+        return value.numpy()
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int32(value)
+    if isinstance(value, float):
+        return np.float32(value)
+    return value
+
+
+def as_numpy(structure):
+    """Leaves as TFF's execution context returns them: tensors as NumPy arrays, Python numbers as
+    float32/int32/bool NumPy scalars."""
+    return tf.nest.map_structure(_leaf, structure)
+
+
+def _event_state(event):
+    """The DpEvent as TFF's aggregator keeps it: `to_named_tuple()` with strings as bytes, floats float32."""
+    named = event.to_named_tuple()
+    return type(named)(*[v.encode() if isinstance(v, str) else as_numpy(v) for v in named])
+
+
+class DPSum:
+    """One DP aggregation round of `query` over client updates shaped like `specs` (a list of TensorSpec)."""
+
+    def __init__(self, query, specs):
+        self._query, self._specs = query, list(specs)
+        self._accumulate = tf.function(self._accumulate_impl)
+        self._noised = tf.function(self._query.get_noised_result)
+
+    def initialize(self) -> DPAggregatorState:
+        global_state = as_numpy(self._query.initial_global_state())
+        sample = self._query.initial_sample_state(self._specs)
+        _, _, event = self._query.get_noised_result(sample, self._query.initial_global_state())
+        return DPAggregatorState(global_state, (), _event_state(event), np.bool_(True))
+
+    def _accumulate_impl(self, params, sample_state, update):
+        return tf.nest.map_structure(tf.add, sample_state, self._query.preprocess_record(params, update))
+
+    def next(self, state: DPAggregatorState, updates) -> tuple[list, DPAggregatorState]:
+        """(noised result, next state) for this round's client `updates` (each a list like `specs`)."""
+        query_state = tf.nest.map_structure(tf.convert_to_tensor, state.query_state)
+        params = self._query.derive_sample_params(query_state)
+        total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
+        for update in updates:
+            total = self._accumulate(params, total, list(update))
+        result, new_query_state, event = self._noised(total, query_state)
+        return list(result), DPAggregatorState(as_numpy(new_query_state), (), _event_state(event), np.bool_(False))
+
+
+CLIENT_THREADS_ENV = "FEDGEN_DEBUG_CLIENT_THREADS"
+
+
+def client_threads() -> int:
+    """Clients trained at once: `$FEDGEN_DEBUG_CLIENT_THREADS`, else one per core, at most 4. A demo round
+    is launch-bound (thousands of small ops per client, not large kernels), so one client keeps about
+    one core busy dispatching."""
+    value = os.environ.get(CLIENT_THREADS_ENV)
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{CLIENT_THREADS_ENV} must be an integer >= 1. Found {value!r}.")
+        return int(value)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class ClientWorkers:
+    """Runs client updates on `count` threads, each with its own models and traced function
+    (`make_update_fn()` builds one; a client assigns the broadcast weights to its worker's variables).
+    Results come back in client order, so the DP sum adds them in the same order on any thread count."""
+
+    def __init__(self, make_update_fn, count: int | None = None):
+        count = count or client_threads()
+        self._free = queue.SimpleQueue()
+        for _ in range(count):
+            self._free.put(make_update_fn())
+        self._pool = ThreadPoolExecutor(count, thread_name_prefix="fedgen-client") if count > 1 else None
+
+    def _run(self, args):
+        update_fn = self._free.get()
+        try:
+            return update_fn(*args)
+        finally:
+            self._free.put(update_fn)
+
+    def map(self, args_per_client):
+        if self._pool is None:
+            return map(self._run, args_per_client)
+        return self._pool.map(self._run, args_per_client)
+
+
+def _zero_if_non_finite(update):
+    """TFF's client work: an update with any non-finite entry is sent as zeros."""
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+    return [tf.where(finite, u, tf.zeros_like(u)) for u in update]
+
+
+class FedAvgProcess:
+    """`tff.learning.algorithms.build_unweighted_fed_avg` with the project's DP aggregator, in-process:
+    `initialize`, `next(state, client_datasets)`, `get_model_weights`, `set_model_weights`."""
+
+    def __init__(self, model: dp_fedavg.ModelSpec, config, noise_seed, canaries=None):
+        self._model_fn, self._config = model.keras_model_fn, config
+        self._input_shape = model.input_spec[0].shape
+        lr = config.client.learning_rate
+
+        def make_update_fn():
+            keras, loss = model.keras_model_fn(), model.loss_fn()
+            keras.build(self._input_shape)
+            return tf.function(lambda ds, w: _zero_if_non_finite(dp_fedavg.client_update(keras, loss, ds, w, lr).update))
+
+        fresh = model.keras_model_fn()
+        fresh.build(self._input_shape)
+        self._specs = [tf.TensorSpec(v.shape, v.dtype) for v in fresh.trainable_variables]
+        self._clients = ClientWorkers(make_update_fn)
+        self._dp = DPSum(dp_query(config.dp, noise_seed, canaries), self._specs)
+        self._optimizer = server_optimizer(config.server)
+
+    def initialize(self):
+        fresh = self._model_fn()
+        fresh.build(self._input_shape)
+        weights = tff.learning.models.ModelWeights([v.numpy() for v in fresh.trainable_variables],
+                                                   [v.numpy() for v in fresh.non_trainable_variables])
+        return tff.learning.templates.LearningAlgorithmState(
+            global_model_weights=weights, distributor=(),
+            client_work=collections.OrderedDict(learning_rate=np.float32(self._config.client.learning_rate)),
+            aggregator=self._dp.initialize(), finalizer=as_numpy(self._optimizer.initialize(self._specs)))
+
+    def next(self, state, client_datasets):
+        weights = state.global_model_weights
+        trainable = [tf.convert_to_tensor(w) for w in weights.trainable]
+        updates = self._clients.map((ds, trainable) for ds in client_datasets)
+        mean_update, aggregator = self._dp.next(state.aggregator, updates)
+        # TFF's finalizer: a non-finite aggregate is rejected and the weights stay.
+        non_finite = not all(bool(tf.reduce_all(tf.math.is_finite(u))) for u in mean_update)
+        finalizer = state.finalizer
+        if not non_finite:
+            finalizer, trainable = self._optimizer.next(state.finalizer, trainable, mean_update)
+        new_state = state._replace(
+            global_model_weights=tff.learning.models.ModelWeights(as_numpy(list(trainable)), weights.non_trainable),
+            aggregator=aggregator, finalizer=as_numpy(finalizer))
+        metrics = collections.OrderedDict(finalizer=collections.OrderedDict(update_non_finite=np.int32(non_finite)))
+        return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+    def get_model_weights(self, state):
+        return state.global_model_weights
+
+    def set_model_weights(self, state, weights):
+        return state._replace(global_model_weights=tff.learning.models.ModelWeights(
+            as_numpy(list(weights.trainable)), as_numpy(list(weights.non_trainable))))
+
+
+class GANRounds:
+    """What `dp_fedavg_gan.GANProcess` drives as its `iterative_process`, in-process: `initialize()` and
+    `next(state, seeded_client_datasets) -> (state, metrics)`, state OrderedDict(server, aggregator)."""
+
+    def __init__(self, generator_fn, discriminator_fn, config, secret):
+        self._model_fns = generator_fn, discriminator_fn
+        self._gen, self._disc = generator_fn(), discriminator_fn()
+        self._config = config
+        self._gen_opt = dp_fedavg_gan.build_gen_optimizer(config)
+        self._disc_opt = server_optimizer(config.training.server)
+        self._server_seed = secret.tf_seed("gan-server")
+        client = config.training.client
+
+        def make_update_fn():
+            gen, disc = generator_fn(), discriminator_fn()
+            return tf.function(lambda ds, dw, gw: dp_fedavg_gan.client_discriminator_update(
+                disc, gen, ds, dw, gw, client.learning_rate, config.disc_steps, config.gradient_penalty).update)
+
+        self._clients = ClientWorkers(make_update_fn)
+        # All clients of a round in one traced call when the models allow it (`vectorized_gan`).
+        self._vectorized = None
+        if vectorized_gan.supports(self._gen, self._disc):
+            self._vectorized = tf.function(lambda real, mask, seeds, dw, gw: vectorized_gan.vectorized_client_updates(
+                self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty))
+        specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
+        self._dp = DPSum(dp_query(config.training.dp, secret.tf_seed("dp-noise")), specs)
+        self._server = tf.function(lambda server, mean: dp_fedavg_gan.server_round_update(
+            self._gen, self._disc, self._gen_opt, self._disc_opt, config, server, mean))
+
+    def initialize(self):
+        gen, disc = (fn() for fn in self._model_fns)  # fresh, as TFF's initialize builds them
+        server = dp_fedavg_gan.initial_server_value(gen, disc, self._gen_opt, self._disc_opt, self._server_seed)
+        return collections.OrderedDict(server=as_numpy(server), aggregator=self._dp.initialize())
+
+    def next(self, state, seeded_datasets):
+        server = tf.nest.map_structure(tf.convert_to_tensor, state["server"])
+        disc_weights, gen_weights = server["discriminator"], server["generator"]["trainable"]
+        if self._vectorized is not None:
+            real, mask, seeds = vectorized_gan.pack_clients(seeded_datasets, self._config.disc_steps,
+                                                            self._config.training.client.batch_size,
+                                                            self._disc.input_shape[1:])
+            stacked = self._vectorized(real, mask, seeds, disc_weights, gen_weights)
+            updates = ([u[i] for u in stacked] for i in range(len(seeded_datasets)))
+        else:
+            updates = self._clients.map((ds, disc_weights, gen_weights) for ds in seeded_datasets)
+        mean_update, aggregator = self._dp.next(state["aggregator"], updates)
+        out = as_numpy(self._server(server, mean_update))
+        new_state = collections.OrderedDict(server=out["server"], aggregator=aggregator)
+        return new_state, collections.OrderedDict(server=out["metrics"])

@@ -1,0 +1,212 @@
+"""DP-FedAvg-GAN's client discriminator updates for a whole round at once: the `tf` backend's fast path.
+
+A demo round is launch-bound: 50 clients × 6 WGAN-GP steps of a 15K-parameter critic are thousands of
+tiny ops each (`benchmarks/gan_round.py`). Here every op works on all the round's clients together,
+which is the same algorithm (`dp_fedavg_gan.client_discriminator_update`, the reference) computed
+differently:
+
+- D is rebuilt functionally from the Keras model, with a leading client axis on every weight ([C, ...]):
+  Dense as an einsum, Conv2D as strided slices (im2col, twice differentiable for the gradient penalty)
+  and an einsum. Each client's loss depends only on its own weights, so the gradient of the summed loss
+  is each client's own gradient.
+- G (fixed during a round) runs through its own Keras layers on all clients' noise at once, except
+  BatchNormalization, whose training-mode statistics are taken per client batch (masked), as each
+  client's G call takes them over its own batch.
+- Clients with fewer than n batches, or a smaller last batch, are padded and masked: a missing step
+  leaves the client's weights unchanged and padded examples enter no mean. Noise and interpolation
+  coefficients are drawn for the padded batch from the client's per-step seed; stateless draws are
+  prefix-stable, so the first b rows are the reference's (checked in the tests).
+
+`vectorized_client_updates` returns one update per client, zeroed as `usable_update` zeroes it. Which
+models it supports is decided by `ClientRoundFunction.supports(gen, disc)`: Sequential models of
+Dense / Conv2D (no dilation or groups) / LeakyReLU / ReLU / Activation / Flatten / Reshape /
+Conv2DTranspose / BatchNormalization layers; anything else runs client by client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+_ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
+_DISC_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Flatten, *_ELEMENTWISE)
+_GEN_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Conv2DTranspose,
+               tf.keras.layers.BatchNormalization, tf.keras.layers.Reshape, *_ELEMENTWISE)
+
+
+def _plain_conv(layer) -> bool:
+    return (tuple(layer.dilation_rate) == (1, 1) and getattr(layer, "groups", 1) == 1
+            and layer.data_format == "channels_last" and layer.padding in ("same", "valid"))
+
+
+def supports(gen: tf.keras.Model, disc: tf.keras.Model) -> bool:
+    def ok(model, kinds, conv_types):
+        return isinstance(model, tf.keras.Sequential) and all(
+            isinstance(layer, kinds) and (not isinstance(layer, conv_types) or _plain_conv(layer))
+            for layer in model.layers)
+    disc_ok = ok(disc, _DISC_LAYERS, (tf.keras.layers.Conv2D,)) and not any(
+        isinstance(layer, tf.keras.layers.Conv2DTranspose) for layer in disc.layers)
+    gen_ok = ok(gen, _GEN_LAYERS, (tf.keras.layers.Conv2D,)) and all(
+        layer.axis in ([-1], [len(layer.input_shape) - 1]) for layer in gen.layers
+        if isinstance(layer, tf.keras.layers.BatchNormalization))
+    return disc_ok and gen_ok
+
+
+# ---- D with a client axis ------------------------------------------------------------------------
+
+def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int]:
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def _conv_per_client(x, kernel, layer):
+    """x [C, B, H, W, cin], kernel [C, kh, kw, cin, cout] → [C, B, oh, ow, cout] (Keras' Conv2D)."""
+    c, b = tf.shape(x)[0], tf.shape(x)[1]
+    height, width, cin = x.shape[2], x.shape[3], x.shape[4]
+    (kh, kw), (sh, sw) = layer.kernel_size, layer.strides
+    if layer.padding == "same":
+        oh, top, bottom = _same_padding(height, kh, sh)
+        ow, left, right = _same_padding(width, kw, sw)
+    else:
+        oh, ow, top, bottom, left, right = (height - kh) // sh + 1, (width - kw) // sw + 1, 0, 0, 0, 0
+    flat = tf.reshape(x, [-1, height, width, cin])
+    flat = tf.pad(flat, [[0, 0], [top, bottom], [left, right], [0, 0]])
+    patches = [flat[:, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw, :] for i in range(kh) for j in range(kw)]
+    patches = tf.reshape(tf.stack(patches, axis=3), [c, b, oh, ow, kh * kw * cin])
+    return tf.einsum("cbhwk,cko->cbhwo", patches, tf.reshape(kernel, [c, kh * kw * cin, -1]))
+
+
+def _activation(layer, x):
+    if isinstance(layer, tf.keras.layers.LeakyReLU):
+        return tf.nn.leaky_relu(x, alpha=float(layer.alpha))
+    return layer(x) if isinstance(layer, _ELEMENTWISE) else layer.activation(x)
+
+
+def disc_forward(disc: tf.keras.Sequential, weights: dict, x):
+    """D(x) per client: x [C, B, *image], `weights` {variable ref: [C, *shape]} → scores [C, B, 1]."""
+    for layer in disc.layers:
+        if isinstance(layer, tf.keras.layers.Dense):
+            x = tf.einsum("cbi,cio->cbo", x, weights[layer.kernel.ref()])
+        elif isinstance(layer, tf.keras.layers.Conv2D):
+            x = _conv_per_client(x, weights[layer.kernel.ref()], layer)
+        elif isinstance(layer, tf.keras.layers.Flatten):
+            x = tf.reshape(x, [tf.shape(x)[0], tf.shape(x)[1], -1])
+            continue
+        else:
+            x = _activation(layer, x)
+            continue
+        if layer.use_bias:
+            bias = weights[layer.bias.ref()]
+            x = x + tf.reshape(bias, [tf.shape(bias)[0], 1] + [1] * (len(x.shape) - 3) + [-1])
+        x = _activation(layer, x)
+    return x
+
+
+def _regularization(disc: tf.keras.Sequential, weights: dict):
+    """Σ over clients of each client's Keras regularization losses (L2 sums split by client)."""
+    total = tf.constant(0.0)
+    for layer in disc.layers:
+        for name in ("kernel", "bias"):
+            regularizer = getattr(layer, f"{name}_regularizer", None)
+            if regularizer is not None and getattr(layer, name, None) is not None:
+                total += regularizer(weights[getattr(layer, name).ref()])
+    return total
+
+
+# ---- G on all clients' noise, batch statistics per client batch -----------------------------------
+
+def gen_forward_grouped(gen: tf.keras.Sequential, noise, mask):
+    """G(noise) in training mode for groups of batches: noise [G, B, dim], mask [G, B] (1 = a real row).
+    Every layer but BatchNormalization runs on all rows; BN normalizes each group by its own masked
+    batch mean and (biased) variance, as a training-mode BN call on that group's rows alone does."""
+    groups, batch = tf.shape(noise)[0], tf.shape(noise)[1]
+    x = tf.reshape(noise, [groups * batch, noise.shape[-1]])
+    for layer in gen.layers:
+        if not isinstance(layer, tf.keras.layers.BatchNormalization):
+            x = layer(x, training=True) if not isinstance(layer, tf.keras.layers.LeakyReLU) else _activation(layer, x)
+            continue
+        grouped = tf.reshape(x, tf.concat([[groups, batch], tf.shape(x)[1:]], 0))
+        weights = tf.reshape(mask, tf.concat([[groups, batch], tf.ones([len(x.shape) - 1], tf.int32)], 0))
+        axes = list(range(1, len(x.shape)))
+        count = tf.reduce_sum(weights * tf.ones_like(grouped), axis=axes, keepdims=True)
+        mean = tf.reduce_sum(weights * grouped, axis=axes, keepdims=True) / tf.maximum(count, 1.0)
+        variance = tf.reduce_sum(weights * tf.square(grouped - mean), axis=axes, keepdims=True) / tf.maximum(count, 1.0)
+        normalized = (grouped - mean) * tf.math.rsqrt(variance + layer.epsilon)
+        if layer.scale:
+            normalized *= layer.gamma
+        if layer.center:
+            normalized += layer.beta
+        x = tf.reshape(normalized, tf.shape(x))
+    return tf.reshape(x, tf.concat([[groups, batch], tf.shape(x)[1:]], 0))
+
+
+# ---- the round's client updates ------------------------------------------------------------------
+
+def _masked_mean(values, mask):
+    return tf.reduce_sum(values * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+
+def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights, gen_weights, learning_rate: float,
+                              gradient_penalty_weight: float):
+    """All clients' D updates θ_D⁰ − θ_D. real [C, n, B, *image]; example_mask [C, n, B]; seeds [C, n, 2]
+    (each client step's stateless seed, as `client_step_seeds`); a step whose mask row is all zero is not
+    taken. Returns a list like `disc_weights`, each [C, *shape]."""
+    for variable, value in zip(gen.trainable_variables, gen_weights):
+        variable.assign(value)
+    clients, steps, batch = real.shape[0], real.shape[1], real.shape[2]
+    noise_dim = gen.input_shape[-1]
+    refs = [v.ref() for v in disc.trainable_variables]
+    initial = [tf.tile(w[None], [clients] + [1] * len(w.shape)) for w in disc_weights]
+    current = list(initial)
+    for t in range(steps):
+        mask = example_mask[:, t]
+        taken = tf.cast(tf.reduce_any(mask > 0, axis=1), tf.float32)  # [C]
+        step_seeds = seeds[:, t]
+        noise = tf.stack([tf.random.stateless_normal(
+            [batch, noise_dim], seed=tf.random.experimental.stateless_fold_in(step_seeds[i], 0)) for i in range(clients)])
+        alpha = tf.stack([tf.random.stateless_uniform(
+            [batch], seed=tf.random.experimental.stateless_fold_in(step_seeds[i], 1)) for i in range(clients)])
+        fake = gen_forward_grouped(gen, noise, mask)
+        x = real[:, t]
+        per_example = [clients, batch] + [1] * (len(x.shape) - 2)
+        interpolates = x + tf.reshape(alpha, per_example) * (fake - x)
+        with tf.GradientTape() as tape:
+            tape.watch(current)
+            weights = dict(zip(refs, current))
+            real_scores = disc_forward(disc, weights, x)[..., 0]
+            fake_scores = disc_forward(disc, weights, fake)[..., 0]
+            wasserstein = _masked_mean(fake_scores, mask) - _masked_mean(real_scores, mask)
+            with tf.GradientTape() as inner:
+                inner.watch(interpolates)
+                scores = disc_forward(disc, weights, interpolates)
+            gradients = inner.gradient(scores, interpolates)
+            slopes = tf.sqrt(tf.reduce_sum(tf.square(gradients), axis=list(range(2, len(x.shape)))) + 1e-10)
+            penalty = _masked_mean(tf.square(slopes - 1.0), mask)
+            loss = tf.reduce_sum(taken * (wasserstein + gradient_penalty_weight * penalty)) + _regularization(disc, weights)
+        grads = tape.gradient(loss, current)
+        current = [w - learning_rate * tf.reshape(taken, [clients] + [1] * (len(w.shape) - 1)) * g
+                   for w, g in zip(current, grads)]
+    updates = [w0 - w for w0, w in zip(initial, current)]
+    # usable_update, per client: every entry finite and the update's L2 norm finite.
+    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(tf.reshape(u, [clients, -1])), axis=1)
+                                     for u in updates]), axis=0)
+    norms = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.reshape(u, [clients, -1])), axis=1) for u in updates]))
+    usable = tf.logical_and(finite, tf.math.is_finite(norms))
+    return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
+
+
+def pack_clients(seeded_datasets, steps: int, batch: int, image_shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's seeded client
+    datasets (elements (real_batch, step_seed)); missing steps and rows are zeros with mask 0."""
+    clients = len(seeded_datasets)
+    real = np.zeros((clients, steps, batch, *image_shape), np.float32)
+    mask = np.zeros((clients, steps, batch), np.float32)
+    seeds = np.zeros((clients, steps, 2), np.int64)
+    for i, dataset in enumerate(seeded_datasets):
+        for t, (images, seed) in enumerate(dataset.take(steps)):
+            rows = images.shape[0]
+            if rows > batch:
+                raise ValueError(f"a client batch holds {rows} examples, more than the batch size {batch}.")
+            real[i, t, :rows], mask[i, t, :rows], seeds[i, t] = images.numpy(), 1.0, seed.numpy()
+    return real, mask, seeds

@@ -1,0 +1,190 @@
+"""The `tf` backend runs the same algorithm as TFF's (the reference): the same rounds with the same secrets
+give the same weights, DP noise state and ledger event on both, for DP-FedAvg (with update canaries)
+and DP-FedAvg-GAN; a run started on one backend resumes on the other; and an attack on the DP sum
+(subtract the noise a leaked seed would give) must not work without the run secret."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from fedgen_debug.runs.secret import RunSecret
+from fedgen_debug.training import dp_fedavg, dp_fedavg_gan as dpgan, loop, update_canaries
+from fedgen_debug.training import run_dir as rd
+from fedgen_debug.training import tf_backend
+from fedgen_debug.training.config import BACKEND_ENV, check_backend, resolve_backend
+from fedgen_debug.training.dp_query import released_event
+from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.training.tf_backend import DPSum
+from fedgen_debug.training.dp_query import dp_query
+from fedgen_debug.training.config import DPConfig
+
+import test_gan_core as gan_fixtures
+import toy_training
+
+SECRET = RunSecret(77)
+
+
+def leaves(state):
+    return [np.asarray(x) for x in tf.nest.flatten(state)]
+
+
+def flat(state):
+    return np.concatenate([x.ravel().astype(np.float64) for x in leaves(state)])
+
+
+def assert_same_state(a, b, rtol=1e-5, atol=1e-6):
+    """Same structure, same integer/bytes leaves exactly (noise seeds, rounds, the event), floats to
+    float32 rounding (TFF's C++ runtime sums the clients' records in its own order)."""
+    tf.nest.assert_same_structure(a, b)
+    for x, y in zip(leaves(a), leaves(b)):
+        assert x.dtype == y.dtype, (x.dtype, y.dtype)
+        if np.issubdtype(x.dtype, np.floating):
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+def fedavg_rounds(backend, config, data, rounds, canaries=None):
+    process = dp_fedavg.build_process(toy_training.SPEC, config, SECRET.tf_seed("dp-noise"), canaries, backend=backend)
+    state = process.initialize()
+    states = [state]
+    for r in range(rounds):
+        sampled = sample_clients(sorted(data), config.dp.clients_per_round, SECRET.rng("sampling", r))
+        state = process.next(state, [dp_fedavg.client_dataset(data[c], config) for c in sampled]).state
+        states.append(state)
+    return process, states
+
+
+def test_backend_names_are_checked():
+    assert check_backend("tf") == "tf"
+    with pytest.raises(ValueError, match=r"backend must be one of tf, tff. Found 'gpu'."):
+        dp_fedavg.build_process(toy_training.SPEC, toy_training.train_config(), (1, 2), backend="gpu")
+
+
+def test_fedavg_rounds_are_the_same_on_both_backends():
+    config = toy_training.train_config()
+    data = toy_training.client_data(n_clients=5)
+    tff_process, tff_states = fedavg_rounds("tff", config, data, 3)
+    tf_process, tf_states = fedavg_rounds("tf", config, data, 3)
+    for a, b in zip(tff_states, tf_states):
+        assert_same_state(a, b)
+    # The noise is there (z = 1): the weights moved differently from a noiseless run's.
+    quiet = toy_training.train_config()
+    quiet = type(quiet)(**{**quiet.__dict__, "dp": DPConfig(2, 0.0, 0.5)})
+    _, quiet_states = fedavg_rounds("tf", quiet, data, 3)
+    assert not np.allclose(flat(quiet_states[-1].global_model_weights), flat(tf_states[-1].global_model_weights))
+    assert released_event(tf_states[-1].aggregator) == released_event(tff_states[-1].aggregator)
+    for process, state in ((tff_process, tff_states[-1]), (tf_process, tf_states[-1])):
+        np.testing.assert_allclose(process.get_model_weights(state).trainable[0],
+                                   tf_states[-1].global_model_weights.trainable[0], rtol=1e-5)
+
+
+def test_the_thread_count_does_not_change_a_bit(monkeypatch):
+    config = toy_training.train_config()
+    data = toy_training.client_data(n_clients=5)
+    runs = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv(tf_backend.CLIENT_THREADS_ENV, threads)
+        runs.append(fedavg_rounds("tf", config, data, 3)[1][-1])
+    for x, y in zip(leaves(runs[0]), leaves(runs[1])):
+        np.testing.assert_array_equal(x, y)
+    monkeypatch.setenv(tf_backend.CLIENT_THREADS_ENV, "0")
+    with pytest.raises(ValueError, match=r"FEDGEN_DEBUG_CLIENT_THREADS must be an integer >= 1. Found '0'."):
+        fedavg_rounds("tf", config, data, 1)
+
+
+def test_the_backend_comes_from_the_environment_when_not_given(monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, "tff")
+    assert isinstance(dp_fedavg.build_process(toy_training.SPEC, toy_training.train_config(), (1, 2)),
+                      tff.learning.templates.LearningProcess)
+    monkeypatch.setenv(BACKEND_ENV, "tf")
+    assert isinstance(dp_fedavg.build_process(toy_training.SPEC, toy_training.train_config(), (1, 2)),
+                      tf_backend.FedAvgProcess)
+    monkeypatch.delenv(BACKEND_ENV)
+    assert resolve_backend() == "tf"
+
+
+def test_fedavg_with_update_canaries_is_the_same_on_both_backends():
+    config = toy_training.train_config()
+    data = toy_training.client_data(n_clients=5)
+    ids = tuple(sorted(data)) + update_canaries.canary_ids(2)
+    data = {**data, **{c: tf.data.Dataset.from_tensor_slices((np.zeros((0, 2), np.float32),
+                                                              np.zeros((0, 1), np.float32))) for c in ids[5:]}}
+    plan = update_canaries.plan(tuple(sorted(data)), 2, config, SECRET)
+    assert plan.schedule.any()  # some round adds a canary
+    _, tff_states = fedavg_rounds("tff", config, data, 3, plan)
+    _, tf_states = fedavg_rounds("tf", config, data, 3, plan)
+    for a, b in zip(tff_states, tf_states):
+        assert_same_state(a, b)
+
+
+def gan_rounds(backend, config, rounds):
+    process = dpgan.build_gan_process(gan_fixtures.TINY_G, gan_fixtures.TINY_D, config, SECRET, backend=backend)
+    state = process.initialize()
+    states = [state]
+    for r in range(rounds):
+        sampled = sample_clients(sorted(gan_fixtures.CLIENTS), 4, SECRET.rng("sampling", r))
+        state = process.next(state, [gan_fixtures.client_dataset(c) for c in sampled]).state
+        states.append(state)
+    return states
+
+
+def test_gan_rounds_are_the_same_on_both_backends():
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=3)
+    config = type(config)(**{**config.__dict__, "disc_rounds_per_gen_update": 2})  # G phase in round 2 only
+    tff_states, tf_states = gan_rounds("tff", config, 3), gan_rounds("tf", config, 3)
+    for a, b in zip(tff_states, tf_states):
+        assert_same_state(a, b, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(flat(tf_states[0]["server"]["generator"]), flat(tf_states[-1]["server"]["generator"]))
+
+
+def test_a_run_started_on_tff_resumes_on_tf_with_the_weights_of_an_uninterrupted_run(tmp_path):
+    config = toy_training.train_config(rounds=4)
+    data = toy_training.client_data(n_clients=5)
+
+    def train(run_dir, backend, after_round=None):
+        return loop.train(lambda s: dp_fedavg.build_process(toy_training.SPEC, config, s.tf_seed("dp-noise"),
+                                                            backend=backend),
+                          loop.Population("toy-population", tuple(data)),
+                          lambda cid: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir),
+                          after_round=after_round, secret=SECRET)
+
+    uninterrupted = train(tmp_path / "a", "tff")
+
+    def crash(round_num):
+        if round_num == 2:
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train(tmp_path / "b", "tff", after_round=crash)
+    resumed = train(tmp_path / "b", "tf")
+    assert resumed.resumed_from == 2
+    for x, y in zip(leaves(resumed.model_weights), leaves(uninterrupted.model_weights)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    assert rd.latest_checkpoint(str(tmp_path / "b"))[0] == 4
+
+
+def test_the_dp_sum_cannot_be_denoised_with_a_seed_guessed_from_the_public_seed():
+    """The attack: a modeler who knows the public --seed and the released mean tries to subtract the
+    noise. The noise seed comes from the run secret, so the guessed noise leaves an error of the
+    noise's own size; only the secret's seed recovers the exact sum."""
+    config = DPConfig(clients_per_round=3, noise_multiplier=1.0, clip=1.0)
+    specs = [tf.TensorSpec([4000], tf.float32)]
+    records = [[tf.constant(np.random.default_rng(i).uniform(-0.01, 0.01, 4000), tf.float32)] for i in range(3)]
+    exact = sum(r[0].numpy() for r in records) / 3
+    secret_seed = SECRET.tf_seed("dp-noise")
+    mean = DPSum(dp_query(config, secret_seed), specs)
+    released, _ = mean.next(mean.initialize(), records)
+    sigma = 1.0 * 1.0 / 3  # zS/qN on the mean
+
+    def noise_from(seed):
+        zeros = [[tf.zeros([4000])] for _ in range(3)]
+        guess = DPSum(dp_query(config, seed), specs)
+        return guess.next(guess.initialize(), zeros)[0][0].numpy()
+
+    for public_guess in ((0, 0), (3, 3), (0, 3)):  # e.g. the public --seed used as the noise seed
+        residual = released[0].numpy() - noise_from(public_guess) - exact
+        assert abs(np.std(residual) - np.sqrt(2) * sigma) < 0.05 * sigma  # two independent noises
+    recovered = released[0].numpy() - noise_from(secret_seed)
+    np.testing.assert_allclose(recovered, exact, atol=1e-5)  # what the secret protects

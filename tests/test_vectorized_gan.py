@@ -1,0 +1,112 @@
+"""The vectorized client updates equal the reference `client_discriminator_update` client by client:
+conv and MLP critics, clients with no batch, fewer batches than n, and a short last batch; G's batch
+statistics per client batch; a non-finite client zeroed; unsupported models detected."""
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from fedgen_debug.models import gan
+from fedgen_debug.training import dp_fedavg_gan as dpgan
+from fedgen_debug.training import vectorized_gan as vg
+
+import test_gan_core as fixtures
+
+TEST_GAN = gan.gan_config("test")
+
+
+def seeded(images_per_step, seed, batch):
+    """A client's seeded dataset: batches of `batch` from `images`, each with its step seed."""
+    images = images_per_step
+    steps = -(-len(images) // batch) if len(images) else 0
+    seeds = np.random.default_rng(seed).integers(0, 2**62, size=(max(steps, 1), 2), dtype=np.int64)[:steps]
+    real = tf.data.Dataset.from_tensor_slices(images).batch(batch)
+    return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds.reshape(-1, 2))))
+
+
+def reference_updates(gen_fn, disc_fn, datasets, disc_weights, gen_weights, lr, steps, penalty):
+    gen, disc = gen_fn(), disc_fn()
+    update = tf.function(lambda ds: dpgan.client_discriminator_update(
+        disc, gen, ds, disc_weights, gen_weights, lr, steps, penalty).update)
+    return [[u.numpy() for u in update(ds)] for ds in datasets]
+
+
+def vectorized_updates(gen_fn, disc_fn, datasets, disc_weights, gen_weights, lr, steps, penalty, batch):
+    gen, disc = gen_fn(), disc_fn()
+    assert vg.supports(gen, disc)
+    real, mask, seeds = vg.pack_clients(datasets, steps, batch, disc.input_shape[1:])
+    stacked = tf.function(vg.vectorized_client_updates)(gen, disc, real, mask, seeds, disc_weights, gen_weights,
+                                                        lr, penalty)
+    return [[u[i].numpy() for u in stacked] for i in range(len(datasets))]
+
+
+def weights_of(model_fn):
+    model = model_fn()
+    return [tf.identity(v) for v in model.trainable_variables]
+
+
+@pytest.mark.parametrize("sizes", [(20, 0, 8, 13), (3, 16, 1)])
+def test_conv_critic_updates_equal_the_reference_client_by_client(sizes):
+    batch, steps, lr, penalty = 8, 2, 0.05, 10.0
+    gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
+    disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
+    rng = np.random.default_rng(5)
+    datasets = [seeded(rng.uniform(-1, 1, size=(n, 28, 28, 1)).astype(np.float32), 10 + i, batch)
+                for i, n in enumerate(sizes)]
+    # Moved weights, so the critic's scores are not near zero everywhere.
+    disc_weights = [w + 0.05 * tf.random.stateless_normal(w.shape, seed=[i, 1]) for i, w in enumerate(weights_of(disc_fn))]
+    gen_weights = weights_of(gen_fn)
+    want = reference_updates(gen_fn, disc_fn, datasets, disc_weights, gen_weights, lr, steps, penalty)
+    got = vectorized_updates(gen_fn, disc_fn, datasets, disc_weights, gen_weights, lr, steps, penalty, batch)
+    for n, w, g in zip(sizes, want, got):
+        assert (np.abs(np.concatenate([x.ravel() for x in w])).max() > 0) == (n > 0)
+        for x, y in zip(w, g):
+            np.testing.assert_allclose(y, x, rtol=2e-4, atol=2e-6)
+
+
+def test_mlp_critic_on_1d_data_equals_the_reference():
+    batch, steps, lr, penalty = 16, 8, 0.1, 1.0
+    datasets = [seeded(fixtures.CLIENTS[c][:n], i, batch) for i, (c, n) in enumerate(zip(sorted(fixtures.CLIENTS), (64, 40, 7)))]
+    disc_weights, gen_weights = weights_of(fixtures.TINY_D), weights_of(fixtures.TINY_G)
+    want = reference_updates(fixtures.TINY_G, fixtures.TINY_D, datasets, disc_weights, gen_weights, lr, steps, penalty)
+    got = vectorized_updates(fixtures.TINY_G, fixtures.TINY_D, datasets, disc_weights, gen_weights, lr, steps, penalty,
+                             batch)
+    for w, g in zip(want, got):
+        for x, y in zip(w, g):
+            np.testing.assert_allclose(y, x, rtol=2e-4, atol=2e-6)
+
+
+def test_generator_batch_statistics_are_per_client_batch():
+    gen = gan.build_generator(TEST_GAN, 1)
+    noise = tf.random.stateless_normal([3, 5, TEST_GAN.noise_dim], seed=[1, 2])
+    mask = tf.constant([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0]], tf.float32)
+    grouped = vg.gen_forward_grouped(gen, noise, mask)
+    for g, rows in enumerate((5, 2, 4)):
+        np.testing.assert_allclose(grouped[g, :rows], gen(noise[g, :rows], training=True), rtol=1e-4, atol=1e-5)
+    # One BN over all 15 rows (what a plain batched call would do) is a different G output.
+    assert not np.allclose(grouped[1, :2], gen(tf.reshape(noise, [15, -1]), training=True)[5:7], atol=1e-3)
+
+
+def test_a_client_whose_update_overflows_sends_zeros():
+    batch, steps = 8, 1
+    gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
+    disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
+    images = np.zeros((8, 28, 28, 1), np.float32)
+    datasets = [seeded(images, 1, batch), seeded(images + 1e30, 2, batch)]  # the second diverges
+    got = vectorized_updates(gen_fn, disc_fn, datasets, weights_of(disc_fn), weights_of(gen_fn), 0.05, steps, 10.0,
+                             batch)
+    assert np.abs(np.concatenate([x.ravel() for x in got[0]])).max() > 0
+    assert all(not x.any() for x in got[1])
+
+
+def test_models_it_cannot_vectorize_are_detected():
+    gen, disc = gan.build_generator(TEST_GAN, 1), gan.build_discriminator(TEST_GAN, 2)
+    assert vg.supports(gen, disc)
+    pooled = tf.keras.Sequential([tf.keras.Input((28, 28, 1)), tf.keras.layers.MaxPool2D(), tf.keras.layers.Flatten(),
+                                  tf.keras.layers.Dense(1)])
+    assert not vg.supports(gen, pooled)
+    dilated = tf.keras.Sequential([tf.keras.Input((28, 28, 1)), tf.keras.layers.Conv2D(2, 3, dilation_rate=2),
+                                   tf.keras.layers.Flatten(), tf.keras.layers.Dense(1)])
+    assert not vg.supports(gen, dilated)
