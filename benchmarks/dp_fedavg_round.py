@@ -1,9 +1,9 @@
-"""Benchmark: seconds per DP-FedAvg round on TFF against the same round in plain TF, and the time of
+"""Benchmark: seconds per DP-FedAvg round on TFF against the same round on the `tf` backend, and the time of
 an ε computation for T=2000. Prints numbers, not pass/fail: `.venv/bin/python benchmarks/dp_fedavg_round.py`.
 
 Workload: a small CNN (Conv 32 → MaxPool → Dense 128 → Dense 62) on synthetic handwriting, qN
-clients of ~190 images each, one local epoch with batch 16, clip 0.1, z = 1.0. The plain-TF round
-runs the same client work with no TFF in between (`round_timing.py`); the ratio is TFF's overhead.
+clients of ~190 images each, one local epoch with batch 16, clip 0.1, z = 1.0. The `tf` backend runs
+the same client work with no TFF in between (`round_timing.py`); the ratio is TFF's overhead.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def main() -> None:
     print(f"workload: qN={args.clients_per_round}, ~{examples:.0f} examples/round, {args.rounds} timed rounds, "
           f"CNN with {num_parameters(SPEC)} parameters")
     print(f"DP-FedAvg round, TFF process : {tff_seconds:.3f} s")
-    print(f"DP-FedAvg round, plain TF    : {tf_seconds:.3f} s")
-    print(f"ratio TFF / plain TF         : {tff_seconds / tf_seconds:.2f}")
+    print(f"DP-FedAvg round, tf backend  : {tf_seconds:.3f} s")
+    print(f"ratio TFF / tf backend       : {tff_seconds / tf_seconds:.2f}")
     for conversion, (seconds, eps) in timings.items():
         print(f"ε for T=2000 (qN=5000, N=342,477, z=1.0), {conversion:5s} conversion: {seconds:.3f} s (ε = {eps:.4f})")
 

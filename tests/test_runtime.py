@@ -1,5 +1,6 @@
 """No TFF worker_binary survives the CLI, an in-process run, SIGINT or SIGTERM."""
 
+import json
 import os
 import signal
 import subprocess
@@ -30,11 +31,12 @@ def test_in_process_computation_then_shutdown_leaves_no_worker():
 def test_cli_through_a_pipe_finishes_and_leaves_no_worker():
     before = _all_workers()
     # stdout is a pipe read to EOF: a surviving worker holding it open would hang this call.
-    result = subprocess.run([fedgen_cli(), "doctor", "--json"], stdout=subprocess.PIPE,
+    result = subprocess.run([fedgen_cli(), "--backend", "tff", "doctor", "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, timeout=180,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr
-    assert '"ok": true' in result.stdout
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["backend"] == "tff" and "CPU:0" in report["devices"]
     time.sleep(0.5)
     assert _all_workers() - before == set()
 

@@ -139,6 +139,14 @@ def test_gan_rounds_are_the_same_on_both_backends():
     assert not np.allclose(flat(tf_states[0]["server"]["generator"]), flat(tf_states[-1]["server"]["generator"]))
 
 
+def test_gan_rounds_client_by_client_are_the_same_as_tff(monkeypatch):
+    """Models `vectorized_gan` cannot rebuild run client by client on threads: the same rounds too."""
+    monkeypatch.setattr(tf_backend.vectorized_gan, "supports", lambda gen, disc: False)
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=2)
+    for a, b in zip(gan_rounds("tff", config, 2), gan_rounds("tf", config, 2)):
+        assert_same_state(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_a_run_started_on_tff_resumes_on_tf_with_the_weights_of_an_uninterrupted_run(tmp_path):
     config = toy_training.train_config(rounds=4)
     data = toy_training.client_data(n_clients=5)

@@ -31,6 +31,8 @@ def run(args) -> int:
     import tensorflow_privacy
 
     from fedgen_debug import __version__
+    from fedgen_debug.training.config import resolve_backend
+    from fedgen_debug.training.tf_backend import client_threads
 
     report = {
         "fedgen_debug": __version__,
@@ -40,6 +42,10 @@ def run(args) -> int:
         "dp_accounting": getattr(dp_accounting, "__version__", "?"),
         "numpy": np.__version__,
         "gpus": len(tf.config.list_physical_devices("GPU")),
+        "devices": ", ".join(d.name for d in tf.config.list_logical_devices()),
+        # TF places the tf backend's work on a GPU when it sees one; TFF's pip runtime is CPU-only.
+        "backend": resolve_backend(),
+        "client_threads": client_threads(),
         "federated_mean_of_1_2_6": federated_mean_check(),
     }
     report["ok"] = abs(report["federated_mean_of_1_2_6"] - 3.0) < 1e-6

@@ -232,8 +232,13 @@ class GANProcess:
 
     def next(self, state, client_datasets) -> GANProcessOutput:
         round_num = int(state["server"]["round"])
-        seeded = [self.seeded_dataset(ds, round_num, i) for i, ds in enumerate(client_datasets)]
-        new_state, metrics = self.iterative_process.next(state, seeded)
+        if hasattr(self.iterative_process, "next_with_seeds"):  # the tf backend: no dataset to build
+            seeds = [client_step_seeds(self.secret, round_num, i, self.config.disc_steps)
+                     for i in range(len(client_datasets))]
+            new_state, metrics = self.iterative_process.next_with_seeds(state, client_datasets, seeds)
+        else:
+            seeded = [self.seeded_dataset(ds, round_num, i) for i, ds in enumerate(client_datasets)]
+            new_state, metrics = self.iterative_process.next(state, seeded)
         return GANProcessOutput(new_state, metrics)
 
     def warm_start(self, fresh_state, previous_state):

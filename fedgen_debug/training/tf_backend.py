@@ -65,6 +65,7 @@ class DPSum:
     def __init__(self, query, specs):
         self._query, self._specs = query, list(specs)
         self._accumulate = tf.function(self._accumulate_impl)
+        self._sum_stacked = tf.function(self._sum_stacked_impl)
         self._noised = tf.function(self._query.get_noised_result)
 
     def initialize(self) -> DPAggregatorState:
@@ -76,13 +77,22 @@ class DPSum:
     def _accumulate_impl(self, params, sample_state, update):
         return tf.nest.map_structure(tf.add, sample_state, self._query.preprocess_record(params, update))
 
-    def next(self, state: DPAggregatorState, updates) -> tuple[list, DPAggregatorState]:
-        """(noised result, next state) for this round's client `updates` (each a list like `specs`)."""
+    def _sum_stacked_impl(self, params, stacked):
+        records = tf.vectorized_map(lambda update: self._query.preprocess_record(params, update), stacked)
+        return [tf.reduce_sum(r, axis=0) for r in records]
+
+    def next(self, state: DPAggregatorState, updates=None, stacked=None) -> tuple[list, DPAggregatorState]:
+        """(noised result, next state) for this round's client `updates` (each a list like `specs`), or
+        for `stacked` ones (a list like `specs`, each [clients, *shape]): every client's record is
+        preprocessed (clipped) by the query on its own, then the records are summed."""
         query_state = tf.nest.map_structure(tf.convert_to_tensor, state.query_state)
         params = self._query.derive_sample_params(query_state)
-        total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
-        for update in updates:
-            total = self._accumulate(params, total, list(update))
+        if stacked is not None:
+            total = self._sum_stacked(params, list(stacked))
+        else:
+            total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
+            for update in updates:
+                total = self._accumulate(params, total, list(update))
         result, new_query_state, event = self._noised(total, query_state)
         return list(result), DPAggregatorState(as_numpy(new_query_state), (), _event_state(event), np.bool_(False))
 
@@ -223,17 +233,29 @@ class GANRounds:
         return collections.OrderedDict(server=as_numpy(server), aggregator=self._dp.initialize())
 
     def next(self, state, seeded_datasets):
+        """A round on datasets of (real_batch, step_seed) elements, as TFF's `next` takes them."""
+        return self._round(state, seeded_datasets, None)
+
+    def next_with_seeds(self, state, client_datasets, step_seeds):
+        """A round on the clients' real batches and each client's [n, 2] step seeds."""
+        return self._round(state, client_datasets, step_seeds)
+
+    def _round(self, state, datasets, step_seeds):
         server = tf.nest.map_structure(tf.convert_to_tensor, state["server"])
         disc_weights, gen_weights = server["discriminator"], server["generator"]["trainable"]
         if self._vectorized is not None:
-            real, mask, seeds = vectorized_gan.pack_clients(seeded_datasets, self._config.disc_steps,
+            real, mask, seeds = vectorized_gan.pack_clients(datasets, self._config.disc_steps,
                                                             self._config.training.client.batch_size,
-                                                            self._disc.input_shape[1:])
+                                                            self._disc.input_shape[1:], step_seeds)
             stacked = self._vectorized(real, mask, seeds, disc_weights, gen_weights)
-            updates = ([u[i] for u in stacked] for i in range(len(seeded_datasets)))
+            mean_update, aggregator = self._dp.next(state["aggregator"], stacked=stacked)
         else:
-            updates = self._clients.map((ds, disc_weights, gen_weights) for ds in seeded_datasets)
-        mean_update, aggregator = self._dp.next(state["aggregator"], updates)
+            if step_seeds is not None:
+                datasets = [tf.data.Dataset.zip((ds.take(self._config.disc_steps).map(lambda x: tf.cast(x, tf.float32)),
+                                                 tf.data.Dataset.from_tensor_slices(seeds)))
+                            for ds, seeds in zip(datasets, step_seeds)]
+            updates = self._clients.map((ds, disc_weights, gen_weights) for ds in datasets)
+            mean_update, aggregator = self._dp.next(state["aggregator"], updates)
         out = as_numpy(self._server(server, mean_update))
         new_state = collections.OrderedDict(server=out["server"], aggregator=aggregator)
         return new_state, collections.OrderedDict(server=out["metrics"])

@@ -6,8 +6,8 @@ which is the same algorithm (`dp_fedavg_gan.client_discriminator_update`, the re
 differently:
 
 - D is rebuilt functionally from the Keras model, with a leading client axis on every weight ([C, ...]):
-  Dense as an einsum, Conv2D as strided slices (im2col, twice differentiable for the gradient penalty)
-  and an einsum. Each client's loss depends only on its own weights, so the gradient of the summed loss
+  Dense as an einsum, Conv2D as one grouped convolution with the clients folded into channels (TF's
+  own kernels, twice differentiable for the gradient penalty). Each client's loss depends only on its own weights, so the gradient of the summed loss
   is each client's own gradient.
 - G (fixed during a round) runs through its own Keras layers on all clients' noise at once, except
   BatchNormalization, whose training-mode statistics are taken per client batch (masked), as each
@@ -54,27 +54,17 @@ def supports(gen: tf.keras.Model, disc: tf.keras.Model) -> bool:
 
 # ---- D with a client axis ------------------------------------------------------------------------
 
-def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int]:
-    out = -(-size // stride)
-    total = max((out - 1) * stride + kernel - size, 0)
-    return out, total // 2, total - total // 2
-
-
 def _conv_per_client(x, kernel, layer):
-    """x [C, B, H, W, cin], kernel [C, kh, kw, cin, cout] → [C, B, oh, ow, cout] (Keras' Conv2D)."""
-    c, b = tf.shape(x)[0], tf.shape(x)[1]
-    height, width, cin = x.shape[2], x.shape[3], x.shape[4]
-    (kh, kw), (sh, sw) = layer.kernel_size, layer.strides
-    if layer.padding == "same":
-        oh, top, bottom = _same_padding(height, kh, sh)
-        ow, left, right = _same_padding(width, kw, sw)
-    else:
-        oh, ow, top, bottom, left, right = (height - kh) // sh + 1, (width - kw) // sw + 1, 0, 0, 0, 0
-    flat = tf.reshape(x, [-1, height, width, cin])
-    flat = tf.pad(flat, [[0, 0], [top, bottom], [left, right], [0, 0]])
-    patches = [flat[:, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw, :] for i in range(kh) for j in range(kw)]
-    patches = tf.reshape(tf.stack(patches, axis=3), [c, b, oh, ow, kh * kw * cin])
-    return tf.einsum("cbhwk,cko->cbhwo", patches, tf.reshape(kernel, [c, kh * kw * cin, -1]))
+    """x [C, B, H, W, cin], kernel [C, kh, kw, cin, cout] → [C, B, oh, ow, cout] (Keras' Conv2D per
+    client): the clients folded into channels and one grouped convolution, whose input and filter
+    gradients (and theirs, for the penalty) are TF's own kernels."""
+    clients, cin, cout = x.shape[0], x.shape[-1], kernel.shape[-1]
+    batch, height, width = tf.shape(x)[1], x.shape[2], x.shape[3]
+    folded = tf.reshape(tf.transpose(x, [1, 2, 3, 0, 4]), [batch, height, width, clients * cin])
+    filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [*kernel.shape[1:4], clients * cout])
+    y = tf.nn.conv2d(folded, filters, strides=layer.strides, padding=layer.padding.upper())
+    y = tf.reshape(y, [batch, y.shape[1], y.shape[2], clients, cout])
+    return tf.transpose(y, [3, 0, 1, 2, 4])
 
 
 def _activation(layer, x):
@@ -196,17 +186,20 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
     return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
 
 
-def pack_clients(seeded_datasets, steps: int, batch: int, image_shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's seeded client
-    datasets (elements (real_batch, step_seed)); missing steps and rows are zeros with mask 0."""
-    clients = len(seeded_datasets)
+def pack_clients(datasets, steps: int, batch: int, image_shape,
+                 step_seeds=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's client datasets:
+    elements (real_batch, step_seed), or real batches with `step_seeds` (one [n, 2] array per client).
+    Missing steps and rows are zeros with mask 0."""
+    clients = len(datasets)
     real = np.zeros((clients, steps, batch, *image_shape), np.float32)
     mask = np.zeros((clients, steps, batch), np.float32)
     seeds = np.zeros((clients, steps, 2), np.int64)
-    for i, dataset in enumerate(seeded_datasets):
-        for t, (images, seed) in enumerate(dataset.take(steps)):
+    for i, dataset in enumerate(datasets):
+        for t, element in enumerate(dataset.take(steps).as_numpy_iterator()):
+            images, seed = element if step_seeds is None else (element, step_seeds[i][t])
             rows = images.shape[0]
             if rows > batch:
                 raise ValueError(f"a client batch holds {rows} examples, more than the batch size {batch}.")
-            real[i, t, :rows], mask[i, t, :rows], seeds[i, t] = images.numpy(), 1.0, seed.numpy()
+            real[i, t, :rows], mask[i, t, :rows], seeds[i, t] = images, 1.0, seed
     return real, mask, seeds
