@@ -119,13 +119,13 @@ def test_fedavg_with_update_canaries_is_the_same_on_both_backends():
         assert_same_state(a, b)
 
 
-def gan_rounds(backend, config, rounds):
+def gan_rounds(backend, config, rounds, client_dataset=gan_fixtures.client_dataset):
     process = dpgan.build_gan_process(gan_fixtures.TINY_G, gan_fixtures.TINY_D, config, SECRET, backend=backend)
     state = process.initialize()
     states = [state]
     for r in range(rounds):
         sampled = sample_clients(sorted(gan_fixtures.CLIENTS), 4, SECRET.rng("sampling", r))
-        state = process.next(state, [gan_fixtures.client_dataset(c) for c in sampled]).state
+        state = process.next(state, [client_dataset(c) for c in sampled]).state
         states.append(state)
     return states
 
@@ -137,6 +137,29 @@ def test_gan_rounds_are_the_same_on_both_backends():
     for a, b in zip(tff_states, tf_states):
         assert_same_state(a, b, rtol=1e-4, atol=1e-5)
     assert not np.allclose(flat(tf_states[0]["server"]["generator"]), flat(tf_states[-1]["server"]["generator"]))
+
+
+def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backends(monkeypatch):
+    """Strict selection: most sampled devices of a small population train on nothing (the tf backend
+    leaves them out of the vectorized call; their zero updates add nothing to the sum)."""
+    computed = []
+
+    def rows_to_compute(mask, multiple=8):
+        rows = original(mask, multiple=1)  # 4 clients a round: skip with no rounding up
+        computed.append(len(rows))
+        return rows
+
+    original = tf_backend.vectorized_gan.rows_to_compute
+    monkeypatch.setattr(tf_backend.vectorized_gan, "rows_to_compute", rows_to_compute)
+
+    def client_dataset(cid):
+        keep = 0 if cid in ("c1", "c4", "c6") else (5 if cid == "c2" else 64)
+        return tf.data.Dataset.from_tensor_slices(gan_fixtures.CLIENTS[cid][:keep]).batch(16)
+
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=3)
+    for a, b in zip(gan_rounds("tff", config, 3, client_dataset), gan_rounds("tf", config, 3, client_dataset)):
+        assert_same_state(a, b, rtol=1e-4, atol=1e-5)
+    assert min(computed) < 4  # some round left a client out
 
 
 def test_gan_rounds_client_by_client_are_the_same_as_tff(monkeypatch):

@@ -101,6 +101,16 @@ def test_a_client_whose_update_overflows_sends_zeros():
     assert all(not x.any() for x in got[1])
 
 
+def test_rows_to_compute_keeps_every_client_with_a_batch_and_rounds_up():
+    mask = np.zeros((20, 2, 4), np.float32)
+    mask[[3, 7, 11], 0, :2] = 1
+    rows = vg.rows_to_compute(mask, multiple=4)
+    assert list(rows[:3]) == [3, 7, 11] and len(rows) == 4 and not mask[rows[3]].any()
+    mask[:, 1, 0] = 1  # everyone has a batch
+    assert sorted(vg.rows_to_compute(mask, multiple=8)) == list(range(20))
+    assert len(vg.rows_to_compute(np.zeros((5, 1, 1), np.float32), multiple=8)) == 5
+
+
 def test_models_it_cannot_vectorize_are_detected():
     gen, disc = gan.build_generator(TEST_GAN, 1), gan.build_discriminator(TEST_GAN, 2)
     assert vg.supports(gen, disc)

@@ -1,16 +1,20 @@
 """The `tf` backend: DP-FedAvg and DP-FedAvg-GAN rounds run in-process by TensorFlow, no TFF runtime.
 
 The same algorithm as the TFF processes (`dp_fedavg.build_process`, `dp_fedavg_gan.build_gan_process`,
-the reference), built from the same pieces: the pure-TF client and server functions, tf-privacy's query
-from `dp_query` with its noise seed from the run secret, the server optimizers. What differs is only who
-runs them: TF itself, client after client through one traced `tf.function`, so TF places the work on a
-GPU when there is one and nothing pays for TFF's C++ runtime (on 2 CPU cores it doubled a demo LM round:
-`benchmarks/lm_round.py`, 4.07 s on TFF vs 1.98 s in plain TF).
+the reference), built from the same pieces: tf-privacy's query from `dp_query` with its noise seed from
+the run secret, the server optimizers and server functions, and for clients:
+- DP-FedAvg: the pure-TF `dp_fedavg.client_update`, on one thread per core (`ClientWorkers`: each
+  thread has its own model copy and traced function; updates are summed in client order);
+- the GAN: all of a round's clients in one traced call (`vectorized_gan`: the same math as
+  `dp_fedavg_gan.client_discriminator_update`, with a client axis), or that function client by
+  client on threads for models `vectorized_gan` cannot rebuild.
+TF places the work on a GPU when it sees one; nothing pays for TFF's C++ runtime (measured on 2 CPU
+cores: README, "DP-FedAvg training").
 
 The state has exactly the TFF process's structure and leaf types (NumPy arrays, the DP event's names as
 bytes): a checkpoint written by one backend resumes on the other, the run store does not say which ran,
-and `loop.train` drives both. A test runs the same rounds with the same secrets on both and compares the
-weights (tests/test_tf_backend.py).
+and `loop.train` drives both. Tests run the same rounds with the same secrets on both and compare every
+state leaf (tests/test_tf_backend.py).
 
 `DPSum` is TFF's `DifferentiallyPrivateFactory` round in plain TF, query call for query call:
 derive_sample_params → preprocess_record per client → sum → get_noised_result, the event converted
@@ -199,8 +203,10 @@ class FedAvgProcess:
 
 
 class GANRounds:
-    """What `dp_fedavg_gan.GANProcess` drives as its `iterative_process`, in-process: `initialize()` and
-    `next(state, seeded_client_datasets) -> (state, metrics)`, state OrderedDict(server, aggregator)."""
+    """What `dp_fedavg_gan.GANProcess` drives as its `iterative_process`, in-process: `initialize()`,
+    `next(state, seeded_client_datasets) -> (state, metrics)` as TFF's, and `next_with_seeds` (the
+    clients' batches and step seeds apart, which `GANProcess` prefers); state OrderedDict(server,
+    aggregator)."""
 
     def __init__(self, generator_fn, discriminator_fn, config, secret):
         self._model_fns = generator_fn, discriminator_fn
@@ -216,12 +222,13 @@ class GANRounds:
             return tf.function(lambda ds, dw, gw: dp_fedavg_gan.client_discriminator_update(
                 disc, gen, ds, dw, gw, client.learning_rate, config.disc_steps, config.gradient_penalty).update)
 
-        self._clients = ClientWorkers(make_update_fn)
         # All clients of a round in one traced call when the models allow it (`vectorized_gan`).
-        self._vectorized = None
+        self._vectorized = self._clients = None
         if vectorized_gan.supports(self._gen, self._disc):
             self._vectorized = tf.function(lambda real, mask, seeds, dw, gw: vectorized_gan.vectorized_client_updates(
                 self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty))
+        else:
+            self._clients = ClientWorkers(make_update_fn)
         specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
         self._dp = DPSum(dp_query(config.training.dp, secret.tf_seed("dp-noise")), specs)
         self._server = tf.function(lambda server, mean: dp_fedavg_gan.server_round_update(
@@ -247,7 +254,8 @@ class GANRounds:
             real, mask, seeds = vectorized_gan.pack_clients(datasets, self._config.disc_steps,
                                                             self._config.training.client.batch_size,
                                                             self._disc.input_shape[1:], step_seeds)
-            stacked = self._vectorized(real, mask, seeds, disc_weights, gen_weights)
+            rows = vectorized_gan.rows_to_compute(mask)
+            stacked = self._vectorized(real[rows], mask[rows], seeds[rows], disc_weights, gen_weights)
             mean_update, aggregator = self._dp.next(state["aggregator"], stacked=stacked)
         else:
             if step_seeds is not None:

@@ -186,6 +186,17 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
     return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
 
 
+def rows_to_compute(example_mask: np.ndarray, multiple: int = 8) -> np.ndarray:
+    """Which clients of a packed round to compute: those with a batch first, then clients without one
+    up to the next multiple of `multiple` (a few distinct shapes, so a few traces per run). A client
+    without a batch sends exactly zero, which adds nothing to the DP sum, so leaving it out changes no
+    sum; under strict selection most sampled clients of a small population have no batch."""
+    has_batch = example_mask.reshape(len(example_mask), -1).any(axis=1)
+    order = np.concatenate([np.flatnonzero(has_batch), np.flatnonzero(~has_batch)])
+    size = min(len(order), max(multiple, -(-int(has_batch.sum()) // multiple) * multiple))
+    return order[:size]
+
+
 def pack_clients(datasets, steps: int, batch: int, image_shape,
                  step_seeds=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's client datasets:
