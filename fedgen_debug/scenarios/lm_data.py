@@ -14,6 +14,8 @@ the private users' correctly tokenized text as DP heavy hitters (`dp`, `privacy.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
@@ -62,8 +64,10 @@ def device_tokens(client_data, client_id: str, bug: TokenizationBug | None) -> l
     return tokenize_client(client_id, device_sentences(client_data, client_id), bug)
 
 
+@functools.lru_cache(maxsize=4)
 def public_vocabulary(source: str, size: int) -> Vocabulary:
-    """The `size` most frequent words of public text, correctly tokenized."""
+    """The `size` most frequent words of public text, correctly tokenized. Cached: public, a pure
+    function of its arguments, and several seconds to build (the demo's four LMs share one)."""
     public = data_spec.load_client_data(source[len(PUBLIC_PREFIX):])
     return Vocabulary.from_sentences(
         (t for cid in public.client_ids for t in device_tokens(public, cid, None)), size)
