@@ -7,8 +7,9 @@ each analyzed against the baseline. Prints one row per (kind, fraction) with the
       --data play:../shared/data/tinyshakespeare.txt --out runs/eval-shakespeare   # speakers = users
 
 Run directories resume, so an interrupted evaluation continues where it stopped. The baseline uses
-seed 0 and the other runs seed 1: a 0% run is then an independent replicate of the baseline, and
-its verdict is the false-positive check. Every run is charged to the privacy ledger
+seed 2S and the other runs seed 2S + 1 (`--seed S`, default 0: seeds 0 and 1): a 0% run is then an
+independent replicate of the baseline, and its verdict is the false-positive check; another S is
+another replicate (model initialisations, bug placement; every run draws its own secret anyway). Every run is charged to the privacy ledger
 ($FEDGEN_DEBUG_LEDGER): an evaluation needs a budget that covers its runs (`fedgen-debug ledger budget`).
 Rows hold each model's ε and the DP mean OOV rate.
 """
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
     parser.add_argument("--samples", type=int, default=5000, help="Monte-Carlo samples per analysis")
+    parser.add_argument("--seed", type=int, default=0, help="replicate S: baseline seed 2S, runs seed 2S + 1")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -74,15 +76,16 @@ def main() -> None:
                            clients_per_round=args.clients_per_round, selection=args.selection), run_dir)
             return run_dir, time.perf_counter() - started
 
-        baseline, _ = trained(0.0, seed=0)
+        baseline, _ = trained(0.0, seed=2 * args.seed)
         for fraction in fractions:
-            run_dir, seconds = trained(fraction, seed=1)
+            run_dir, seconds = trained(fraction, seed=2 * args.seed + 1)
             report = analyze_lm(run_dir, baseline, samples=args.samples)
-            rows.append(row(kind, fraction, report, seconds))
+            rows.append({**row(kind, fraction, report, seconds), "seed": args.seed})
             print(json.dumps(rows[-1]), flush=True)
-    write_json(os.path.join(args.out, "summary.json"), {"data": args.data, "rounds": args.rounds, "rows": rows,
-                                                        "noise_multiplier": args.noise_multiplier,
-                                                        "clients_per_round": args.clients_per_round})
+    summary = f"summary-seed{args.seed}.json" if args.seed else "summary.json"
+    write_json(os.path.join(args.out, summary), {"data": args.data, "rounds": args.rounds, "rows": rows,
+                                                 "noise_multiplier": args.noise_multiplier,
+                                                 "clients_per_round": args.clients_per_round})
 
 
 if __name__ == "__main__":

@@ -195,7 +195,7 @@ def split_server_seed(seed):
     return seeds[0], seeds[1]
 
 
-# ---- TFF layer -----------------------------------------------------------------------------------
+# ---- TFF layer (the `tf` backend's counterpart: training.tf_backend.GANRounds) -------------------
 
 GANProcessOutput = collections.namedtuple("GANProcessOutput", ["state", "metrics"])
 
@@ -214,9 +214,10 @@ class GANProcess:
     `client_datasets` are the sampled clients' real batches (elements [b, *data_shape], b ≤ B, as many
     as they like, or none: a device that does not qualify sends a zero update; at most `disc_steps`
     are used); `next` attaches each step's noise seed. The state is OrderedDict(server=...,
-    aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it. `iterative_process` takes the
-    seeded (real_batch, step_seed) datasets directly. `next` returns metrics {"server": {gen_loss,
-    gen_steps}}."""
+    aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it, and it is the same on both
+    backends. `iterative_process` (TFF's, or `tf_backend.GANRounds`) takes the seeded (real_batch,
+    step_seed) datasets directly; GANRounds also takes batches and seeds apart (`next_with_seeds`).
+    `next` returns metrics {"server": {gen_loss, gen_steps}}."""
 
     def __init__(self, iterative_process, server_update, config: GANTrainingConfig, secret: RunSecret):
         self.iterative_process, self.server_update, self.config = iterative_process, server_update, config

@@ -82,8 +82,12 @@ class DPSum:
         return tf.nest.map_structure(tf.add, sample_state, self._query.preprocess_record(params, update))
 
     def _sum_stacked_impl(self, params, stacked):
-        records = tf.vectorized_map(lambda update: self._query.preprocess_record(params, update), stacked)
-        return [tf.reduce_sum(r, axis=0) for r in records]
+        # One traced graph over the round's clients (a static count): tf.vectorized_map would fall back
+        # to a while_loop for clip_by_global_norm's L2Loss, which pfor cannot convert.
+        total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
+        for i in range(stacked[0].shape[0]):
+            total = self._accumulate_impl(params, total, [u[i] for u in stacked])
+        return total
 
     def next(self, state: DPAggregatorState, updates=None, stacked=None) -> tuple[list, DPAggregatorState]:
         """(noised result, next state) for this round's client `updates` (each a list like `specs`), or
