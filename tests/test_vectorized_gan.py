@@ -78,6 +78,16 @@ def test_mlp_critic_on_1d_data_equals_the_reference():
             np.testing.assert_allclose(y, x, rtol=2e-4, atol=2e-6)
 
 
+def test_stateless_draws_for_a_padded_batch_start_with_the_short_batch_draws():
+    """What lets a short batch draw its noise for the padded size: the first b rows are the same."""
+    seed = tf.constant([3, 7], tf.int64)
+    for rows in (1, 5, 31):
+        np.testing.assert_array_equal(tf.random.stateless_normal([rows, 8], seed=seed),
+                                      tf.random.stateless_normal([32, 8], seed=seed)[:rows])
+        np.testing.assert_array_equal(tf.random.stateless_uniform([rows], seed=seed),
+                                      tf.random.stateless_uniform([32], seed=seed)[:rows])
+
+
 def test_generator_batch_statistics_are_per_client_batch():
     gen = gan.build_generator(TEST_GAN, 1)
     noise = tf.random.stateless_normal([3, 5, TEST_GAN.noise_dim], seed=[1, 2])
