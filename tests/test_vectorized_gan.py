@@ -17,29 +17,28 @@ import test_gan_core as fixtures
 TEST_GAN = gan.gan_config("test")
 
 
-def seeded(images_per_step, seed, batch):
-    """A client's seeded dataset: batches of `batch` from `images`, each with its step seed."""
-    images = images_per_step
-    steps = -(-len(images) // batch) if len(images) else 0
-    seeds = np.random.default_rng(seed).integers(0, 2**62, size=(max(steps, 1), 2), dtype=np.int64)[:steps]
-    real = tf.data.Dataset.from_tensor_slices(images).batch(batch)
-    return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds.reshape(-1, 2))))
+def client(images, seed, batch):
+    """A client's real batches of `batch` from `images`, and one step seed per batch."""
+    steps = -(-len(images) // batch)
+    seeds = np.random.default_rng(seed).integers(0, 2**62, size=(steps, 2), dtype=np.int64)
+    return tf.data.Dataset.from_tensor_slices(images).batch(batch), seeds
 
 
-def reference_updates(gen_fn, disc_fn, datasets, disc_weights, gen_weights, lr, steps, penalty):
+def reference_updates(gen_fn, disc_fn, clients, disc_weights, gen_weights, lr, steps, penalty):
     gen, disc = gen_fn(), disc_fn()
     update = tf.function(lambda ds: dpgan.client_discriminator_update(
         disc, gen, ds, disc_weights, gen_weights, lr, steps, penalty).update)
-    return [[u.numpy() for u in update(ds)] for ds in datasets]
+    return [[u.numpy() for u in update(dpgan.with_step_seeds(ds, seeds))] for ds, seeds in clients]
 
 
-def vectorized_updates(gen_fn, disc_fn, datasets, disc_weights, gen_weights, lr, steps, penalty, batch):
+def vectorized_updates(gen_fn, disc_fn, clients, disc_weights, gen_weights, lr, steps, penalty, batch):
     gen, disc = gen_fn(), disc_fn()
     assert vg.supports(gen, disc)
-    real, mask, seeds = vg.pack_clients(datasets, steps, batch, disc.input_shape[1:])
+    real, mask, seeds = vg.pack_clients([ds for ds, _ in clients], steps, batch, [s for _, s in clients],
+                                        disc.input_shape[1:])
     stacked = tf.function(vg.vectorized_client_updates)(gen, disc, real, mask, seeds, disc_weights, gen_weights,
                                                         lr, penalty)
-    return [[u[i].numpy() for u in stacked] for i in range(len(datasets))]
+    return [[u[i].numpy() for u in stacked] for i in range(len(clients))]
 
 
 def weights_of(model_fn):
@@ -53,7 +52,7 @@ def test_conv_critic_updates_equal_the_reference_client_by_client(sizes):
     gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
     disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
     rng = np.random.default_rng(5)
-    datasets = [seeded(rng.uniform(-1, 1, size=(n, 28, 28, 1)).astype(np.float32), 10 + i, batch)
+    datasets = [client(rng.uniform(-1, 1, size=(n, 28, 28, 1)).astype(np.float32), 10 + i, batch)
                 for i, n in enumerate(sizes)]
     # Moved weights, so the critic's scores are not near zero everywhere.
     disc_weights = [w + 0.05 * tf.random.stateless_normal(w.shape, seed=[i, 1]) for i, w in enumerate(weights_of(disc_fn))]
@@ -68,7 +67,7 @@ def test_conv_critic_updates_equal_the_reference_client_by_client(sizes):
 
 def test_mlp_critic_on_1d_data_equals_the_reference():
     batch, steps, lr, penalty = 16, 8, 0.1, 1.0
-    datasets = [seeded(fixtures.CLIENTS[c][:n], i, batch) for i, (c, n) in enumerate(zip(sorted(fixtures.CLIENTS), (64, 40, 7)))]
+    datasets = [client(fixtures.CLIENTS[c][:n], i, batch) for i, (c, n) in enumerate(zip(sorted(fixtures.CLIENTS), (64, 40, 7)))]
     disc_weights, gen_weights = weights_of(fixtures.TINY_D), weights_of(fixtures.TINY_G)
     want = reference_updates(fixtures.TINY_G, fixtures.TINY_D, datasets, disc_weights, gen_weights, lr, steps, penalty)
     got = vectorized_updates(fixtures.TINY_G, fixtures.TINY_D, datasets, disc_weights, gen_weights, lr, steps, penalty,
@@ -104,7 +103,7 @@ def test_a_client_whose_update_overflows_sends_zeros():
     gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
     disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
     images = np.zeros((8, 28, 28, 1), np.float32)
-    datasets = [seeded(images, 1, batch), seeded(images + 1e30, 2, batch)]  # the second diverges
+    datasets = [client(images, 1, batch), client(images + 1e30, 2, batch)]  # the second diverges
     got = vectorized_updates(gen_fn, disc_fn, datasets, weights_of(disc_fn), weights_of(gen_fn), 0.05, steps, 10.0,
                              batch)
     assert np.abs(np.concatenate([x.ravel() for x in got[0]])).max() > 0

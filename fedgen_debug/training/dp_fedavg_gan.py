@@ -189,6 +189,13 @@ def client_step_seeds(secret: RunSecret, round_num: int, client_index: int, step
     return rng.integers(0, 2**62, size=(steps, 2), dtype=np.int64)
 
 
+def with_step_seeds(dataset: tf.data.Dataset, step_seeds) -> tf.data.Dataset:
+    """A client's (real_batch as float32, step_seed) elements: its first len(step_seeds) batches, each
+    with its stateless seed (what `client_discriminator_update` takes)."""
+    real = dataset.take(len(step_seeds)).map(lambda x: tf.cast(x, tf.float32))
+    return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(step_seeds)))
+
+
 def split_server_seed(seed):
     """(next round's seed, this round's generator seed)."""
     seeds = tf.random.experimental.stateless_split(seed, num=2)
@@ -215,8 +222,8 @@ class GANProcess:
     as they like, or none: a device that does not qualify sends a zero update; at most `disc_steps`
     are used); `next` attaches each step's noise seed. The state is OrderedDict(server=...,
     aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it, and it is the same on both
-    backends. `iterative_process` (TFF's, or `tf_backend.GANRounds`) takes the seeded (real_batch,
-    step_seed) datasets directly; GANRounds also takes batches and seeds apart (`next_with_seeds`).
+    backends. TFF's `iterative_process` takes the seeded (real_batch, step_seed) datasets;
+    `tf_backend.GANRounds` takes the batches and the seeds apart (`next_with_seeds`).
     `next` returns metrics {"server": {gen_loss, gen_steps}}."""
 
     def __init__(self, iterative_process, server_update, config: GANTrainingConfig, secret: RunSecret):
@@ -227,9 +234,7 @@ class GANProcess:
         return self.iterative_process.initialize()
 
     def seeded_dataset(self, dataset: tf.data.Dataset, round_num: int, client_index: int) -> tf.data.Dataset:
-        seeds = client_step_seeds(self.secret, round_num, client_index, self.config.disc_steps)
-        real = dataset.take(self.config.disc_steps).map(lambda x: tf.cast(x, tf.float32))
-        return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds)))
+        return with_step_seeds(dataset, client_step_seeds(self.secret, round_num, client_index, self.config.disc_steps))
 
     def next(self, state, client_datasets) -> GANProcessOutput:
         round_num = int(state["server"]["round"])

@@ -32,7 +32,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+# TFF's own pieces where the tf backend must behave exactly as TFF's processes do.
 from tensorflow_federated.python.aggregators.differential_privacy import DPAggregatorState
+from tensorflow_federated.python.learning import tensor_utils
 
 from fedgen_debug.training import dp_fedavg, dp_fedavg_gan, vectorized_gan
 from fedgen_debug.training.dp_query import dp_query
@@ -145,12 +147,6 @@ class ClientWorkers:
         return self._pool.map(self._run, args_per_client)
 
 
-def _zero_if_non_finite(update):
-    """TFF's client work: an update with any non-finite entry is sent as zeros."""
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
-    return [tf.where(finite, u, tf.zeros_like(u)) for u in update]
-
-
 class FedAvgProcess:
     """`tff.learning.algorithms.build_unweighted_fed_avg` with the project's DP aggregator, in-process:
     `initialize`, `next(state, client_datasets)`, `get_model_weights`, `set_model_weights`."""
@@ -163,7 +159,9 @@ class FedAvgProcess:
         def make_update_fn():
             keras, loss = model.keras_model_fn(), model.loss_fn()
             keras.build(self._input_shape)
-            return tf.function(lambda ds, w: _zero_if_non_finite(dp_fedavg.client_update(keras, loss, ds, w, lr).update))
+            # TFF's client work: an update with any non-finite entry is sent as zeros.
+            return tf.function(lambda ds, w: tensor_utils.zero_all_if_any_non_finite(
+                dp_fedavg.client_update(keras, loss, ds, w, lr).update)[0])
 
         fresh = model.keras_model_fn()
         fresh.build(self._input_shape)
@@ -188,7 +186,7 @@ class FedAvgProcess:
         updates = self._clients.map((ds, trainable) for ds in client_datasets)
         mean_update, aggregator = self._dp.next(state.aggregator, updates)
         # TFF's finalizer: a non-finite aggregate is rejected and the weights stay.
-        non_finite = not all(bool(tf.reduce_all(tf.math.is_finite(u))) for u in mean_update)
+        non_finite = bool(tensor_utils.zero_all_if_any_non_finite(mean_update)[1])
         finalizer = state.finalizer
         if not non_finite:
             finalizer, trainable = self._optimizer.next(state.finalizer, trainable, mean_update)
@@ -207,10 +205,9 @@ class FedAvgProcess:
 
 
 class GANRounds:
-    """What `dp_fedavg_gan.GANProcess` drives as its `iterative_process`, in-process: `initialize()`,
-    `next(state, seeded_client_datasets) -> (state, metrics)` as TFF's, and `next_with_seeds` (the
-    clients' batches and step seeds apart, which `GANProcess` prefers); state OrderedDict(server,
-    aggregator)."""
+    """What `dp_fedavg_gan.GANProcess` drives as its `iterative_process`, in-process: `initialize()` and
+    `next_with_seeds(state, client_datasets, step_seeds) -> (state, metrics)` (TFF's `next` takes the
+    seeded datasets instead); state OrderedDict(server, aggregator), as TFF's."""
 
     def __init__(self, generator_fn, discriminator_fn, config, secret):
         self._model_fns = generator_fn, discriminator_fn
@@ -243,30 +240,20 @@ class GANRounds:
         server = dp_fedavg_gan.initial_server_value(gen, disc, self._gen_opt, self._disc_opt, self._server_seed)
         return collections.OrderedDict(server=as_numpy(server), aggregator=self._dp.initialize())
 
-    def next(self, state, seeded_datasets):
-        """A round on datasets of (real_batch, step_seed) elements, as TFF's `next` takes them."""
-        return self._round(state, seeded_datasets, None)
-
     def next_with_seeds(self, state, client_datasets, step_seeds):
         """A round on the clients' real batches and each client's [n, 2] step seeds."""
-        return self._round(state, client_datasets, step_seeds)
-
-    def _round(self, state, datasets, step_seeds):
         server = tf.nest.map_structure(tf.convert_to_tensor, state["server"])
         disc_weights, gen_weights = server["discriminator"], server["generator"]["trainable"]
         if self._vectorized is not None:
-            real, mask, seeds = vectorized_gan.pack_clients(datasets, self._config.disc_steps,
+            real, mask, seeds = vectorized_gan.pack_clients(client_datasets, self._config.disc_steps,
                                                             self._config.training.client.batch_size,
-                                                            self._disc.input_shape[1:], step_seeds)
+                                                            step_seeds, self._disc.input_shape[1:])
             rows = vectorized_gan.rows_to_compute(mask)
             stacked = self._vectorized(real[rows], mask[rows], seeds[rows], disc_weights, gen_weights)
             mean_update, aggregator = self._dp.next(state["aggregator"], stacked=stacked)
         else:
-            if step_seeds is not None:
-                datasets = [tf.data.Dataset.zip((ds.take(self._config.disc_steps).map(lambda x: tf.cast(x, tf.float32)),
-                                                 tf.data.Dataset.from_tensor_slices(seeds)))
-                            for ds, seeds in zip(datasets, step_seeds)]
-            updates = self._clients.map((ds, disc_weights, gen_weights) for ds in datasets)
+            updates = self._clients.map((dp_fedavg_gan.with_step_seeds(ds, seeds), disc_weights, gen_weights)
+                                        for ds, seeds in zip(client_datasets, step_seeds))
             mean_update, aggregator = self._dp.next(state["aggregator"], updates)
         out = as_numpy(self._server(server, mean_update))
         new_state = collections.OrderedDict(server=out["server"], aggregator=aggregator)

@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug.training import dp_fedavg_gan
+
 _ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
 _DISC_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Flatten, *_ELEMENTWISE)
 _GEN_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Conv2DTranspose,
@@ -179,11 +181,7 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
         current = [w - learning_rate * tf.reshape(taken, [clients] + [1] * (len(w.shape) - 1)) * g
                    for w, g in zip(current, grads)]
     updates = [w0 - w for w0, w in zip(initial, current)]
-    # usable_update, per client: every entry finite and the update's L2 norm finite.
-    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(tf.reshape(u, [clients, -1])), axis=1)
-                                     for u in updates]), axis=0)
-    norms = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.reshape(u, [clients, -1])), axis=1) for u in updates]))
-    usable = tf.logical_and(finite, tf.math.is_finite(norms))
+    usable = tf.stack([dp_fedavg_gan.usable_update([u[i] for u in updates]) for i in range(clients)])
     return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
 
 
@@ -198,20 +196,18 @@ def rows_to_compute(example_mask: np.ndarray, multiple: int = 8) -> np.ndarray:
     return order[:size]
 
 
-def pack_clients(datasets, steps: int, batch: int, image_shape,
-                 step_seeds=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's client datasets:
-    elements (real_batch, step_seed), or real batches with `step_seeds` (one [n, 2] array per client).
-    Missing steps and rows are zeros with mask 0."""
+def pack_clients(datasets, steps: int, batch: int, step_seeds, image_shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's client datasets
+    (real batches) and their step seeds (one [n, 2] array per client). Missing steps and rows are zeros
+    with mask 0."""
     clients = len(datasets)
     real = np.zeros((clients, steps, batch, *image_shape), np.float32)
     mask = np.zeros((clients, steps, batch), np.float32)
     seeds = np.zeros((clients, steps, 2), np.int64)
     for i, dataset in enumerate(datasets):
-        for t, element in enumerate(dataset.take(steps).as_numpy_iterator()):
-            images, seed = element if step_seeds is None else (element, step_seeds[i][t])
+        for t, images in enumerate(dataset.take(steps).as_numpy_iterator()):
             rows = images.shape[0]
             if rows > batch:
                 raise ValueError(f"a client batch holds {rows} examples, more than the batch size {batch}.")
-            real[i, t, :rows], mask[i, t, :rows], seeds[i, t] = images, 1.0, seed
+            real[i, t, :rows], mask[i, t, :rows], seeds[i, t] = images, 1.0, step_seeds[i][t]
     return real, mask, seeds
