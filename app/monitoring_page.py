@@ -120,8 +120,11 @@ def _thumbnails(root: str, view) -> None:
             if measured is None:
                 st.caption("not run")
                 continue
-            if measured.get("start", "").startswith("from scratch") and record["period"] > 1:
+            start = measured.get("start", "")
+            if start.startswith("from scratch") and record["period"] > 1:
                 st.caption("trained from scratch")
+            elif start.endswith("its last within every threshold"):   # a "last-clean" warm start during an alert
+                st.caption(f"trained on from period {start.split()[3].rstrip(',')}, the last clean one")
             if measured.get("problem"):
                 st.caption(f"⚠ {measured['problem']}")
             thumbnail = measured.get("thumbnail", {})

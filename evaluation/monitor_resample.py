@@ -2,17 +2,17 @@
 monitor would have reported had its plan drawn `--samples` words per period instead of its own.
 
 The space-mass signal is post-processing of each period's released model (no ε, no retraining): the
-period models are the ones the monitor trained, only the sampling differs, so the values, thresholds and
-alerts below are exactly those of a monitor with `samples = --samples` (same seed). Thresholds are
-calibrated on the monitor's calibration periods with the library's rule (`alerts.calibrate`: the sd
-floored at 10% of the mean, the share's sampling sd and `MIN_ABSOLUTE_SPREAD`), and, for comparison,
-without the absolute floor (the sampling sd is then what floors a share, so more samples sharpen it);
-alerts with the plan's persistence and window.
+period models are the ones the monitor trained, only the sampling differs, so for a monitor whose warm
+starts do not depend on its signals (`warm_start = "previous"`) the values, thresholds and alerts below
+are exactly those of one with `samples = --samples` (same seed); a "last-clean" monitor would have
+chosen its warm starts from these alerts, so re-run it instead. Thresholds are
+calibrated on the monitor's calibration periods with the library's rule (`alerts.calibrate`: a share's
+sd floored at its sampling sd, so more samples sharpen it); alerts with the plan's persistence and window.
 
   .venv/bin/python evaluation/monitor_resample.py --samples 10000 runs/eval-monitor/text-concat0.01-seed0 \\
       runs/eval-monitor/text-clean-seed0 runs/eval-monitor/text-clean-seed1 runs/eval-monitor/text-clean-seed2
 
-Prints one JSON row per monitor and rule (the `monitor_fleet.py` summary: first alert, delay, clearing,
+Prints one JSON row per monitor (the `monitor_fleet.py` summary: first alert, delay, clearing,
 false alarms) and writes them to `--out`.
 """
 
@@ -52,20 +52,16 @@ def resampled(monitor_dir: str, samples: int) -> list[dict]:
     values = space_masses(monitor_dir, auxiliary, len(records), samples, plan.seed)
     calibration = list(range(1, plan.alerts.calibration_periods + 1))
     clean = [values[p] for p in calibration]
-    sampling_sd = alerts_lib.share_sampling_sd(clean, samples)
-    library = alerts_lib.calibrate(name, clean, calibration, sampling_sd)
-    sharp = alerts_lib.calibrate(name, clean, calibration, sampling_sd, min_absolute_spread=0.0)
-    rows = []
-    for rule, threshold in (("library", library), ("sampling floor only", sharp)):
-        history = {p: {name: v} for p, v in values.items()}
-        active = alerts_lib.active_alerts(history, {name: threshold}, plan.alerts.persistence, plan.alerts.window)
-        shaped = [{**r, "alerts": [{"signal": a.signal} for a in active[r["period"]]],
-                   "auxiliaries": {auxiliary: {"signals": {SIGNAL: values[r["period"]]}}}} for r in records]
-        row = summarize(plan, shaped, 0.0)
-        row.update(monitor=os.path.basename(monitor_dir), samples=samples, rule=rule, threshold=threshold.value,
-                   threshold_source=threshold.source)
-        row.pop("seconds")
-        rows.append(row)
+    threshold = alerts_lib.calibrate(name, clean, calibration, samples)
+    history = {p: {name: v} for p, v in values.items()}
+    active = alerts_lib.active_alerts(history, {name: threshold}, plan.alerts.persistence, plan.alerts.window)
+    shaped = [{**r, "alerts": [{"signal": a.signal} for a in active[r["period"]]],
+               "auxiliaries": {auxiliary: {"signals": {SIGNAL: values[r["period"]]}}}} for r in records]
+    row = summarize(plan, shaped, 0.0)
+    row.update(monitor=os.path.basename(monitor_dir), samples=samples, threshold=threshold.value,
+               threshold_source=threshold.source)
+    row.pop("seconds")
+    rows = [row]
     return rows
 
 

@@ -368,6 +368,8 @@ def test_monitoring_page_shows_signals_thresholds_alerts_and_a_link_to_compare_t
     assert len(charts) == 4   # two signals, the rollout, ε over time
     captions = " ".join(c.value for c in at.caption)
     assert "calibrated on periods 1-2" in captions
+    # Periods 4 and 5 started from period 2's model (the char-LM's "last-clean" warm start): said under them.
+    assert captions.count("trained on from period 2, the last clean one") == 2, captions
     # Period thumbnails: the char-LM's top OOV words of the last periods (one table each), glued words marked.
     # The alert (active, or the latest one cleared since) is one link away from Compare.
     # (its baseline is period 2, the last before the rise; its other end the period alerting now, or the

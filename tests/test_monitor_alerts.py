@@ -20,6 +20,19 @@ def test_calibration_is_mean_plus_four_floored_sds():
         calibrate("dark", [0.1, math.nan], periods=[1, 2])
 
 
+def test_a_shares_floor_is_its_sampling_sd_so_more_samples_sharpen_it():
+    # Clean space masses of a char-LM (resampled monitors): 1% glued sentences gave 0.0007 a period.
+    clean = [0.0001, 0.0001, 0.00005]
+    mean = sum(clean) / 3
+    sampling = (mean * (1 - mean) / 20000) ** 0.5
+    t = calibrate("space", clean, periods=[1, 2, 3], samples=20000)
+    assert t.value == pytest.approx(mean + 4 * sampling) and t.value < 0.0007 < 4e-3
+    assert calibrate("space", clean, periods=[1, 2, 3], samples=2000).value > 0.0007   # 2,000 samples: too coarse
+    # A share of 0 still has one draw's worth of spread; a drift (no samples) keeps the absolute floor.
+    assert calibrate("dark", [0.0, 0.0], periods=[1, 2], samples=100).value == pytest.approx(4 * (0.01 * 0.99 / 100) ** 0.5)
+    assert calibrate("drift", [0.0, 0.0], periods=[1, 2]).value == pytest.approx(4e-3)
+
+
 def _history(values):
     return {p: {"dark": v} for p, v in enumerate(values, start=1)}
 

@@ -25,9 +25,14 @@ def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monit
     records = store.period_records(str(out))
     assert [r["period"] for r in records] == [1, 2, 3, 4, 5]
     assert [r["rollout"]["fraction"] for r in records] == [0, 0, 1.0, 1.0, 0]
+    # A char-LM warm-starts from the last period within every threshold ("last-clean"): periods 3 and 4
+    # (every sentence glued) are past the space mass's, so 4 and 5 start from period 2's model.
+    warm = [store.read_config(str(out / f"period_{r['period']:03d}" / AUX))["monitor"]["warm_start_from"]
+            for r in records]
+    assert warm == [None, f"period_001/{AUX}", f"period_002/{AUX}", f"period_002/{AUX}", f"period_002/{AUX}"]
+    assert records[4]["auxiliaries"][AUX]["start"] == "warm from period 2, its last within every threshold"
     for r in records:
         config = store.read_config(str(out / f"period_{r['period']:03d}" / AUX))
-        assert config["monitor"]["warm_start_from"] == (None if r["period"] == 1 else f"period_{r['period'] - 1:03d}/{AUX}")
         assert config["lm"]["bug_fraction"] == r["rollout"]["fraction"]   # the period's share of glued sentences
         assert set(r["auxiliaries"][AUX]["signals"]) == {"space_mass", "oov_js_drift"}
     # ε composes over the periods in the ledger: it grows every period.
@@ -59,6 +64,9 @@ def test_the_rollout_raises_an_alert_that_names_what_to_compare_and_reaches_ever
     assert alert["since"] == 3 and alert["compare"] == [2, 3] and alert["value"] > alert["threshold"]
     assert "compare periods 2 and 3" in raised[0]["message"]
     assert all(e["period"] > 2 for e in events), "a calibration period cannot alert"
+    # Fixed in period 5, which starts from period 2's clean model: the alert clears at once.
+    assert [(e["event"], e["period"]) for e in events if e["signal"] == f"{AUX}/space_mass"] == \
+        [("raised", 3), ("cleared", 5)]
     # Every transition reached the --on-alert command, as JSON, once.
     told = [json.loads(line) for line in sink.read_text().splitlines() if line.strip()]
     assert [(e["event"], e["period"], e["signal"]) for e in told] == \

@@ -4,9 +4,13 @@ which two periods to compare.
 
 Calibration: a signal's threshold is mean + `CALIBRATION_SDS` standard deviations of its values in the
 calibration periods (which the plan declares clean), with the standard deviation floored at
-`MIN_RELATIVE_SPREAD` of the mean's magnitude (and at `MIN_ABSOLUTE_SPREAD`): with 3 clean periods an
-estimated spread can be near 0 by chance, and a threshold a hair above the clean mean would fire on
-noise. A signal that carries its own test (a verdict's z) can be given a fixed threshold instead.
+`MIN_RELATIVE_SPREAD` of the mean's magnitude and at a floor that depends on the signal: for a share of n
+generated samples (a space mass, a dark-background share), the sd sampling alone gives it,
+sqrt(p(1-p)/n), so more samples make the threshold sharper (1% glued sentences need 20,000 samples a
+period); for any other signal (a drift), `MIN_ABSOLUTE_SPREAD`. With 3 clean periods an estimated spread
+can be near 0 by chance, and a threshold a hair above the clean mean would fire on noise (measured: the
+text drift's clean values wander by 0.0005-0.002 bits). A signal that carries its own test (a verdict's z)
+can be given a fixed threshold instead.
 Everything here is post-processing of DP releases (the signals are computed from released samples).
 """
 
@@ -27,17 +31,17 @@ class Threshold:
     source: str          # "calibrated on periods 1-3: mean 0.12, sd 0.02" or "fixed: the verdict's z > 3"
 
 
-def calibrate(signal: str, clean_values, periods, sampling_sd: float = 0.0,
-              min_absolute_spread: float = MIN_ABSOLUTE_SPREAD) -> Threshold:
+def calibrate(signal: str, clean_values, periods, samples: int | None = None) -> Threshold:
     """mean + `CALIBRATION_SDS` × the spread of the clean values; the spread is floored (module
-    docstring) and at `sampling_sd`, the standard deviation a value has from sampling alone (a share of
-    n generated samples: sqrt(p(1-p)/n)), which 3 clean values cannot estimate."""
+    docstring): at the sampling sd of a share of `samples` draws, or, for a signal that is not a share
+    (`samples` None), at `MIN_ABSOLUTE_SPREAD`."""
     values = [float(v) for v in clean_values]
     if len(values) < 2 or any(math.isnan(v) for v in values):
         raise ValueError(f"{signal}: calibration needs at least 2 clean values without NaN. Found {values}.")
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), min_absolute_spread, float(sampling_sd))
+    floor = share_sampling_sd(values, samples) if samples else MIN_ABSOLUTE_SPREAD
+    spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), floor)
     return Threshold(signal, mean + CALIBRATION_SDS * spread,
                      f"calibrated on periods {periods[0]}-{periods[-1]}: mean {mean:.4g}, sd {sd:.3g} "
                      f"(floored at {spread:.3g}), + {CALIBRATION_SDS:g} sd")

@@ -7,9 +7,12 @@ One period, in order:
 2. every auxiliary's releases for the period are charged to the ledger together, all or nothing, and
    checked against the plan's budget: a period that does not fit is refused before any of it runs;
 3. every auxiliary trains `plan.rounds(period)` rounds into `DIR/period_NNN/AUXILIARY/` (an ordinary
-   run directory), warm-started from its previous period's final state, unless that period was a warm
-   start from a healthy run and showed it had not learned its data (`measure.problem`: mostly blank or
-   noise samples), in which case it starts from scratch with the first period's rounds;
+   run directory), warm-started from its previous period's final state, or, for a "last-clean" one
+   (the LMs' default, `plan.WARM_STARTS`), from the last period whose signals were all within their
+   thresholds (while an alert's periods run, each starts from the clean model, so its signal shows that
+   period's data and clears with the fix); unless the previous period was a warm start from a healthy
+   run and showed it had not learned its data (`measure.problem`: mostly blank or noise samples), in
+   which case it starts from scratch with the first period's rounds;
 4. the signals of every auxiliary (`measure`), drift against the calibration periods (`signals`),
    thresholds once the calibration periods are done, alerts (`alerts`);
 5. the period record and the alerts are released (`tff.program` release managers into the run
@@ -360,12 +363,15 @@ class Monitor:
         run_dir = run_dir_of(self.out_dir, period, auxiliary)
         if store.is_run(run_dir):   # resumed: as it began (whatever a newer rule would say now)
             monitor = store.read_config(run_dir).get("monitor", {})
-            start = monitor.get("start") or ("from scratch" if monitor.get("warm_start_from") is None
-                                             else f"warm from period {period - 1}")
-            return (None if monitor.get("warm_start_from") is None else run_dir_of(self.out_dir, period - 1, auxiliary),
-                    start)
+            warm_from = monitor.get("warm_start_from")
+            start = monitor.get("start") or ("from scratch" if warm_from is None else f"warm from period {period - 1}")
+            return (None if warm_from is None else os.path.join(self.out_dir, warm_from)), start
         if period == 1:
             return None, "from scratch (first period)"
+        anchor = self._last_clean(period, auxiliary)
+        if anchor is not None and anchor != period - 1:
+            return (run_dir_of(self.out_dir, anchor, auxiliary),
+                    f"warm from period {anchor}, its last within every threshold")
         warm = run_dir_of(self.out_dir, period - 1, auxiliary), f"warm from period {period - 1}"
         before = self._measured(period - 1, auxiliary)
         if not before.get("problem"):
@@ -376,6 +382,21 @@ class Monitor:
                        "warm-starting from it. Its plan may need less noise or more rounds.",
                        period, auxiliary.name, before["problem"])
         return warm[0], f"{warm[1]} (it has not learned its data since it started from scratch)"
+
+    def _last_clean(self, period: int, auxiliary) -> int | None:
+        """For a "last-clean" auxiliary: the last period before `period` in which every signal of it was
+        within its threshold and it had learned its data (a calibration period is clean by the plan's
+        word); None for a "previous" one or before the thresholds exist. Post-processing of releases."""
+        calibration = self.plan.alerts.calibration_periods
+        if auxiliary.warm_start != "last-clean" or period - 1 < calibration:
+            return None
+        thresholds = self._thresholds()
+        for p in range(period - 1, 0, -1):
+            values = self.history.values[p]
+            past = any(values.get(n, -math.inf) > thresholds[n].value for n in measure.signal_names(auxiliary))
+            if p <= calibration or not (past or self.history.problems.get(p, {}).get(auxiliary.name)):
+                return p
+        return None
 
     def _went_bad(self, period: int, auxiliary, measured: dict) -> bool:
         """Whether `auxiliary`, measured in `period`, went bad after a warm start from a healthy run: the
@@ -452,8 +473,7 @@ class Monitor:
         for name in self.names:
             clean = [self.history.values[p][name] for p in calibration]
             samples = self.history.shares[calibration[0]].get(name)
-            sampling_sd = alerts_lib.share_sampling_sd(clean, samples) if samples else 0.0
-            out[name] = alerts_lib.calibrate(name, clean, calibration, sampling_sd)
+            out[name] = alerts_lib.calibrate(name, clean, calibration, samples)   # samples: a share's
         return out
 
     def _alert_json(self, alert: alerts_lib.Alert) -> dict:
