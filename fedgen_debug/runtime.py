@@ -1,7 +1,8 @@
 """TFF execution-context hygiene.
 
 TFF's local C++ execution context starts a `worker_binary` subprocess the first time a federated
-computation runs. TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the
+computation runs (ours, `tff_workers.local_context`, starts it with a parent-death signal, so even a
+SIGKILL cannot orphan it; TFF's own default context, which code outside fedgen-debug may use, does not). TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the
 worker outlives Python and keeps the inherited stdout/stderr pipes open: `fedgen-debug ... | tail`
 and CI then hang. Every entry point that may run a TFF computation calls `install_shutdown_hooks()`
 (idempotent): `shutdown()` then runs at exit, on SIGTERM/SIGHUP (turned into SystemExit) and on
@@ -134,8 +135,8 @@ def killing_workers_after(timeout_s: float):
 def shutdown(restore_context: bool = False) -> list[int]:
     """Shuts TFF's execution context down and stops every worker_binary child of this process.
 
-    With `restore_context`, installs a fresh local C++ context afterwards so that this process can
-    run federated computations again (it starts a new worker on first use). Returns the PIDs of the
+    With `restore_context`, installs a fresh local context afterwards (`tff_workers.use_context`) so
+    that this process can run federated computations again (it starts a new worker on first use). Returns the PIDs of the
     workers that had to be stopped by signal (not those TFF stopped itself).
     """
     tff = sys.modules.get("tensorflow_federated")
@@ -147,8 +148,12 @@ def shutdown(restore_context: bool = False) -> list[int]:
             set_default_context.set_no_default_context()
             gc.collect()  # runs TFF's ServiceManager.__del__, which SIGINTs and waits for its worker
     stopped = shutdown_workers()
-    if tff is not None and restore_context:
-        tff.backends.native.set_sync_local_cpp_execution_context()
+    if tff is not None:
+        from fedgen_debug import tff_workers
+
+        tff_workers.forget()
+        if restore_context:
+            tff_workers.use_context()
     return stopped
 
 

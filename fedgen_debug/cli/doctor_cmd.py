@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 
 def register(sub) -> None:
@@ -15,6 +16,10 @@ def federated_mean_check(values=(1.0, 2.0, 6.0)) -> float:
     """Runs `federated_mean` over len(values) clients on TFF's C++ runtime (starts worker_binary)."""
     import numpy as np
     import tensorflow_federated as tff
+
+    from fedgen_debug import tff_workers
+
+    tff_workers.use_context()
 
     @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
     def mean(client_values):
@@ -31,6 +36,7 @@ def run(args) -> int:
     import tensorflow_privacy
 
     from fedgen_debug import __version__
+    from fedgen_debug.tff_workers import WORKERS_ENV, parse_workers
     from fedgen_debug.training.config import resolve_backend
     from fedgen_debug.training.tf_backend import client_threads
 
@@ -46,6 +52,8 @@ def run(args) -> int:
         # TF places the tf backend's work on a GPU when it sees one; TFF's pip runtime is CPU-only.
         "backend": resolve_backend(),
         "client_threads": client_threads(),
+        # Where TFF's computations run: a local worker that dies with this process, or --workers.
+        "tff_workers": ",".join(parse_workers(os.environ.get(WORKERS_ENV))) or "local",
         "federated_mean_of_1_2_6": federated_mean_check(),
     }
     report["ok"] = abs(report["federated_mean_of_1_2_6"] - 3.0) < 1e-6

@@ -13,7 +13,7 @@ logger = logging.getLogger("fedgen_debug")
 def _build_parser() -> argparse.ArgumentParser:
     from fedgen_debug import __version__
     from fedgen_debug.cli import (app_cmd, data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, memorization_cmd,
-                                  monitor_cmd, privacy_cmd, selectors_cmd)
+                                  monitor_cmd, privacy_cmd, selectors_cmd, worker_cmd)
 
     parser = argparse.ArgumentParser(
         prog="fedgen-debug",
@@ -24,6 +24,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=("tf", "tff"), default=None,
                         help="who runs the training rounds: tf (in-process TensorFlow, the default; a GPU when "
                              "present) or tff (TFF's runtime, the reference). Same results, resumable on either")
+    parser.add_argument("--workers", metavar="HOST:PORT,...", default=None,
+                        help="run the rounds on these TFF workers (`fedgen-debug worker --port P` on each), "
+                             "clients split across them by TFF's mergeable context; implies --backend tff")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_cmd.register(sub)
     app_cmd.register(sub)
@@ -35,6 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
     gan_cmd.register(sub)
     memorization_cmd.register(sub)
     monitor_cmd.register(sub)
+    worker_cmd.register(sub)
     return parser
 
 
@@ -46,6 +50,21 @@ def _verbosity(argv: list[str]) -> int:
         elif arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) == {"v"}:
             count += len(arg) - 1
     return count
+
+
+def _backend_environment(args) -> None:
+    """--backend and --workers for the whole process and any process it starts (environment)."""
+    from fedgen_debug.tff_workers import WORKERS_ENV, parse_workers
+    from fedgen_debug.training.config import BACKEND_ENV
+
+    if args.workers is not None:
+        workers = parse_workers(args.workers)
+        if args.backend == "tf":
+            raise ValueError("--workers runs the rounds on TFF workers; it cannot go with --backend tf.")
+        os.environ[WORKERS_ENV] = ",".join(workers)
+        os.environ[BACKEND_ENV] = "tff"
+    if args.backend:
+        os.environ[BACKEND_ENV] = args.backend
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,10 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     from fedgen_debug.data.errors import DataError
 
     runtime.install_shutdown_hooks()
-    if args.backend:  # the whole process, and any process it starts
-        from fedgen_debug.training.config import BACKEND_ENV
-        os.environ[BACKEND_ENV] = args.backend
     try:
+        _backend_environment(args)
         return int(args.handler(args) or 0)
     except (DataError, ValueError, FileNotFoundError) as e:
         if args.verbose >= 2:

@@ -15,6 +15,7 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from fedgen_debug import tff_workers
 from fedgen_debug.training.config import TrainingConfig, resolve_backend
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
@@ -104,6 +105,7 @@ def build_process(model: ModelSpec, config: TrainingConfig, noise_seed, canaries
     if resolve_backend(backend) == "tf":
         from fedgen_debug.training.tf_backend import FedAvgProcess
         return FedAvgProcess(model, config, noise_seed, canaries)
+    tff_workers.use_context()   # an orphan-proof local worker, or the --workers
     return tff.learning.algorithms.build_unweighted_fed_avg(
         model.tff_model_fn(),
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate=config.client.learning_rate),

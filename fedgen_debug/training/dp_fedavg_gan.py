@@ -32,6 +32,7 @@ import tensorflow_federated as tff
 import tensorflow_gan as tfgan
 
 from fedgen_debug.runs.secret import RunSecret
+from fedgen_debug import tff_workers
 from fedgen_debug.training.config import resolve_backend
 from fedgen_debug.training.gan_config import GANTrainingConfig, gan_training_config  # noqa: F401 (re-exported)
 from fedgen_debug.training.dp_query import dp_aggregator
@@ -277,6 +278,7 @@ def build_gan_process(generator_fn, discriminator_fn, config: GANTrainingConfig,
     if resolve_backend(backend) == "tf":
         from fedgen_debug.training.tf_backend import GANRounds
         return GANProcess(GANRounds(generator_fn, discriminator_fn, config, secret), None, config, secret)
+    tff_workers.use_context()   # an orphan-proof local worker, or the --workers
     gen_opt, disc_opt = build_gen_optimizer(config), server_optimizer(config.training.server)
     data_spec = (tf.TensorSpec([None, *disc.input_shape[1:]], tf.float32), tf.TensorSpec([2], tf.int64))
     client_config = config.training.client
