@@ -1,5 +1,6 @@
 """TFF workers (tff_workers.py, `fedgen-debug worker`, `--workers`): a SIGKILLed run leaves no worker
-behind; rounds split across two workers by TFF's mergeable context give exactly the one-worker result."""
+behind; DP-FedAvg and DP-FedAvg-GAN rounds split across two workers by TFF's mergeable context give
+the one-worker result."""
 
 import json
 import os
@@ -19,6 +20,8 @@ from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training.sampling import sample_clients
 
+import test_gan_core as gan_fixtures
+import test_tf_backend as tf_backend_tests
 import toy_training
 
 
@@ -108,10 +111,14 @@ def test_rounds_on_two_workers_equal_rounds_on_one(two_workers):
     addresses, logs, workers = two_workers
     assert all("listens on all interfaces" in log.read_text() for log in logs)   # the risk, said at start
     local = _toy_rounds()
+    gan_config = gan_fixtures.tiny_config(1.0, 0.5, rounds=2)
+    local_gan = tf_backend_tests.gan_rounds("tff", gan_config, 2)
     before = [_cpu_ticks(w) for w in workers]
     try:
         tff_workers.use_context(tuple(addresses))
         merged = _toy_rounds()
+        # DP-FedAvg-GAN's rounds (discriminator and generator phases, secret step seeds) as well.
+        tf_backend_tests.assert_same_state(local_gan[-1], tf_backend_tests.gan_rounds("tff", gan_config, 2)[-1])
         # Both workers computed (each round's two clients are split across them).
         assert all(_cpu_ticks(w) > b for w, b in zip(workers, before)), (before, [_cpu_ticks(w) for w in workers])
     finally:
