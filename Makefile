@@ -19,11 +19,18 @@ $(VENV)/.stack-installed: requirements/lock.txt scripts/find-python311.sh
 	$(BIN)/pip install $(PIP_QUIET) --no-deps -r requirements/lock.txt
 	@touch $@
 
-venv: $(VENV)/.stack-installed
+# GPU=1: also TensorFlow's CUDA libraries from pip (requirements/gpu.txt); the `tf` backend then runs on
+# the GPU with no code change (TF places the ops). Check with `.venv/bin/fedgen-debug doctor`.
+GPU ?=
+venv: $(VENV)/.stack-installed $(if $(GPU),$(VENV)/.gpu-installed)
+
+$(VENV)/.gpu-installed: $(VENV)/.stack-installed requirements/gpu.txt
+	$(BIN)/pip install $(PIP_QUIET) --no-deps -r requirements/gpu.txt
+	@touch $@
 
 # Non-editable install: `models/` and `selectors/` only exist as fedgen_debug.models and
 # fedgen_debug.selectors inside the installed package (see setup.cfg), never as top-level modules.
-$(VENV)/.project-installed: $(VENV)/.stack-installed $(PROJECT_SOURCES)
+$(VENV)/.project-installed: $(VENV)/.stack-installed $(if $(GPU),$(VENV)/.gpu-installed) $(PROJECT_SOURCES)
 	rm -rf build
 	$(BIN)/pip install $(PIP_QUIET) --no-deps --no-build-isolation --force-reinstall .
 	rm -rf build *.egg-info
