@@ -83,24 +83,25 @@ class DPSum:
     def _accumulate_impl(self, params, sample_state, update):
         return tf.nest.map_structure(tf.add, sample_state, self._query.preprocess_record(params, update))
 
-    def _sum_stacked_impl(self, params, stacked):
-        # One traced graph over the round's clients (a static count): tf.vectorized_map would fall back
+    def _sum_stacked_impl(self, params, total, stacked):
+        # One traced graph over a stack of clients (a static count): tf.vectorized_map would fall back
         # to a while_loop for clip_by_global_norm's L2Loss, which pfor cannot convert.
-        total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
         for i in range(stacked[0].shape[0]):
             total = self._accumulate_impl(params, total, [u[i] for u in stacked])
         return total
 
-    def next(self, state: DPAggregatorState, updates=None, stacked=None) -> tuple[list, DPAggregatorState]:
+    def next(self, state: DPAggregatorState, updates=None, stacks=None) -> tuple[list, DPAggregatorState]:
         """(noised result, next state) for this round's client `updates` (each a list like `specs`), or
-        for `stacked` ones (a list like `specs`, each [clients, *shape]): every client's record is
-        preprocessed (clipped) by the query on its own, then the records are summed."""
+        for `stacks` of them (each a list like `specs` of [clients, *shape] arrays; the round's clients
+        in chunks, so memory does not grow with the cohort): every client's record is preprocessed
+        (clipped) by the query on its own, then the records are summed in client order."""
         query_state = tf.nest.map_structure(tf.convert_to_tensor, state.query_state)
         params = self._query.derive_sample_params(query_state)
-        if stacked is not None:
-            total = self._sum_stacked(params, list(stacked))
+        total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
+        if stacks is not None:
+            for stacked in stacks:
+                total = self._sum_stacked(params, total, list(stacked))
         else:
-            total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
             for update in updates:
                 total = self._accumulate(params, total, list(update))
         result, new_query_state, event = self._noised(total, query_state)
@@ -108,6 +109,7 @@ class DPSum:
 
 
 CLIENT_THREADS_ENV = "FEDGEN_DEBUG_CLIENT_THREADS"
+CLIENT_CHUNK = 64   # GAN clients vectorized at once (a multiple of 8; the demo's qN = 50 is one chunk)
 
 
 def client_threads() -> int:
@@ -240,17 +242,26 @@ class GANRounds:
         server = dp_fedavg_gan.initial_server_value(gen, disc, self._gen_opt, self._disc_opt, self._server_seed)
         return collections.OrderedDict(server=as_numpy(server), aggregator=self._dp.initialize())
 
+    def _vectorized_chunks(self, client_datasets, step_seeds, disc_weights, gen_weights):
+        """The clients' updates, `CLIENT_CHUNK` clients at a time (packed, then one vectorized call over
+        those that selected something): a round's memory is one chunk's, whatever its cohort."""
+        for start in range(0, len(client_datasets), CLIENT_CHUNK):
+            chunk = slice(start, start + CLIENT_CHUNK)
+            real, mask, seeds = vectorized_gan.pack_clients(client_datasets[chunk], self._config.disc_steps,
+                                                            self._config.training.client.batch_size,
+                                                            step_seeds[chunk], self._disc.input_shape[1:])
+            if not mask.any():   # nobody in the chunk selected anything: they all send exactly zero
+                continue
+            rows = vectorized_gan.rows_to_compute(mask)
+            yield self._vectorized(real[rows], mask[rows], seeds[rows], disc_weights, gen_weights)
+
     def next_with_seeds(self, state, client_datasets, step_seeds):
         """A round on the clients' real batches and each client's [n, 2] step seeds."""
         server = tf.nest.map_structure(tf.convert_to_tensor, state["server"])
         disc_weights, gen_weights = server["discriminator"], server["generator"]["trainable"]
         if self._vectorized is not None:
-            real, mask, seeds = vectorized_gan.pack_clients(client_datasets, self._config.disc_steps,
-                                                            self._config.training.client.batch_size,
-                                                            step_seeds, self._disc.input_shape[1:])
-            rows = vectorized_gan.rows_to_compute(mask)
-            stacked = self._vectorized(real[rows], mask[rows], seeds[rows], disc_weights, gen_weights)
-            mean_update, aggregator = self._dp.next(state["aggregator"], stacked=stacked)
+            stacks = self._vectorized_chunks(list(client_datasets), list(step_seeds), disc_weights, gen_weights)
+            mean_update, aggregator = self._dp.next(state["aggregator"], stacks=stacks)
         else:
             updates = self._clients.map((dp_fedavg_gan.with_step_seeds(ds, seeds), disc_weights, gen_weights)
                                         for ds, seeds in zip(client_datasets, step_seeds))
