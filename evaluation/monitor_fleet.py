@@ -4,7 +4,7 @@ periods of the fix; on clean fleets it must not alert at all.
 
   .venv/bin/python evaluation/monitor_fleet.py --scenario images --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario femnist --out runs/eval-monitor      # ../shared data
-  .venv/bin/python evaluation/monitor_fleet.py --scenario text --concat 0.01 --out runs/eval-monitor
+  .venv/bin/python evaluation/monitor_fleet.py --scenario text --concat 0.01 --first-rounds 120 --samples 40000 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario images --clean --seeds 0,1,2 --out runs/eval-monitor
 
 Each scenario writes a plan (JSON, beside its monitor directory) and runs `fedgen-debug monitor`'s
