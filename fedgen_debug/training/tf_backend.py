@@ -93,7 +93,7 @@ class DPSum:
     def next(self, state: DPAggregatorState, updates=None, stacks=None) -> tuple[list, DPAggregatorState]:
         """(noised result, next state) for this round's client `updates` (each a list like `specs`), or
         for `stacks` of them (each a list like `specs` of [clients, *shape] arrays; the round's clients
-        in chunks, so memory does not grow with the cohort): every client's record is preprocessed
+        in chunks, so the summed arrays do not grow with the cohort): every client's record is preprocessed
         (clipped) by the query on its own, then the records are summed in client order."""
         query_state = tf.nest.map_structure(tf.convert_to_tensor, state.query_state)
         params = self._query.derive_sample_params(query_state)
@@ -244,7 +244,8 @@ class GANRounds:
 
     def _vectorized_chunks(self, client_datasets, step_seeds, disc_weights, gen_weights):
         """The clients' updates, `CLIENT_CHUNK` clients at a time (packed, then one vectorized call over
-        those that selected something): a round's memory is one chunk's, whatever its cohort."""
+        those that selected something): the vectorized work holds one chunk, whatever the cohort (the
+        round's list of client datasets still grows with it: README, cohort scaling)."""
         for start in range(0, len(client_datasets), CLIENT_CHUNK):
             chunk = slice(start, start + CLIENT_CHUNK)
             real, mask, seeds = vectorized_gan.pack_clients(client_datasets[chunk], self._config.disc_steps,
