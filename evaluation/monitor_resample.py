@@ -5,9 +5,9 @@ The space-mass signal is post-processing of each period's released model (no ε,
 period models are the ones the monitor trained, only the sampling differs, so for a monitor whose warm
 starts do not depend on its signals (`warm_start = "previous"`) the values, thresholds and alerts below
 are exactly those of one with `samples = --samples` (same seed); a "last-clean" monitor would have
-chosen its warm starts from these alerts, so re-run it instead. Thresholds are
-calibrated on the monitor's calibration periods with the library's rule (`alerts.calibrate`: a share's
-sd floored at its sampling sd, so more samples sharpen it); alerts with the plan's persistence and window.
+chosen its warm starts from these alerts, so re-run it instead. Thresholds are calibrated on the
+monitor's calibration periods with the library's rule (`alerts.calibrate`: a share's sd floored at its
+sampling sd, so more samples sharpen it); alerts with the plan's persistence and window.
 
   .venv/bin/python evaluation/monitor_resample.py --samples 10000 runs/eval-monitor/text-concat0.01-seed0 \\
       runs/eval-monitor/text-clean-seed0 runs/eval-monitor/text-clean-seed1 runs/eval-monitor/text-clean-seed2
@@ -61,8 +61,7 @@ def resampled(monitor_dir: str, samples: int) -> list[dict]:
     row.update(monitor=os.path.basename(monitor_dir), samples=samples, threshold=threshold.value,
                threshold_source=threshold.source)
     row.pop("seconds")
-    rows = [row]
-    return rows
+    return [row]
 
 
 def main() -> None:

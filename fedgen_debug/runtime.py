@@ -2,10 +2,10 @@
 
 TFF's local C++ execution context starts a `worker_binary` subprocess the first time a federated
 computation runs (ours, `tff_workers.local_context`, starts it with a parent-death signal, so even a
-SIGKILL cannot orphan it; TFF's own default context, which code outside fedgen-debug may use, does not). TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the
-worker outlives Python and keeps the inherited stdout/stderr pipes open: `fedgen-debug ... | tail`
-and CI then hang. Every entry point that may run a TFF computation calls `install_shutdown_hooks()`
-(idempotent): `shutdown()` then runs at exit, on SIGTERM/SIGHUP (turned into SystemExit) and on
+SIGKILL cannot orphan it; TFF's own default context, which code outside fedgen-debug may use, does
+not). TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the worker outlives
+Python and keeps the inherited stdout/stderr pipes open: `fedgen-debug ... | tail` and CI then hang.
+Every entry point that may run a TFF computation calls `install_shutdown_hooks()` (idempotent): `shutdown()` then runs at exit, on SIGTERM/SIGHUP (turned into SystemExit) and on
 Ctrl-C (KeyboardInterrupt unwinds to the same exit hooks).
 
 `shutdown()` first drops TFF's execution context while the interpreter is intact, so TFF's own
@@ -136,8 +136,8 @@ def shutdown(restore_context: bool = False) -> list[int]:
     """Shuts TFF's execution context down and stops every worker_binary child of this process.
 
     With `restore_context`, installs a fresh local context afterwards (`tff_workers.use_context`) so
-    that this process can run federated computations again (it starts a new worker on first use). Returns the PIDs of the
-    workers that had to be stopped by signal (not those TFF stopped itself).
+    that this process can run federated computations again (it starts a new worker on first use).
+    Returns the PIDs of the workers that had to be stopped by signal (not those TFF stopped itself).
     """
     tff = sys.modules.get("tensorflow_federated")
     if tff is not None:

@@ -64,7 +64,7 @@ def parse_workers(text: str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def start_worker(port: int, *, stdout=None, stderr=None) -> subprocess.Popen:
+def start_worker(port: int) -> subprocess.Popen:
     """`worker_binary --port=PORT`, killed by the kernel when the calling thread dies (`setpriv
     --pdeathsig`). The caller owns the process (stop it with SIGINT, as TFF does)."""
     setpriv = shutil.which("setpriv")
@@ -72,7 +72,7 @@ def start_worker(port: int, *, stdout=None, stderr=None) -> subprocess.Popen:
         raise RuntimeError("util-linux's setpriv is missing (apt install util-linux): it starts TFF's worker "
                            "with a parent-death signal, so that no worker outlives a killed run.")
     argv = [setpriv, "--pdeathsig", "KILL", "--", worker_binary(), f"--port={port}"]
-    return subprocess.Popen(argv, stdout=stdout, stderr=stderr)
+    return subprocess.Popen(argv)
 
 
 def wait_ready(address: str, timeout_s: float = READY_TIMEOUT_S, process: subprocess.Popen | None = None):

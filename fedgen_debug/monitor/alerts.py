@@ -6,7 +6,7 @@ Calibration: a signal's threshold is mean + `CALIBRATION_SDS` standard deviation
 calibration periods (which the plan declares clean), with the standard deviation floored at
 `MIN_RELATIVE_SPREAD` of the mean's magnitude and at a floor that depends on the signal: for a share of n
 generated samples (a space mass, a dark-background share), the sd sampling alone gives it,
-sqrt(p(1-p)/n), so more samples make the threshold sharper (1% glued sentences need 20,000 samples a
+sqrt(p(1-p)/n), so more samples make the threshold sharper (1% glued sentences need 40,000 samples a
 period); for any other signal (a drift), `MIN_ABSOLUTE_SPREAD`. With 3 clean periods an estimated spread
 can be near 0 by chance, and a threshold a hair above the clean mean would fire on noise (measured: the
 text drift's clean values wander by 0.0005-0.002 bits). A signal that carries its own test (a verdict's z)

@@ -47,6 +47,8 @@ WARM_STARTS = ("previous", "last-clean")
 
 def default_warm_start(kind: str) -> str:
     return "previous" if kind == "gan" else "last-clean"
+
+
 _CADENCE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
