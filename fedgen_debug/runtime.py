@@ -5,8 +5,9 @@ computation runs (ours, `tff_workers.local_context`, starts it with a parent-dea
 SIGKILL cannot orphan it; TFF's own default context, which code outside fedgen-debug may use, does
 not). TFF only stops it from a `__del__` that rarely runs at interpreter exit, so the worker outlives
 Python and keeps the inherited stdout/stderr pipes open: `fedgen-debug ... | tail` and CI then hang.
-Every entry point that may run a TFF computation calls `install_shutdown_hooks()` (idempotent): `shutdown()` then runs at exit, on SIGTERM/SIGHUP (turned into SystemExit) and on
-Ctrl-C (KeyboardInterrupt unwinds to the same exit hooks).
+Every entry point that may run a TFF computation calls `install_shutdown_hooks()` (idempotent):
+`shutdown()` then runs at exit, on SIGTERM/SIGHUP (turned into SystemExit) and on Ctrl-C
+(KeyboardInterrupt unwinds to the same exit hooks).
 
 `shutdown()` first drops TFF's execution context while the interpreter is intact, so TFF's own
 service manager stops its worker; then it stops any worker child still alive, found through /proc
