@@ -150,7 +150,7 @@ def gan_rounds(backend, config, rounds, client_dataset=gan_fixtures.client_datas
     states = [state]
     for r in range(rounds):
         sampled = sample_clients(sorted(gan_fixtures.CLIENTS), 4, SECRET.rng("sampling", r))
-        state = process.next(state, [client_dataset(c) for c in sampled]).state
+        state = process.next(state, loop.round_datasets(process, sampled, client_dataset)).state
         states.append(state)
     return states
 
@@ -193,6 +193,39 @@ def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backen
     for a, b in zip(tff_states, gan_rounds("tf", config, 3, client_dataset)):
         assert_same_state(a, b, rtol=1e-4, atol=1e-5)
     assert computed and max(computed) <= 2
+
+
+def test_gan_clients_handed_over_as_arrays_give_tffs_rounds():
+    """The scenario's fast path: arrays of examples on tf (packed directly), the same clients' tf.data
+    batches on TFF; an array on TFF is batched by `client_batches` into the same rounds."""
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=2)
+    tff_states = gan_rounds("tff", config, 2)
+    for backend in ("tf", "tff"):
+        for a, b in zip(tff_states, gan_rounds(backend, config, 2, gan_fixtures.CLIENTS.get)):
+            assert_same_state(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_tf_backend_builds_a_gan_cohort_chunk_by_chunk(monkeypatch):
+    """Memory flat in qN: a chunk's client datasets are built when it is packed, not the round's all at
+    once (TFF gets the list it types)."""
+    monkeypatch.setattr(tf_backend, "CLIENT_CHUNK", 2)
+    built, built_at_chunk = [], []
+    original = tf_backend.vectorized_gan.rows_to_compute
+    monkeypatch.setattr(tf_backend.vectorized_gan, "rows_to_compute",
+                        lambda mask, multiple=8: built_at_chunk.append(len(built)) or original(mask, multiple))
+
+    def client_dataset(cid):
+        built.append(cid)
+        return gan_fixtures.client_dataset(cid)
+
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=1)
+    gan_rounds("tf", config, 1, client_dataset)
+    assert built_at_chunk == [2, 4]   # 4 clients, chunks of 2
+    built.clear()
+    toy_config = toy_training.train_config(rounds=1)
+    lm_on_tff = dp_fedavg.build_process(toy_training.SPEC, toy_config, (0, 0), backend="tff")
+    assert isinstance(loop.round_datasets(lm_on_tff, ["c1", "c2"], client_dataset), list)
+    assert built == ["c1", "c2"]
 
 
 def test_gan_rounds_client_by_client_are_the_same_as_tff(monkeypatch):

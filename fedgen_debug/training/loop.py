@@ -26,7 +26,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Callable
 
 import tensorflow as tf
@@ -63,6 +63,30 @@ class Population:
     @property
     def size(self) -> int:
         return len(self.client_ids)
+
+
+class SampledClients(Sequence):
+    """A round's client datasets, each built when it is read: an in-process backend streams the cohort
+    (packs a chunk of clients, drops their datasets, builds the next), so memory does not grow with qN.
+    TFF's computations take a list (`list(...)` builds them all)."""
+
+    def __init__(self, client_ids, client_dataset_fn: Callable):
+        self._ids, self._fn = tuple(client_ids), client_dataset_fn
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._fn(cid) for cid in self._ids[index]]
+        return self._fn(self._ids[index])
+
+
+def round_datasets(process, client_ids, client_dataset_fn: Callable):
+    """What `process.next` takes for the sampled clients: TFF's learning process gets the list it types,
+    our processes (tf backend, `GANProcess`) a `SampledClients` they stream."""
+    clients = SampledClients(client_ids, client_dataset_fn)
+    return list(clients) if isinstance(process, tff.templates.IterativeProcess) else clients
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +225,7 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         started = time.perf_counter()
         sampled = sample_clients(population.client_ids, config.dp.clients_per_round,
                                  secret.rng("sampling", round_num), config.sampling)
-        output = process.next(state, [client_dataset_fn(cid) for cid in sampled])
+        output = process.next(state, round_datasets(process, sampled, client_dataset_fn))
         state = output.state
         if round_num == start and not _same_event(event_to_json(released_event(_aggregator_state(state))),
                                                   charged_round_event):

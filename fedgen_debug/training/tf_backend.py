@@ -244,8 +244,8 @@ class GANRounds:
 
     def _vectorized_chunks(self, client_datasets, step_seeds, disc_weights, gen_weights):
         """The clients' updates, `CLIENT_CHUNK` clients at a time (packed, then one vectorized call over
-        those that selected something): the vectorized work holds one chunk, whatever the cohort (the
-        round's list of client datasets still grows with it: README, cohort scaling)."""
+        those that selected something): given a lazily built cohort (`loop.SampledClients`), only one
+        chunk's datasets and batches are held, whatever the cohort."""
         for start in range(0, len(client_datasets), CLIENT_CHUNK):
             chunk = slice(start, start + CLIENT_CHUNK)
             real, mask, seeds = vectorized_gan.pack_clients(client_datasets[chunk], self._config.disc_steps,
@@ -261,11 +261,13 @@ class GANRounds:
         server = tf.nest.map_structure(tf.convert_to_tensor, state["server"])
         disc_weights, gen_weights = server["discriminator"], server["generator"]["trainable"]
         if self._vectorized is not None:
-            stacks = self._vectorized_chunks(list(client_datasets), list(step_seeds), disc_weights, gen_weights)
+            stacks = self._vectorized_chunks(client_datasets, list(step_seeds), disc_weights, gen_weights)
             mean_update, aggregator = self._dp.next(state["aggregator"], stacks=stacks)
         else:
-            updates = self._clients.map((dp_fedavg_gan.with_step_seeds(ds, seeds), disc_weights, gen_weights)
-                                        for ds, seeds in zip(client_datasets, step_seeds))
+            batch = self._config.training.client.batch_size
+            updates = self._clients.map(
+                (dp_fedavg_gan.with_step_seeds(dp_fedavg_gan.client_batches(data, batch), seeds), disc_weights,
+                 gen_weights) for data, seeds in zip(client_datasets, step_seeds))
             mean_update, aggregator = self._dp.next(state["aggregator"], updates)
         out = as_numpy(self._server(server, mean_update))
         new_state = collections.OrderedDict(server=out["server"], aggregator=aggregator)
