@@ -11,8 +11,9 @@ VmRSS over it and its descendants (TFF's worker_binary included), sampled every 
 Workloads (one population for every cohort, 1.2 × the largest by default, so the RSS column compares
 rounds, not data sizes): char-LM demo preset on synthetic text (10% glued), every client training
 (2 epochs, batch 16); GAN demo preset on synthetic handwriting, every client with its own real batches
-(no selection), 6 critic steps of 32. The round's client datasets (tf.data over each client's arrays,
-the list both backends' `next` takes) are part of what a cohort costs.
+(no selection), 6 critic steps of 32. The round's client data (LM: tf.data over each client's arrays;
+GAN: each client's image array, as the GAN scenario hands it over) is what `training.loop` hands `next`
+(`round_datasets`): a list on TFF, built when read on tf.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def _lm_round_fn(cohort: int, backend: str, population_size: int):
     from fedgen_debug.scenarios.lm import LMRun, model_spec, prepare_devices
     from fedgen_debug.scenarios.lm_data import public_vocabulary
     from fedgen_debug.training import dp_fedavg
+    from fedgen_debug.training.loop import round_datasets
 
     data = f"synthetic-text:users={population_size}"
     run = LMRun("char", data, 0.1, "demo")
@@ -97,20 +99,20 @@ def _lm_round_fn(cohort: int, backend: str, population_size: int):
 
     def one_round(state, size, seed):
         sampled = np.random.default_rng(seed).choice(population, size, replace=False)
-        return process.next(state, [client_ds(c) for c in sampled]).state
+        return process.next(state, round_datasets(process, sampled, client_ds)).state
 
     return process.initialize(), one_round
 
 
 def _gan_round_fn(cohort: int, backend: str, population_size: int):
     import numpy as np
-    import tensorflow as tf
 
     from fedgen_debug.data import client_data as cd, synthetic_images
     from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
     from fedgen_debug.runs.secret import RunSecret
     from fedgen_debug.scenarios.gan_data import to_gan_range
     from fedgen_debug.training import dp_fedavg_gan as dpgan
+    from fedgen_debug.training.loop import round_datasets
 
     data = synthetic_images.generate(synthetic_images.SyntheticImagesConfig(writers=population_size, seed=0))
     images = {c: to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids}
@@ -120,11 +122,10 @@ def _gan_round_fn(cohort: int, backend: str, population_size: int):
     gan = gan_config("demo")
     process = dpgan.build_gan_process(lambda: build_generator(gan, 0), lambda: build_discriminator(gan, 0), config,
                                       RunSecret(0), backend=backend)
-    batch = config.training.client.batch_size
 
     def one_round(state, size, seed):
         sampled = np.random.default_rng(seed).choice(sorted(images), size, replace=False)
-        return process.next(state, [tf.data.Dataset.from_tensor_slices(images[c]).batch(batch) for c in sampled]).state
+        return process.next(state, round_datasets(process, sampled, images.get)).state
 
     return process.initialize(), one_round
 

@@ -4,7 +4,8 @@ generator steps, run by TF itself), with the ratio. Prints numbers, not pass/fai
 `.venv/bin/python benchmarks/gan_round.py [--rounds 3]`.
 
 Workload: each preset's round (demo: qN = 50 clients × n = 6 discriminator steps of B = 32 real images;
-paper: Table 9's qN = 10; then the server's generator steps) on 100 synthetic writers.
+paper: Table 9's qN = 10; then the server's generator steps) on 100 synthetic writers, each client's
+examples handed over as an array (as the GAN scenario does).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import client_data as cd, synthetic_images  # noqa: E402
@@ -24,6 +24,7 @@ from fedgen_debug.models.gan import build_discriminator, build_generator, gan_co
 from fedgen_debug.runs.secret import RunSecret  # noqa: E402
 from fedgen_debug.scenarios.gan_data import to_gan_range  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
+from fedgen_debug.training.loop import round_datasets  # noqa: E402
 from fedgen_debug.training.sampling import sample_clients  # noqa: E402
 
 
@@ -39,20 +40,17 @@ def main() -> None:
         config = dpgan.gan_training_config(preset)
         gan = gan_config(preset)
         gen_fn, disc_fn = (lambda: build_generator(gan, 0)), (lambda: build_discriminator(gan, 0))
-        qn, batch = config.training.dp.clients_per_round, config.training.client.batch_size
+        qn = config.training.dp.clients_per_round
         rounds = [sample_clients(sorted(images), qn, np.random.default_rng(r)) for r in range(args.rounds + 1)]
-
-        def real(cid):
-            return tf.data.Dataset.from_tensor_slices(images[cid]).batch(batch)
 
         seconds = {}
         for backend in ("tff", "tf"):
             process = dpgan.build_gan_process(gen_fn, disc_fn, config, RunSecret(0), backend=backend)
             state = process.initialize()
-            state = process.next(state, [real(c) for c in rounds[0]]).state  # warm-up
+            state = process.next(state, round_datasets(process, rounds[0], images.get)).state  # warm-up
             start = time.perf_counter()
             for sampled in rounds[1:]:
-                state = process.next(state, [real(c) for c in sampled]).state
+                state = process.next(state, round_datasets(process, sampled, images.get)).state
             seconds[backend] = (time.perf_counter() - start) / args.rounds
         tff_seconds, tf_seconds = seconds["tff"], seconds["tf"]
         g, d = gen_fn(), disc_fn()

@@ -129,3 +129,17 @@ def test_models_it_cannot_vectorize_are_detected():
     dilated = tf.keras.Sequential([tf.keras.Input((28, 28, 1)), tf.keras.layers.Conv2D(2, 3, dilation_rate=2),
                                    tf.keras.layers.Flatten(), tf.keras.layers.Dense(1)])
     assert not vg.supports(gen, dilated)
+
+
+def test_a_client_handed_over_as_an_array_packs_as_its_batched_dataset():
+    """The GAN scenario hands each client's examples over as an array (no tf.data pipeline per client):
+    the same first n batches of B, the same masks, including an empty client and a short last batch."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.normal(size=(n, 4, 4, 1)).astype(np.float32) for n in (0, 5, 20, 9)]
+    seeds = [np.arange(6).reshape(3, 2) + i for i in range(len(arrays))]
+    as_datasets = vg.pack_clients([tf.data.Dataset.from_tensor_slices(a).batch(8) for a in arrays], 2, 8, seeds,
+                                  (4, 4, 1))
+    as_arrays = vg.pack_clients(arrays, 2, 8, seeds, (4, 4, 1))
+    for x, y in zip(as_datasets, as_arrays):
+        np.testing.assert_array_equal(x, y)
+    assert as_arrays[1].sum(axis=(1, 2)).tolist() == [0, 5, 16, 9]   # 20 examples: 2 batches of 8 used

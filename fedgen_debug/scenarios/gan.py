@@ -277,21 +277,19 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
         population = loop.Population(everyone.key, selected.client_ids)
         store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(selected.client_ids)})
     gan = gan_config(run.preset)
-    batch = config.training.client.batch_size
 
-    def client_dataset(cid):
-        # On the device: its selected images (none if it does not qualify), shuffled (seeded by client),
-        # batches of B; at most n are used.
+    def client_examples(cid):
+        # On the device: its selected images (none if it does not qualify), shuffled (seeded by client);
+        # the process takes them in batches of B, at most n (`dp_fedavg_gan.client_batches`).
         images = selected.client_images(cid)
-        order = client_rng(run.seed, cid, _SHUFFLE_STREAM).permutation(len(images))
-        return tf.data.Dataset.from_tensor_slices(images[order]).batch(batch)
+        return images[client_rng(run.seed, cid, _SHUFFLE_STREAM).permutation(len(images))]
 
     def build(secret_):
         return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),
                                                lambda: build_discriminator(gan, run.seed), config, secret_)
 
     snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir)
-    return loop.train(build, population, client_dataset, config.training, out_dir, label=label, extra_config=extra,
+    return loop.train(build, population, client_examples, config.training, out_dir, label=label, extra_config=extra,
                       evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
 
 
