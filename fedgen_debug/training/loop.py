@@ -66,9 +66,10 @@ class Population:
 
 
 class SampledClients(Sequence):
-    """A round's client datasets, each built when it is read: an in-process backend streams the cohort
-    (packs a chunk of clients, drops their datasets, builds the next), so memory does not grow with qN.
-    TFF's computations take a list (`list(...)` builds them all)."""
+    """A round's client datasets, each built when it is read. The tf backend's GAN reads a chunk of
+    clients, packs and sums them, and lets them go before the next, so its memory does not grow with qN
+    (`benchmarks/cohort_scaling.py`); its LM threads are handed every client at once (small text
+    datasets). TFF's computations take a list (`list(...)` builds them all)."""
 
     def __init__(self, client_ids, client_dataset_fn: Callable):
         self._ids, self._fn = tuple(client_ids), client_dataset_fn
