@@ -45,7 +45,7 @@ def lm_evidence(analysis: dict) -> dict:
     current, baseline = analysis["current"], analysis.get("baseline")
     name, base_name = _name(current, "this LM"), _name(baseline, "the baseline")
     if evidence["statistic"] == "space_mass":
-        value = f"{name}: {current['space_mass']:.1%} of sampled OOV words contain a space"
+        value = f"{name}: {current['space_mass']:.1%} of sampled words contain a space"
         against = f"{base_name}: {baseline['space_mass']:.1%}" if baseline else "a noise floor"
         meaning = ("Tokenization bug suspected: the model generates words glued across a space."
                    if analysis["tokenization_bug_suspected"] else "No sign of words glued across a space.")

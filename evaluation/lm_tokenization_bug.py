@@ -39,6 +39,7 @@ def row(kind: str, fraction: float, report: dict, seconds: float) -> dict:
     if kind == "char":
         out.update(space_mass=round(current["space_mass"], 4),
                    split_into_vocabulary_mass=round(current["split_into_vocabulary_mass"], 4),
+                   in_vocabulary_mass=round(current.get("in_vocabulary_mass", float("nan")), 4),
                    top20_with_space=current["top_k_with_space"],
                    top5=[t["word"] for t in current["top_k"][:5]])
     else:
@@ -56,7 +57,7 @@ def main() -> None:
     parser.add_argument("--kinds", default="char,word")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--vocab-size", type=int, default=10_000)
-    parser.add_argument("--vocab", help="dp or public:SPEC (default: the scenario's)")
+    parser.add_argument("--vocab", help="dp, file:PATH or public:SPEC (default: the scenario's)")
     parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
     parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")

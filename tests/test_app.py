@@ -349,7 +349,7 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
     assert any("1 of the top 2 contain a space" in c.value for c in at.caption)
     (verdict,) = at.error
     assert verdict.value.startswith(
-        "`after`: 12.0% of sampled OOV words contain a space; `before`: 1.0%. z = 7.50 > 3.")
+        "`after`: 12.0% of sampled words contain a space; `before`: 1.0%. z = 7.50 > 3.")
 
 
 # ---- Monitoring, on a store made by a short real monitor run (conftest.monitor_store) ---------------

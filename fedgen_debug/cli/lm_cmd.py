@@ -15,9 +15,11 @@ def register(sub) -> None:
                        help="tokenization bug on the devices: glue the first two tokens of FRACTION of sentences")
     train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
     train.add_argument("--vocab-size", type=int, default=10_000)
-    train.add_argument("--vocab", metavar="dp|public:SPEC",
-                       help="the vocabulary: DP heavy hitters of the users' text, or the top words of public text "
-                            "(default: public:synthetic-text:users=1000,seed=S+1000 for synthetic text, else dp)")
+    train.add_argument("--vocab", metavar="dp|file:PATH|public:SPEC",
+                       help="the vocabulary: DP heavy hitters of the users' text, your production vocabulary (a "
+                            "file, one word a line, most frequent first; the first --vocab-size are used), or the "
+                            "top words of public text (default: public:synthetic-text:users=1000,seed=S+1000 for "
+                            "synthetic text, else dp)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert canaries for check-memorization: thakkar[:p_u=P,p_e=Q] (user-level insertion), "
@@ -86,7 +88,9 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
                 cells.append(f"{row['word']!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
             lines.append("  ".join(cells).rstrip())
         for name, r in columns:
-            lines.append(f"{name}: {r['space_mass']:.2%} of sampled OOV words contain a space; "
+            in_vocabulary = (f"{r['in_vocabulary_mass']:.2%} are vocabulary words (not OOV, not listed); "
+                             if "in_vocabulary_mass" in r else "")  # analyses from before the table's filter
+            lines.append(f"{name}: {r['space_mass']:.2%} of sampled words contain a space; {in_vocabulary}"
                          f"{r['top_k_with_space']} of the top {top_k}")
     else:
         for name in ("current", "baseline"):

@@ -1,7 +1,7 @@
 """Analysis of LM runs (paper App. B.3) and the automatic tokenization-bug verdict.
 
-char-LM: Monte-Carlo samples, deduplicated and ranked by joint probability (Eq. 1) → top-k table
-(Tables 2/8); the sampled probability mass of "words" with a space, and of those that split into
+char-LM: Monte-Carlo samples, deduplicated, the OOV ones (not in the run's vocabulary) ranked by joint
+probability (Eq. 1) → top-k table (Tables 2/8); the sampled probability mass of "words" with a space, and of those that split into
 in-vocabulary words. word-LM: sampled phrases → OOV rate by position 1..8 (Fig. 1/4) and phrases
 with UNK (Table 7). The verdict tests, with a one-sided two-proportion z-test, whether the current
 run's space mass (char) or position 1's share of its sampled OOV tokens (word) exceeds the baseline's;
@@ -31,14 +31,19 @@ def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict
     words = sample_words(model, samples, run.max_length, seed)
     counts = collections.Counter(words)
     unique = sorted(counts)
-    log_probs = np.concatenate([joint_log_prob(model, unique[i:i + 512]) for i in range(0, len(unique), 512)])
-    # An immediate end-of-word is no word: it counts in the mass, not in the table.
-    ranked = sorted(((w, lp) for w, lp in zip(unique, log_probs) if w.strip()), key=lambda x: -x[1])
+    # The table lists generated OOV words (paper Tables 2/8): an immediate end-of-word is no word, and a
+    # string the vocabulary holds is no OOV token (an under-trained model ends words early: `a`, `in`).
+    # Both count in the sampled mass, not in the table.
+    listed = [w for w in unique if w.strip() and w not in vocab]
+    log_probs = (np.concatenate([joint_log_prob(model, listed[i:i + 512]) for i in range(0, len(listed), 512)])
+                 if listed else np.zeros(0))
+    ranked = sorted(zip(listed, log_probs), key=lambda x: -x[1])
     with_space = sum(c for w, c in counts.items() if " " in w.strip())
     splits = sum(c for w, c in counts.items() if " " in w.strip() and all(p in vocab for p in w.split()))
+    in_vocabulary = sum(c for w, c in counts.items() if w in vocab)
     top = [{"word": w, "probability": float(np.exp(lp)), "sampled": counts[w]} for w, lp in ranked[:top_k]]
     return {"samples": samples, "space_count": with_space, "space_mass": with_space / samples,
-            "split_into_vocabulary_mass": splits / samples,
+            "split_into_vocabulary_mass": splits / samples, "in_vocabulary_mass": in_vocabulary / samples,
             "top_k_with_space": sum(" " in t["word"] for t in top), "top_k": top}
 
 

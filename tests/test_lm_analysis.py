@@ -1,0 +1,51 @@
+"""The char-LM analysis on hand-built samples: what the OOV table lists and the masses it reports."""
+
+import math
+
+import pytest
+
+from fedgen_debug.data.text import Vocabulary
+from fedgen_debug.scenarios import lm_analysis
+
+# 20 Monte-Carlo samples of a "model": in-vocabulary words it ends early on, glued pairs, OOV words.
+SAMPLES = ["a"] * 6 + ["in"] * 4 + ["i have"] * 3 + ["regex"] * 2 + ["i hve"] + ["xcode"] + [""] * 3
+LOG_PROBS = {"a": -1.0, "in": -1.5, "i have": -2.0, "regex": -2.5, "i hve": -3.0, "xcode": -3.5, "": -0.5}
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    scored = []
+
+    def joint_log_prob(model, words):
+        scored.append(list(words))
+        return [LOG_PROBS[w] for w in words]
+
+    monkeypatch.setattr(lm_analysis, "sample_words", lambda model, count, max_length, seed: SAMPLES[:count])
+    monkeypatch.setattr(lm_analysis, "joint_log_prob", joint_log_prob)
+    return scored
+
+
+class _Run:
+    max_length = 16
+
+
+def test_the_table_lists_generated_oov_words_only(fake_model):
+    vocab = Vocabulary(("a", "in", "i", "have"))
+    report = lm_analysis.analyze_char(None, vocab, _Run(), samples=20, top_k=3, seed=0)
+    # `a` and `in` are in the vocabulary: no OOV token, however often the model ends a word there.
+    assert [t["word"] for t in report["top_k"]] == ["i have", "regex", "i hve"]
+    assert report["top_k"][0] == {"word": "i have", "probability": pytest.approx(math.exp(-2.0)), "sampled": 3}
+    assert report["top_k_with_space"] == 2
+    # The masses count every sample: 10 in-vocabulary, 4 with a space (3 of them split into vocabulary words).
+    assert report["in_vocabulary_mass"] == pytest.approx(10 / 20)
+    assert report["space_count"] == 4 and report["space_mass"] == pytest.approx(4 / 20)
+    assert report["split_into_vocabulary_mass"] == pytest.approx(3 / 20)
+    # Only the listed candidates are scored (the empty word and vocabulary words are not).
+    assert sorted(w for batch in fake_model for w in batch) == ["i have", "i hve", "regex", "xcode"]
+
+
+def test_a_model_that_only_generates_vocabulary_words_lists_nothing(fake_model):
+    vocab = Vocabulary(("a", "in", "i have", "regex", "i hve", "xcode"))
+    report = lm_analysis.analyze_char(None, vocab, _Run(), samples=20, top_k=20, seed=0)
+    assert report["top_k"] == [] and report["top_k_with_space"] == 0
+    assert report["in_vocabulary_mass"] == pytest.approx(17 / 20)
