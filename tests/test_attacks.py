@@ -8,6 +8,7 @@ The ledger bypasses are attacked in test_ledger.py; release-boundary walks in te
 
 import collections
 import json
+import logging
 import os
 
 import numpy as np
@@ -171,7 +172,7 @@ def _released_text_files(run_dir):
     return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith((".json", ".csv"))]
 
 
-def test_attack_finding_words_a_single_user_typed_in_the_vocabulary_fails(tmp_path):
+def test_attack_finding_words_a_single_user_typed_in_the_vocabulary_fails(tmp_path, caplog):
     """Before: vocab.json was the top 10K of the private text; on synthetic-text:users=300, 5,452 of
     its words were used by one single user."""
     from fedgen_debug.data import spec as data_spec
@@ -187,9 +188,12 @@ def test_attack_finding_words_a_single_user_typed_in_the_vocabulary_fails(tmp_pa
                 users_of[token].add(cid)
     assert sum(len(u) == 1 for u in users_of.values()) > 1000  # the private text is full of them
     dp_run = str(tmp_path / "dp")
+    caplog.set_level(logging.WARNING, logger="fedgen_debug.scenarios.lm")
     train_lm(LMRun("word", data, 0.0, "test", rounds=1, vocab_size=10_000, vocab="dp"), dp_run)
     words = store.read_json(store.released(dp_run, store.VOCAB))["words"]
     assert 10 < len(words) and min(len(users_of[w]) for w in words) >= 10
+    # What the privacy costs the diagnosis is said: so few words leave ordinary words out of vocabulary.
+    assert f"the DP vocabulary holds only {len(words)} words (heavy hitters of 300 users)" in caplog.text
     # The default for synthetic text: the public stand-in's words, whatever the private users typed.
     public_run = str(tmp_path / "public")
     run = LMRun("word", data, 0.0, "test", rounds=1, vocab_size=2000)

@@ -41,6 +41,11 @@ from fedgen_debug.training.config import ClientConfig, DPConfig, PrivacySettings
 logger = logging.getLogger(__name__)
 KINDS = ("char", "word")
 PRESETS = ("paper", "demo", "test")
+SMALL_DP_VOCABULARY = 1000
+SMALL_DP_VOCABULARY_WARNING = (
+    "the DP vocabulary holds only %d words (heavy hitters of %d users): ordinary words are out of vocabulary, so "
+    "the char-LM learns them and glued words are a small share of its samples; pass the production vocabulary "
+    "(vocab file:PATH, one word a line)")
 PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
                            "them only, as if membership were public (augenstein2020's accounting)")
 
@@ -133,6 +138,10 @@ def _vocabulary(run: LMRun, client_data, population: loop.Population, secret, ou
     if run.vocab == lm_data.DP_VOCABULARY:
         config = lm_data.heavy_hitters_config(run.vocab_size, population.size)
         vocab = lm_data.dp_vocabulary(client_data, config, secret.tf_seed("vocabulary-noise"))
+        if vocab.size < SMALL_DP_VOCABULARY:
+            logger.warning(SMALL_DP_VOCABULARY_WARNING, vocab.size, population.size)
+    elif run.vocab.startswith(lm_data.FILE_PREFIX):
+        vocab = lm_data.file_vocabulary(run.vocab, run.vocab_size)
     else:
         vocab = lm_data.public_vocabulary(run.vocab, run.vocab_size)
     lm_data.save_vocabulary(vocab, out_dir, run.vocab)

@@ -1,0 +1,52 @@
+"""The LM scenario's vocabulary sources: the modeler's vocabulary file (the DP one and its warning are
+attacked in tests/test_attacks.py)."""
+
+import logging
+
+import pytest
+
+from fedgen_debug.runs import store
+from fedgen_debug.scenarios import lm_data
+from fedgen_debug.scenarios.lm import LMRun, train_lm
+
+DATA = "synthetic-text:users=40,seed=6"
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "vocab.txt"
+    path.write_text(text, encoding="utf-8")
+    return f"file:{path}"
+
+
+def test_a_vocabulary_file_gives_its_first_words_in_order(tmp_path):
+    source = _write(tmp_path, "the\ni\n\nhave\nregex\n")
+    assert lm_data.file_vocabulary(source, 10).words == ("the", "i", "have", "regex")
+    assert lm_data.file_vocabulary(source, 2).words == ("the", "i")
+    lm_data.check_vocabulary_source(source, DATA)  # accepted
+
+
+@pytest.mark.parametrize("text, message", [
+    ("the\ni have\n", r"vocab.txt:2: a vocabulary word is one lower-case token. Found 'i have'."),
+    ("The\n", r"vocab.txt:1: a vocabulary word is one lower-case token. Found 'The'."),
+    ("the\na\nthe\n", r"vocab.txt:3: 'the' is listed twice."),
+    ("\n\n", r"vocab.txt: the vocabulary file holds no word."),
+])
+def test_a_bad_vocabulary_file_is_a_clear_error_naming_the_line(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        lm_data.file_vocabulary(_write(tmp_path, text), 10)
+
+
+def test_a_missing_vocabulary_file_is_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match=r"vocabulary file: no such file '.*nowhere.txt'."):
+        LMRun("char", DATA, vocab=f"file:{tmp_path / 'nowhere.txt'}")
+    with pytest.raises(ValueError, match=r"vocabulary must be 'dp', 'file:PATH' or 'public:DATA_SPEC'"):
+        LMRun("char", DATA, vocab="top10k")
+
+
+def test_a_run_releases_the_files_vocabulary_without_the_small_vocabulary_warning(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="fedgen_debug.scenarios.lm")
+    source = _write(tmp_path, "the\ni\nyou\nto\n")
+    run_dir = str(tmp_path / "file")
+    train_lm(LMRun("word", DATA, 0.0, "test", rounds=1, vocab_size=3, vocab=source), run_dir)
+    assert store.read_json(store.released(run_dir, store.VOCAB)) == {"words": ["the", "i", "you"], "source": source}
+    assert "holds only" not in caplog.text  # the warning is about DP vocabularies (tests/test_attacks.py)
