@@ -70,12 +70,14 @@ class OutOfVocabulary(Selector):
 class ByUserMetric(Selector):
     """T4, low- (or high-) performing users: all examples of users whose metric (mean of the per-example
     output `metric`, e.g. `correct` → accuracy) is <= (>=) `threshold`. The threshold is the modeler's,
-    or a DP quantile over users (`fedgen_debug.selectors.quantile`); paper: 25th / 75th percentile of
-    user accuracy without the bug."""
+    or a DP quantile over users (`fedgen_debug.privacy.quantile`) at `quantile`; paper: 25th / 75th
+    percentile of user accuracy without the bug (the default). A lower `quantile` for "low" is a sharper
+    cut: a bug on a few devices makes a larger share of the users below it."""
 
     direction: str = "low"
     threshold: float | None = None
     metric: str = "correct"
+    quantile: float | None = None
     task = "T4"
     name = "by-user-accuracy"
 
@@ -84,13 +86,19 @@ class ByUserMetric(Selector):
             raise ValueError(f"direction must be 'low' or 'high'. Found {self.direction!r}.")
         if self.threshold is not None and not math.isfinite(self.threshold):
             raise ValueError(f"threshold must be a finite number. Found {self.threshold}.")
+        if self.quantile is not None:
+            if not 0.0 < self.quantile < 1.0:
+                raise ValueError(f"quantile must be in (0, 1). Found {self.quantile}.")
+            if self.threshold is not None:
+                raise ValueError("give a threshold or a quantile, not both.")
 
     @property
     def required_outputs(self):
         return (self.metric,)
 
     def with_threshold(self, threshold: float) -> "ByUserMetric":
-        return dataclasses.replace(self, threshold=float(threshold))
+        """The selector the devices run: the threshold estimated at `quantile` (or given) in its place."""
+        return dataclasses.replace(self, threshold=float(threshold), quantile=None)
 
     def user_metric(self, outputs) -> float:
         return float(np.mean(np.asarray(outputs[self.metric], np.float64)))

@@ -86,6 +86,18 @@ def test_t4_thresholds_are_filled_inside_combined_selectors_only_where_missing()
     assert asked == ["low", "low"]
 
 
+def test_a_sharper_t4_cut_is_a_dp_quantile_of_its_own():
+    from fedgen_debug.scenarios.gan import _quantile_targets, target_quantile
+
+    assert _quantile_targets(parse_selector("by-user-accuracy:low")) == [0.25]
+    assert _quantile_targets(parse_selector("by-user-accuracy:low,quantile=0.05&by-example:misclassified")) == [0.05]
+    assert _quantile_targets(parse_selector("by-user-accuracy:low,quantile=0.05|by-user-accuracy:high")) == [0.05, 0.75]
+    thresholds = {0.05: 0.31, 0.75: 0.9}
+    filled = with_thresholds(parse_selector("by-user-accuracy:low,quantile=0.05&by-example:misclassified"),
+                             lambda part: thresholds[target_quantile(part)])
+    assert filled.parts[0].threshold == 0.31
+
+
 def test_generator_reloads_and_sampling_is_seeded(runs):
     _, low, _ = runs
     generator, run = load_generator(low)

@@ -41,6 +41,9 @@ def test_crossed_thresholds_warn_and_a_fitting_model_does_not():
     assert low["warnings"] == high["warnings"] == []
     pair = primary_fit.pair_check(low, high)
     assert pair["crossed"] and pair["thresholds"] == {"0.25": 0.7, "0.75": 0.6}
+    # A sharper low cut (the 5% quantile) is checked against the high one the same way.
+    assert primary_fit.check({0.05: 0.61, 0.75: 0.6}, 10, "x")["crossed"]
+    assert not primary_fit.check({0.05: 0.4, 0.75: 0.6}, 10, "x")["crossed"]
     assert primary_fit.pair_check(None, None) is None
     with pytest.raises(ValueError, match="classes must be >= 2. Found 1."):
         primary_fit.check({0.25: 0.5}, 1, "x")

@@ -165,8 +165,13 @@ def _thresholds(targets: list[float], clean_data, model, everyone: loop.Populati
     return {q: saved[f"{q:g}"] for q in targets}
 
 
+def target_quantile(part: ByUserMetric) -> float:
+    """The quantile of user accuracy a threshold-less T4 part cuts at: its own, else the paper's."""
+    return part.quantile if part.quantile is not None else T4_QUANTILES[part.direction]
+
+
 def _quantile_targets(selector: Selector) -> list[float]:
-    return sorted({T4_QUANTILES[p.direction] for p in t4_parts(selector)})
+    return sorted({target_quantile(p) for p in t4_parts(selector)})
 
 
 def training_population(run: GANRun, everyone: loop.Population) -> loop.Population:
@@ -266,7 +271,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     if run.canaries is not None:
         canaries = gan_canaries.canaries_for_run(run.canaries, run.seed, cnn.num_classes(model), out_dir)
         app_data = gan_canaries.with_canaries(app_data, canaries, secret, run.seed)
-    selector = with_thresholds(selector, lambda part: thresholds[T4_QUANTILES[part.direction]])
+    selector = with_thresholds(selector, lambda part: thresholds[target_quantile(part)])
     selected = gan_data.select_gan_data(app_data, model, selector)
     _release_selection_counts(selected, everyone, out_dir, secret)
     population = trained
