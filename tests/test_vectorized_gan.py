@@ -143,3 +143,37 @@ def test_a_client_handed_over_as_an_array_packs_as_its_batched_dataset():
     for x, y in zip(as_datasets, as_arrays):
         np.testing.assert_array_equal(x, y)
     assert as_arrays[1].sum(axis=(1, 2)).tolist() == [0, 5, 16, 9]   # 20 examples: 2 batches of 8 used
+
+
+def test_a_cpu_without_grouped_conv_gradients_runs_the_gan_clients_one_by_one(monkeypatch, caplog):
+    """TF's own CPU kernels cannot differentiate a grouped convolution; oneDNN's can, and TF turns
+    oneDNN on by itself only on some CPUs (on an AMD EPYC without AVX-512 the vectorized round crashed
+    with "Gradients for grouped convolutions are not supported on CPU")."""
+    from fedgen_debug.training import tf_backend
+    from fedgen_debug.runs.secret import RunSecret
+
+    # The package's import turned oneDNN on before TF's: here the fast path is available.
+    assert vg.grouped_conv_gradients()
+    gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
+    disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
+    assert vg.runs_here(disc_fn())
+    monkeypatch.setattr(vg, "grouped_conv_gradients", lambda: False)
+    assert not vg.runs_here(disc_fn()) and "cannot differentiate grouped convolutions" in caplog.text
+    assert vg.runs_here(fixtures.TINY_D())  # no convolution: vectorized anyway
+    config = fixtures.tiny_config(1.0, 0.5, rounds=1)
+    rounds = tf_backend.GANRounds(gen_fn, disc_fn, config, RunSecret(5))
+    assert rounds._vectorized is None and rounds._clients is not None
+
+
+def test_with_onednn_off_tf_cannot_differentiate_grouped_convolutions_and_the_probe_says_so():
+    """The probe on the real condition, in a process where the user turned oneDNN off."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from fedgen_debug.training import vectorized_gan as vg; print(vg.grouped_conv_gradients())"
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                            cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"

@@ -227,7 +227,7 @@ class GANRounds:
 
         # All clients of a round in one traced call when the models allow it (`vectorized_gan`).
         self._vectorized = self._clients = None
-        if vectorized_gan.supports(self._gen, self._disc):
+        if vectorized_gan.supports(self._gen, self._disc) and vectorized_gan.runs_here(self._disc):
             self._vectorized = tf.function(lambda real, mask, seeds, dw, gw: vectorized_gan.vectorized_client_updates(
                 self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty))
         else:

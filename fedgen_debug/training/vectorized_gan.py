@@ -21,10 +21,16 @@ differently:
 `vectorized_client_updates` returns one update per client, zeroed as `usable_update` zeroes it. Which
 models it supports is decided by `supports(gen, disc)`: Sequential models of
 Dense / Conv2D (no dilation or groups) / LeakyReLU / ReLU / Activation / Flatten / Reshape /
-Conv2DTranspose / BatchNormalization layers; anything else runs client by client.
+Conv2DTranspose / BatchNormalization layers; anything else runs client by client. So does a critic
+with convolutions where TF cannot differentiate a grouped convolution twice (`runs_here`: TF's own CPU
+kernels cannot; oneDNN's and the GPU's can, see `fedgen_debug/__init__.py`).
 """
 
 from __future__ import annotations
+
+import functools
+import logging
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -53,6 +59,38 @@ def supports(gen: tf.keras.Model, disc: tf.keras.Model) -> bool:
         layer.axis in ([-1], [len(layer.input_shape) - 1]) for layer in gen.layers
         if isinstance(layer, tf.keras.layers.BatchNormalization))
     return disc_ok and gen_ok
+
+
+@functools.lru_cache(maxsize=None)
+def grouped_conv_gradients() -> bool:
+    """Whether TF, here, differentiates a grouped convolution twice (the critic's gradient penalty
+    differentiates its gradient): a probe on a 4×4 image, once per process."""
+    images = tf.ones([1, 4, 4, 2])
+    kernel = tf.ones([3, 3, 1, 2])  # 2 groups of 1 input channel
+    try:
+        with tf.GradientTape() as outer:
+            outer.watch(kernel)
+            with tf.GradientTape() as inner:
+                inner.watch(images)
+                out = tf.reduce_sum(tf.nn.conv2d(images, kernel, 1, "SAME") ** 2)
+            penalty = tf.reduce_sum(inner.gradient(out, images) ** 2)
+        outer.gradient(penalty, kernel)
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+        return False
+    return True
+
+
+def runs_here(disc: tf.keras.Model) -> bool:
+    """Whether `vectorized_client_updates` can run on this machine for a `supports`-ed critic: one
+    without convolutions always; one with them where grouped convolutions are twice differentiable."""
+    if not any(isinstance(layer, tf.keras.layers.Conv2D) for layer in disc.layers) or grouped_conv_gradients():
+        return True
+    logging.getLogger(__name__).warning(
+        "TensorFlow cannot differentiate grouped convolutions on this CPU (oneDNN is off: "
+        "TF_ENABLE_ONEDNN_OPTS=%s): the GAN's clients run one by one, slower; leave TF_ENABLE_ONEDNN_OPTS "
+        "unset (fedgen_debug sets it to 1 when imported before TensorFlow) for the vectorized round",
+        os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset"))
+    return False
 
 
 # ---- D with a client axis ------------------------------------------------------------------------
