@@ -2,12 +2,13 @@
 attacked in tests/test_attacks.py)."""
 
 import logging
+import os
 
 import pytest
 
 from fedgen_debug.runs import store
 from fedgen_debug.scenarios import lm_data
-from fedgen_debug.scenarios.lm import LMRun, train_lm
+from fedgen_debug.scenarios.lm import LMRun, load_lm, train_lm
 
 DATA = "synthetic-text:users=40,seed=6"
 
@@ -36,9 +37,11 @@ def test_a_bad_vocabulary_file_is_a_clear_error_naming_the_line(tmp_path, text, 
         lm_data.file_vocabulary(_write(tmp_path, text), 10)
 
 
-def test_a_missing_vocabulary_file_is_refused_before_training(tmp_path):
+def test_a_missing_vocabulary_file_is_refused_before_anything_is_charged(tmp_path):
+    run_dir = str(tmp_path / "r")
     with pytest.raises(ValueError, match=r"vocabulary file: no such file '.*nowhere.txt'."):
-        LMRun("char", DATA, vocab=f"file:{tmp_path / 'nowhere.txt'}")
+        train_lm(LMRun("char", DATA, 0.0, "test", rounds=1, vocab=f"file:{tmp_path / 'nowhere.txt'}"), run_dir)
+    assert not os.path.exists(store.released(run_dir, store.PRIVACY))
     with pytest.raises(ValueError, match=r"vocabulary must be 'dp', 'file:PATH' or 'public:DATA_SPEC'"):
         LMRun("char", DATA, vocab="top10k")
 
@@ -49,4 +52,8 @@ def test_a_run_releases_the_files_vocabulary_without_the_small_vocabulary_warnin
     run_dir = str(tmp_path / "file")
     train_lm(LMRun("word", DATA, 0.0, "test", rounds=1, vocab_size=3, vocab=source), run_dir)
     assert store.read_json(store.released(run_dir, store.VOCAB)) == {"words": ["the", "i", "you"], "source": source}
+    # The run holds its copy: it loads, and resumes, without the file.
+    os.remove(source[len("file:"):])
+    assert load_lm(run_dir)[1].words == ("the", "i", "you")
+    train_lm(LMRun("word", DATA, 0.0, "test", rounds=1, vocab_size=3, vocab=source), run_dir)
     assert "holds only" not in caplog.text  # the warning is about DP vocabularies (tests/test_attacks.py)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -216,6 +217,8 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
     label = f"{run.kind}-LM"
     extra = {"lm": run.to_json(), **(context or {})}
     config_json = loop.run_config(config, everyone, label, extra)
+    if not os.path.exists(store.released(out_dir, store.VOCAB)):
+        lm_data.check_vocabulary_file(run.vocab)
     secret, _ = open_run(out_dir, config_json)
     # Every release of the run, charged before any is computed (all or nothing).
     charge(release_records(run, everyone, secret, out_dir), out_dir, secret=secret, config_json=config_json,

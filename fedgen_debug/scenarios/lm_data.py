@@ -53,9 +53,9 @@ def check_vocabulary_source(source: str, data: str) -> None:
     if source == DP_VOCABULARY:
         return
     if source.startswith(FILE_PREFIX):
-        if not os.path.isfile(source[len(FILE_PREFIX):]):
-            raise ValueError(f"vocabulary file: no such file {source[len(FILE_PREFIX):]!r}.")
-        return
+        if not source[len(FILE_PREFIX):]:
+            raise ValueError("vocabulary file: the path is empty (file:PATH).")
+        return  # read once, when the run builds its vocabulary (`check_vocabulary_file`); a finished run has its copy
     if not source.startswith(PUBLIC_PREFIX):
         raise ValueError(f"vocabulary must be 'dp', 'file:PATH' or 'public:DATA_SPEC'. Found {source!r}.")
     public = data_spec.parse_data_spec(source[len(PUBLIC_PREFIX):])
@@ -81,6 +81,12 @@ def public_vocabulary(source: str, size: int) -> Vocabulary:
     public = data_spec.load_client_data(source[len(PUBLIC_PREFIX):])
     return Vocabulary.from_sentences(
         (t for cid in public.client_ids for t in device_tokens(public, cid, None)), size)
+
+
+def check_vocabulary_file(source: str) -> None:
+    """A `file:PATH` vocabulary's file exists: checked before a run charges anything."""
+    if source.startswith(FILE_PREFIX) and not os.path.isfile(source[len(FILE_PREFIX):]):
+        raise ValueError(f"vocabulary file: no such file {source[len(FILE_PREFIX):]!r}.")
 
 
 def file_vocabulary(source: str, size: int) -> Vocabulary:
