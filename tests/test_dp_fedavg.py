@@ -206,6 +206,23 @@ def test_nesterov_matches_keras():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
 
 
+def test_server_adam_is_keras_adam_with_the_fedadam_epsilon():
+    from fedgen_debug.training.optimizers import server_optimizer
+
+    weights = [tf.constant([1.0, -2.0]), tf.constant([0.5])]
+    grads = [[tf.constant([0.1, 0.3]), tf.constant([-0.2])], [tf.constant([-0.4, 0.1]), tf.constant([0.05])]]
+    optimizer = server_optimizer(ServerConfig("adam", 0.03, 0.9))
+    state = optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
+    keras_vars = [tf.Variable(w) for w in weights]
+    keras_opt = tf.keras.optimizers.Adam(0.03, beta_1=0.9, epsilon=1e-3)
+    ours = weights
+    for g in grads:
+        state, ours = optimizer.next(state, ours, g)
+        keras_opt.apply_gradients(zip(g, keras_vars))
+    for a, b in zip(ours, keras_vars):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+
+
 # ---- training loop, run directory, crash-resume ---------------------------------------------------
 
 from toy_training import run as _run, train_config as _train_config  # noqa: E402

@@ -9,7 +9,7 @@ import os
 from fedgen_debug.privacy.accounting import (ACCOUNTINGS, REPLACE_ONE, SAMPLINGS, WITHOUT_REPLACEMENT,
                                              check_accounting)
 
-SERVER_OPTIMIZERS = ("sgd", "momentum", "nesterov")
+SERVER_OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam")
 
 # Who runs the rounds. Not part of a run's configuration: both give the same run and a run resumes on
 # either (`training.tf_backend`). `tf`: in-process TensorFlow, the default (faster; a GPU when present);

@@ -1,4 +1,6 @@
-"""Server optimizers as TFF optimizers (pure TF): SGD, heavy-ball momentum and Nesterov momentum.
+"""Server optimizers as TFF optimizers (pure TF): SGD, heavy-ball momentum, Nesterov momentum and Adam
+(FedAdam, Reddi et al. 2021: `momentum` is its β1; ε = 1e-3 as their LM experiments, so coordinates
+that only DP noise moves are not scaled up to full steps).
 
 TFF 0.87 ships SGD with heavy-ball momentum only; the paper's LMs use Nesterov momentum 0.99 on the
 server. `NesterovSGD` follows Keras' formulation: a ← m·a + g, w ← w − lr·(g + m·a).
@@ -39,6 +41,9 @@ class NesterovSGD(tff.learning.optimizers.Optimizer):
 
 
 def server_optimizer(config: ServerConfig) -> tff.learning.optimizers.Optimizer:
+    if config.optimizer == "adam":
+        return tff.learning.optimizers.build_adam(learning_rate=config.learning_rate, beta_1=config.momentum,
+                                                  epsilon=1e-3)
     if config.optimizer == "nesterov":
         return NesterovSGD(config.learning_rate, config.momentum)
     momentum = config.momentum if config.optimizer == "momentum" else None
