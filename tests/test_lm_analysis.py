@@ -36,6 +36,8 @@ def test_the_table_lists_generated_oov_words_only(fake_model):
     assert [t["word"] for t in report["top_k"]] == ["i have", "regex", "i hve"]
     assert report["top_k"][0] == {"word": "i have", "probability": pytest.approx(math.exp(-2.0)), "sampled": 3}
     assert report["top_k_with_space"] == 2
+    # The words with a space on their own, most probable first (top_k of them).
+    assert [(t["word"], t["sampled"]) for t in report["space_top_k"]] == [("i have", 3), ("i hve", 1)]
     # The masses count every sample: 10 in-vocabulary, 4 with a space (3 of them split into vocabulary words).
     assert report["in_vocabulary_mass"] == pytest.approx(10 / 20)
     assert report["space_count"] == 4 and report["space_mass"] == pytest.approx(4 / 20)
@@ -47,5 +49,5 @@ def test_the_table_lists_generated_oov_words_only(fake_model):
 def test_a_model_that_only_generates_vocabulary_words_lists_nothing(fake_model):
     vocab = Vocabulary(("a", "in", "i have", "regex", "i hve", "xcode"))
     report = lm_analysis.analyze_char(None, vocab, _Run(), samples=20, top_k=20, seed=0)
-    assert report["top_k"] == [] and report["top_k_with_space"] == 0
+    assert report["top_k"] == report["space_top_k"] == [] and report["top_k_with_space"] == 0
     assert report["in_vocabulary_mass"] == pytest.approx(17 / 20)

@@ -87,6 +87,10 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
                 row = r["top_k"][i] if i < len(r["top_k"]) else None
                 cells.append(f"{row['word']!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
             lines.append("  ".join(cells).rstrip())
+        spaced = [(name, r["space_top_k"][:5]) for name, r in columns if r.get("space_top_k")]
+        for name, rows in spaced:  # analyses from before the glued-candidates table have none
+            lines.append(f"{name}: most probable sampled words with a space: "
+                         + ", ".join(f"{t['word']!r} {t['probability'] * 1e3:.2f}e-3" for t in rows))
         for name, r in columns:
             in_vocabulary = (f"{r['in_vocabulary_mass']:.2%} are vocabulary words (not OOV, not listed); "
                              if "in_vocabulary_mass" in r else "")  # analyses from before the table's filter
