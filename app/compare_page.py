@@ -157,6 +157,11 @@ def _lm_column(part: dict | None) -> None:
                  for w in part["top_k"]]
         st.dataframe(words, hide_index=True)
         st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space")
+    if part.get("space_top_k"):  # analyses from before it have none
+        st.dataframe([{"word with a space": w["word"].replace(" ", "␣"), "probability": w["probability"]}
+                      for w in part["space_top_k"]], hide_index=True)
+        st.caption("the most probable sampled words with a space: glued-token candidates (on varied text the "
+                   "table above is names and rare words even when many devices glue)")
     if part.get("oov_by_position"):
         st.line_chart({"position": [p["position"] for p in part["oov_by_position"]],
                        "OOV rate": [p["oov"] / max(p["tokens"], 1) for p in part["oov_by_position"]]},

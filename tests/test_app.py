@@ -322,8 +322,8 @@ def test_compare_char_and_word_lm_pairs_from_the_demo_store(demo_test_store):
         assert len([e for e in (*at.error, *at.success) if "z = " in e.value]) == 1
         assert len([m for m in at.metric if m.label == "ε"]) == 2
         if kind == "char":
-            tables = [d.value for d in at.dataframe]
-            assert len(tables) == 2 and all(list(t.columns) == ["word", "space", "probability"] for t in tables)
+            tables = [d.value for d in at.dataframe if list(d.value.columns) == ["word", "space", "probability"]]
+            assert len(tables) == 2  # each run's top-k (a glued-candidates table may follow each)
         else:
             assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 2
 
@@ -338,15 +338,20 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
                                  "bug_fraction": 0.1 if name == "after" else 0.0}},
              {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.0))
     part = lambda name, mass: {"run_dir": os.path.join(root, name), "kind": "char", "space_mass": mass,  # noqa: E731
-                               "top_k": [{"word": w, "probability": p} for w, p in top[name]]}
+                               "top_k": [{"word": w, "probability": p} for w, p in top[name]],
+                               "space_top_k": [{"word": w, "probability": p} for w, p in top[name] if " " in w]}
     analysis = {"tokenization_bug_suspected": True, "current": part("after", 0.12), "baseline": part("before", 0.01),
                 "evidence": {"statistic": "space_mass", "test": "space mass vs baseline", "z": 7.5, "z_threshold": 3.0}}
     with open(os.path.join(root, "after", "released", "analysis.json"), "w") as f:
         json.dump(analysis, f)
     at = _app(tmp_path, "Compare")
-    tables = {len(d.value): d.value for d in at.dataframe}
+    tables = {len(d.value): d.value for d in at.dataframe if "word" in d.value.columns}
     assert list(tables[2]["word"]) == ["i have", "ing"] and list(tables[2]["space"]) == ["␣", ""]
     assert any("1 of the top 2 contain a space" in c.value for c in at.caption)
+    # The glued-token candidates: `after`'s word with a space, in a table of their own (`before` has none).
+    (spaced,) = [d.value for d in at.dataframe if "word with a space" in d.value.columns]
+    assert list(spaced["word with a space"]) == ["i␣have"] and list(spaced["probability"]) == [0.02]
+    assert any(c.value.startswith("the most probable sampled words with a space") for c in at.caption)
     (verdict,) = at.error
     assert verdict.value.startswith(
         "`after`: 12.0% of sampled words contain a space; `before`: 1.0%. z = 7.50 > 3.")
