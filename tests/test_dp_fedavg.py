@@ -191,36 +191,28 @@ def test_client_update_on_an_embedding_model_matches_keras_sgd():
     assert np.all(out.update[0][4:] == 0)  # rows 4 and 5 are never looked up
 
 
-def test_nesterov_matches_keras():
+def _steps_match_keras(optimizer, keras_opt, rtol):
     weights = [tf.constant([1.0, -2.0]), tf.constant([0.5])]
     grads = [[tf.constant([0.1, 0.3]), tf.constant([-0.2])], [tf.constant([-0.4, 0.1]), tf.constant([0.05])]]
-    optimizer = NesterovSGD(0.5, 0.9)
     state = optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
     keras_vars = [tf.Variable(w) for w in weights]
-    keras_opt = tf.keras.optimizers.SGD(0.5, momentum=0.9, nesterov=True)
     ours = weights
     for g in grads:
         state, ours = optimizer.next(state, ours, g)
         keras_opt.apply_gradients(zip(g, keras_vars))
     for a, b in zip(ours, keras_vars):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol)
+
+
+def test_nesterov_matches_keras():
+    _steps_match_keras(NesterovSGD(0.5, 0.9), tf.keras.optimizers.SGD(0.5, momentum=0.9, nesterov=True), 1e-6)
 
 
 def test_server_adam_is_keras_adam_with_the_fedadam_epsilon():
     from fedgen_debug.training.optimizers import server_optimizer
 
-    weights = [tf.constant([1.0, -2.0]), tf.constant([0.5])]
-    grads = [[tf.constant([0.1, 0.3]), tf.constant([-0.2])], [tf.constant([-0.4, 0.1]), tf.constant([0.05])]]
-    optimizer = server_optimizer(ServerConfig("adam", 0.03, 0.9))
-    state = optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
-    keras_vars = [tf.Variable(w) for w in weights]
-    keras_opt = tf.keras.optimizers.Adam(0.03, beta_1=0.9, epsilon=1e-3)
-    ours = weights
-    for g in grads:
-        state, ours = optimizer.next(state, ours, g)
-        keras_opt.apply_gradients(zip(g, keras_vars))
-    for a, b in zip(ours, keras_vars):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+    _steps_match_keras(server_optimizer(ServerConfig("adam", 0.03, 0.9)),
+                       tf.keras.optimizers.Adam(0.03, beta_1=0.9, epsilon=1e-3), 1e-5)
 
 
 # ---- training loop, run directory, crash-resume ---------------------------------------------------
