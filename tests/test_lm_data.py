@@ -37,10 +37,13 @@ def test_a_bad_vocabulary_file_is_a_clear_error_naming_the_line(tmp_path, text, 
         lm_data.file_vocabulary(_write(tmp_path, text), 10)
 
 
-def test_a_missing_vocabulary_file_is_refused_before_anything_is_charged(tmp_path):
+@pytest.mark.parametrize("text, message", [(None, r"vocabulary file: no such file '.*vocab.txt'."),
+                                           ("the\nthe\n", r"vocab.txt:2: 'the' is listed twice.")])
+def test_a_missing_or_bad_vocabulary_file_is_refused_before_anything_is_charged(tmp_path, text, message):
+    source = _write(tmp_path, text) if text is not None else f"file:{tmp_path / 'vocab.txt'}"
     run_dir = str(tmp_path / "r")
-    with pytest.raises(ValueError, match=r"vocabulary file: no such file '.*nowhere.txt'."):
-        train_lm(LMRun("char", DATA, 0.0, "test", rounds=1, vocab=f"file:{tmp_path / 'nowhere.txt'}"), run_dir)
+    with pytest.raises(ValueError, match=message):
+        train_lm(LMRun("char", DATA, 0.0, "test", rounds=1, vocab=source), run_dir)
     assert not os.path.exists(store.released(run_dir, store.PRIVACY))
     with pytest.raises(ValueError, match=r"vocabulary must be 'dp', 'file:PATH' or 'public:DATA_SPEC'"):
         LMRun("char", DATA, vocab="top10k")
