@@ -55,7 +55,7 @@ def check_vocabulary_source(source: str, data: str) -> None:
     if source.startswith(FILE_PREFIX):
         if not source[len(FILE_PREFIX):]:
             raise ValueError("vocabulary file: the path is empty (file:PATH).")
-        return  # read once, when the run builds its vocabulary (`check_vocabulary_file`); a finished run has its copy
+        return  # read when a run builds its vocabulary (`check_vocabulary_file`); a finished run has its copy
     if not source.startswith(PUBLIC_PREFIX):
         raise ValueError(f"vocabulary must be 'dp', 'file:PATH' or 'public:DATA_SPEC'. Found {source!r}.")
     public = data_spec.parse_data_spec(source[len(PUBLIC_PREFIX):])

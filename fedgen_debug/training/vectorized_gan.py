@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from fedgen_debug.training import dp_fedavg_gan
 
+logger = logging.getLogger(__name__)
 _ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
 _DISC_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Flatten, *_ELEMENTWISE)
 _GEN_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Conv2DTranspose,
@@ -85,7 +86,7 @@ def runs_here(disc: tf.keras.Model) -> bool:
     without convolutions always; one with them where grouped convolutions are twice differentiable."""
     if not any(isinstance(layer, tf.keras.layers.Conv2D) for layer in disc.layers) or grouped_conv_gradients():
         return True
-    logging.getLogger(__name__).warning(
+    logger.warning(
         "TensorFlow cannot differentiate grouped convolutions on this CPU (oneDNN is off: "
         "TF_ENABLE_ONEDNN_OPTS=%s): the GAN's clients run one by one, slower; leave TF_ENABLE_ONEDNN_OPTS "
         "unset (fedgen_debug sets it to 1 when imported before TensorFlow) for the vectorized round",
