@@ -39,7 +39,8 @@ SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
               # users; concentrates a small inverted population (10% of devices) in the first GAN's data.
               "t4t2": ("by-user-accuracy:low&by-example:misclassified", "by-user-accuracy:high&by-example:correct"),
               # T4 cut sharper: users below the DP 5th percentile of accuracy before the update (a bug on 5%
-              # of devices is then about half of the first GAN's users, not a fifth) vs the 75th as in T4.
+              # of devices is then most of the first GAN's users, not a fifth: DP counts 52 qualified with
+              # 5% of 1,000 writers inverted, 8 without) vs the 75th as in T4.
               "t4sharp": ("by-user-accuracy:low,quantile=0.05", "by-user-accuracy:high")}
 
 
