@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
     parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
+    parser.add_argument("--d-step", choices=("fixed", "selected"), default="fixed",
+                        help="D's server step: over qN, or over the DP estimate of qualifying clients")
     parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--samples", type=int, default=1000)
@@ -77,11 +79,12 @@ def main() -> None:
                 started = time.perf_counter()
                 train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
                                  noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
-                                 selection=args.selection), run_dir)
+                                 selection=args.selection, d_step=args.d_step), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
             row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed, "tag": args.tag,
+                   "d_step": args.d_step,
                    "train_seconds": round(seconds),
                    "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
                    "z": round(report["evidence"]["z"], 2),

@@ -148,6 +148,65 @@ def test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence(runs):
     assert json.loads(result.stdout)["current"]["dark_background"]["samples"] == 40
 
 
+def test_d_step_scale_is_qn_over_the_dp_estimate_of_qualifying_clients_with_a_floor():
+    from fedgen_debug.scenarios.gan import d_step_scale
+
+    # 52 of 1,000 users qualified (DP count, σ 2.83): qN / (qN · 52/1,000) = 1,000/52, whatever qN.
+    assert d_step_scale(52.0, 2.83, 1000, 300) == pytest.approx(1000 / 52)
+    assert d_step_scale(52.0, 2.83, 1000, 50) == pytest.approx(1000 / 52)
+    # A count within 3σ of zero is not trusted below 3σ; and k̂ is at least one client (scale ≤ qN).
+    assert d_step_scale(2.0, 2.83, 1000, 300) == pytest.approx(1000 / 8.49)
+    assert d_step_scale(-4.0, 0.1, 1000, 300) == pytest.approx(300)
+    assert d_step_scale(1000.0, 2.83, 1000, 300) == 1.0
+
+
+def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_factor(tmp_path, runs, monkeypatch):
+    from conftest import provision_secret
+    from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
+    from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+    from fedgen_debug.runs import secret as secret_lib
+    from fedgen_debug.training import dp_fedavg_gan, run_dir as rd
+
+    _, low, _ = runs
+    primary = store.released(low, store.PRIMARY)
+    # z = 0, every user sampled and one secret: both runs' client updates and DP counts are the same, so
+    # the only difference in round 1 is D's server step (SGD, lr 1 × scale).
+    updates = {}
+    for d_step in ("fixed", "selected"):
+        run_dir, ledger = str(tmp_path / d_step), str(tmp_path / f"ledger-{d_step}")  # one secret, two ledgers
+        monkeypatch.setenv(LEDGER_ENV, ledger)
+        Ledger(ledger).set_budget("*", float("inf"))
+        provision_secret(run_dir, "gan-d-step")
+        run = GANRun(DATA, "by-user-accuracy:low,threshold=0.5", 0.5, "test", rounds=1, primary=primary,
+                     noise_multiplier=0.0, clients_per_round=12, d_step=d_step)
+        train_gan(run, run_dir)
+        assert train_gan(run, run_dir).rounds_completed == 1   # resumes: the run's config is the preset's
+        config = run.training_config(12)
+        process = dp_fedavg_gan.build_gan_process(lambda: build_generator(gan_config("test"), 0),
+                                                  lambda: build_discriminator(gan_config("test"), 0), config,
+                                                  secret_lib.load(run_dir))
+        initial = process.initialize()
+        final = rd.load_checkpoint(rd.latest_checkpoint(run_dir)[1], initial)
+        updates[d_step] = [np.asarray(b) - np.asarray(a) for a, b in zip(process.get_discriminator_weights(initial),
+                                                                          process.get_discriminator_weights(final))]
+    population = json.load(open(store.released(str(tmp_path / "selected"), store.POPULATION)))
+    released = json.load(open(store.released(str(tmp_path / "selected"), store.D_STEP)))
+    scale = 12 / max(population["users"], 3 * population["users_stddev"], 1.0)
+    assert released["scale"] == pytest.approx(scale) and released["dp"] is True and scale > 1.2
+    assert not os.path.exists(store.released(str(tmp_path / "fixed"), store.D_STEP))
+    assert sum(float(np.abs(u).sum()) for u in updates["fixed"]) > 0
+    for fixed, selected in zip(updates["fixed"], updates["selected"]):
+        np.testing.assert_allclose(selected, scale * fixed, rtol=1e-4, atol=1e-7)
+
+
+def test_selected_d_step_is_for_strict_selection_only():
+    with pytest.raises(ValueError, match="d_step must be one of"):
+        GANRun(DATA, "by-user-accuracy:low", d_step="adaptive")
+    with pytest.raises(ValueError, match="every sampled user qualifies already"):
+        GANRun(DATA, "by-user-accuracy:low", d_step="selected", selection="paper")
+    assert "d_step" not in GANRun(DATA, "by-user-accuracy:low").to_json()   # older runs resume unchanged
+
+
 @pytest.mark.parametrize("args, message", [
     (["--bug", "concat:0.1"], "--bug must look like invert:0.5"),
     (["--bug", "invert:1.5"], "fraction"),

@@ -25,6 +25,11 @@ def register(sub) -> None:
     train.add_argument("--classes", type=int, default=None, metavar="K",
                        help="how many classes the users' data holds (the primary model's chance level is 1/K); "
                             "default: a DP count of the labels present (one more release in the ledger)")
+    train.add_argument("--d-step", choices=("fixed", "selected"), default="fixed",
+                       help="discriminator's server step under strict selection: fixed (the noised sum over qN, "
+                            "Algorithm 1) or selected (over the DP estimate of the qualifying clients a round "
+                            "samples: a small subpopulation, e.g. a 5th-percentile cut, trains as fast as a large "
+                            "one; same ε)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "
@@ -49,7 +54,7 @@ def run_train(args) -> int:
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
-                 canaries=args.canaries, classes=args.classes, **privacy_settings(args))
+                 canaries=args.canaries, classes=args.classes, d_step=args.d_step, **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")

@@ -47,6 +47,7 @@ VOCAB = "vocab.json"
 DEVICE_METRICS = "device_metrics.json"
 POPULATION = "population.json"
 THRESHOLD = "t4_threshold.json"
+D_STEP = "d_step.json"
 PRIMARY_FIT = "primary_fit.json"
 PRIMARY = "primary_cnn.npz"
 PRIMARY_INFO = "primary_cnn.json"
@@ -86,6 +87,7 @@ RELEASED_FILES = {
     DEVICE_METRICS: "DP aggregates of device statistics",
     POPULATION: "DP counts of the selected subpopulation",
     THRESHOLD: "DP quantile thresholds for T4",
+    D_STEP: "the GAN discriminator's server-step scale, computed from the DP count of qualified users",
     PRIMARY_FIT: "whether the primary model fits the users: from the DP thresholds and a DP count of the labels present",
     PRIMARY: "the primary model, trained on public data or given by the modeler",
     PRIMARY_INFO: "its configuration and public held-out accuracy",

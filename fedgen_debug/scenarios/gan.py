@@ -54,6 +54,12 @@ logger = logging.getLogger(__name__)
 PRESETS = ("paper", "demo", "test")
 PUBLIC_STAND_IN = "synthetic-images:writers={writers},seed={seed}"
 T4_QUANTILES = {"low": 0.25, "high": 0.75}
+# D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
+# qualifying clients of the qN sampled move D by k/qN of their mean update. "selected": over the DP
+# estimate of k (q × the released DP count of qualified users), so a small subpopulation (5% of
+# devices inverted, a 5th-percentile cut) moves D as far per round as a large one. Post-processing of
+# two charged releases: ε is unchanged, and so is the signal-to-noise ratio of a round; only the step.
+D_STEPS = ("fixed", "selected")
 _SHUFFLE_STREAM = 0x6A5
 PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
                            "them only, as if membership were public (augenstein2020's accounting)")
@@ -82,6 +88,7 @@ class GANRun(PrivacySettings):
     primary_classes: int = 62
     canaries: str | None = None    # a `memorization.canaries` spec: glyphs inserted for the checker
     classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
+    d_step: str = "fixed"          # D's server step: `D_STEPS`
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -95,6 +102,11 @@ class GANRun(PrivacySettings):
             parse_canaries(self.canaries)
         if self.classes is not None and self.classes < 2:
             raise ValueError(f"classes must be >= 2. Found {self.classes}.")
+        if self.d_step not in D_STEPS:
+            raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
+        if self.d_step == "selected" and self.selection != "strict":
+            raise ValueError("d_step 'selected' scales strict selection's step; under selection "
+                             f"{self.selection!r} every sampled user qualifies already.")
 
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
@@ -106,6 +118,8 @@ class GANRun(PrivacySettings):
         for name in ("canaries", "classes"):  # runs from before these options resume with the config they saved
             if out[name] is None:
                 del out[name]
+        if out["d_step"] == "fixed":
+            del out["d_step"]
         return out
 
 
@@ -274,6 +288,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     selector = with_thresholds(selector, lambda part: thresholds[target_quantile(part)])
     selected = gan_data.select_gan_data(app_data, model, selector)
     _release_selection_counts(selected, everyone, out_dir, secret)
+    process_config = _with_selected_d_step(config, everyone.size, out_dir) if run.d_step == "selected" else config
     population = trained
     if run.selection == "paper":
         logger.warning(PAPER_SELECTION_WARNING)
@@ -291,7 +306,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
 
     def build(secret_):
         return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),
-                                               lambda: build_discriminator(gan, run.seed), config, secret_)
+                                               lambda: build_discriminator(gan, run.seed), process_config, secret_)
 
     snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir)
     return loop.train(build, population, client_examples, config.training, out_dir, label=label, extra_config=extra,
@@ -314,6 +329,29 @@ def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Populat
                             "images": float(images), "images_stddev": float(images_sd),
                             "images_cap_per_user": SELECTION_COUNTS.upper[1], "selector": selected.population.selector,
                             "dp": True})
+
+
+def d_step_scale(users: float, users_stddev: float, population: int, clients_per_round: int) -> float:
+    """qN / k̂, k̂ = qN × users / population the qualifying clients a round samples in expectation.
+    A count within 3 standard deviations of zero is not trusted below that bound, and k̂ >= 1."""
+    users = max(users, 3.0 * users_stddev, population / clients_per_round)
+    return population / users
+
+
+def _with_selected_d_step(config, population: int, out_dir: str):
+    """The config whose D server learning rate is scaled by `d_step_scale` of the released DP count
+    (released/d_step.json says by how much). Only the process gets it: the run's config, and with it
+    a resume's check, stays the preset's."""
+    counts = store.read_json(store.released(out_dir, store.POPULATION))
+    server = config.training.server
+    scale = d_step_scale(counts["users"], counts["users_stddev"], population, config.training.dp.clients_per_round)
+    store.write_json(store.released(out_dir, store.D_STEP),
+                     {"d_step": "selected", "scale": scale, "server_learning_rate": server.learning_rate * scale,
+                      "from": "released DP count of qualified users (population.json)", "dp": True})
+    logger.info("%s: D's server step × %.3g (DP count of qualified users %.1f of %d)", out_dir, scale,
+                counts["users"], population)
+    server = dataclasses.replace(server, learning_rate=server.learning_rate * scale)
+    return dataclasses.replace(config, training=dataclasses.replace(config.training, server=server))
 
 
 def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
