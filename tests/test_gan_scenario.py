@@ -197,6 +197,13 @@ def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_fac
     assert sum(float(np.abs(u).sum()) for u in updates["fixed"]) > 0
     for fixed, selected in zip(updates["fixed"], updates["selected"]):
         np.testing.assert_allclose(selected, scale * fixed, rtol=1e-4, atol=1e-7)
+    # analyze-gan reports the step with the run (the modeler reads why a small population trained).
+    from fedgen_debug.cli.gan_cmd import format_report
+
+    report = analyze_gan(str(tmp_path / "selected"), str(tmp_path / "fixed"), samples=20)
+    assert report["current"]["d_step"]["scale"] == pytest.approx(scale)
+    assert report["compare"]["d_step"] == {"d_step": "fixed", "scale": 1.0}
+    assert sum(f"× {scale:.3g}" in line for line in format_report(report)) == 1
 
 
 def test_selected_d_step_is_for_strict_selection_only():

@@ -87,6 +87,9 @@ def format_report(report: dict) -> list[str]:
         lines.append(f"{name:8s} {r['run_dir']}  ({r['select']}: ≈{p['users']:.0f} ± {p['users_stddev']:.0f} of "
                      f"{p['users_total']} users, ≈{p['images']:.0f} ± {p['images_stddev']:.0f} images, DP counts; "
                      f"ε = {eps['epsilon']:.4g}{' WARNING: weak privacy' if eps['above_warning'] else ''})")
+        if r.get("d_step", {}).get("d_step") == "selected":
+            lines.append(f"         discriminator step over the qualifying clients: × {r['d_step']['scale']:.3g} "
+                         "(from the DP count of users)")
         lines.append(f"         dark-background samples {d['share']:.1%} ({d['dark']}/{d['samples']}), median "
                      f"background {d['median_background']:.2f}; Fréchet distance {q['frechet_distance']:.1f}, "
                      f"classifier score {q['classifier_score']:.2f}; grid {r['samples_png']}")
