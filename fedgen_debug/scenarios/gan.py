@@ -341,7 +341,8 @@ def d_step_scale(users: float, users_stddev: float, population: int, clients_per
 def _with_selected_d_step(config, population: int, out_dir: str):
     """The config whose D server learning rate is scaled by `d_step_scale` of the released DP count
     (released/d_step.json says by how much). Only the process gets it: the run's config, and with it
-    a resume's check, stays the preset's."""
+    a resume's check, stays the preset's. With SGD or momentum (the presets') a learning rate × s is
+    the mean over qN/s clients; Adam normalizes its steps, so there it only scales the step size."""
     counts = store.read_json(store.released(out_dir, store.POPULATION))
     server = config.training.server
     scale = d_step_scale(counts["users"], counts["users_stddev"], population, config.training.dp.clients_per_round)
