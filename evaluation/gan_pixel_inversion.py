@@ -30,7 +30,7 @@ from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models import cnn  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
 from fedgen_debug.scenarios import primary_cnn  # noqa: E402
-from fedgen_debug.scenarios.gan import GANRun, train_gan, train_public_primary  # noqa: E402
+from fedgen_debug.scenarios.gan import D_STEPS, GANRun, train_gan, train_public_primary  # noqa: E402
 from fedgen_debug.scenarios.gan_report import analyze_gan  # noqa: E402
 
 SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
     parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
-    parser.add_argument("--d-step", choices=("fixed", "selected"), default="fixed",
+    parser.add_argument("--d-step", choices=D_STEPS, default="fixed",
                         help="D's server step: over qN, or over the DP estimate of qualifying clients")
     parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")

@@ -355,6 +355,12 @@ def _with_selected_d_step(config, population: int, out_dir: str):
     return dataclasses.replace(config, training=dataclasses.replace(config.training, server=server))
 
 
+def released_d_step(run_dir: str) -> dict:
+    """What `_with_selected_d_step` released, or the fixed step of a run without it."""
+    path = store.released(run_dir, store.D_STEP)
+    return store.read_json(path) if os.path.exists(path) else {"d_step": "fixed", "scale": 1.0}
+
+
 def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
     """The trained generator of a finished GAN run directory, and its GANRun."""
     run = GANRun(**store.finished_run_config(run_dir, "gan", "train-gan")["gan"])

@@ -11,12 +11,10 @@ files are read (generated images, the DP counts of the subpopulation): never a c
 
 from __future__ import annotations
 
-import os
-
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import run_privacy
 from fedgen_debug.scenarios import gan_analysis, primary_cnn, primary_fit
-from fedgen_debug.scenarios.gan import generate, load_generator
+from fedgen_debug.scenarios.gan import generate, load_generator, released_d_step
 
 
 def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
@@ -25,14 +23,12 @@ def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
     store.save_arrays(store.released(run_dir, store.SAMPLES_NPZ), [images])
     gan_analysis.sample_grid_png(images[:64], store.released(run_dir, store.SAMPLES_PNG))
     population = store.read_json(store.released(run_dir, store.POPULATION))
-    d_step_path = store.released(run_dir, store.D_STEP)
-    d_step = store.read_json(d_step_path) if os.path.exists(d_step_path) else {"d_step": "fixed", "scale": 1.0}
     primary_path = store.released(run_dir, store.PRIMARY)
     primary = primary_cnn.load_primary_cnn(primary_path)
     quality = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path),
                                           primary_cnn.reference_nearest(primary_path))
     privacy = run_privacy(run_dir)
-    return {"run_dir": run_dir, "select": run.select, "population": population, "d_step": d_step,
+    return {"run_dir": run_dir, "select": run.select, "population": population, "d_step": released_d_step(run_dir),
             "primary_fit": primary_fit.released_fit(run_dir),
             "privacy": {"run": privacy["releases"][f"{_run_id(privacy)}/training"], "population_total":
                         privacy["population_total"]},
