@@ -201,12 +201,13 @@ def test_the_app_opens_no_file_outside_the_run_store(tmp_path, demo_test_store):
     data_dir.mkdir()
     (data_dir / "users.jsonl").write_text('{"user": "u1", "text": "private"}\n')
     code = f"""
-import os, sys
+import os, sys, time
 opened = []
 sys.addaudithook(lambda event, args: opened.append(os.fspath(args[0])) if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) else None)
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({APP!r}, default_timeout=60); at.run()
 for page in ("Runs", "Compare", "Privacy", "Memorization"):
+    print("page", page, time.strftime("%H:%M:%S"), file=sys.stderr, flush=True)  # which one, if one times out
     at.sidebar.radio[0].set_value(page).run()
     assert not at.exception, [e.value for e in at.exception]
     if page == "Compare":  # every pair, every snapshot

@@ -9,8 +9,9 @@ import pytest
 from dp_accounting import rdp
 
 from conftest import run_cli
+from fedgen_debug.privacy import accounting
 from fedgen_debug.privacy.accounting import (DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events, format_epsilon,
-                                             sum_sensitivity)
+                                             rdp_of_events, sum_sensitivity)
 from fedgen_debug.privacy.realistic import realistic_scenario
 
 STACK_OVERFLOW_LM = DPFedAvgPrivacy(clients_per_round=5000, population=342_477, noise_multiplier=1.0, rounds=2000)
@@ -92,6 +93,49 @@ def test_ramaswamy_table_5_reproduces_in_paper_mode_and_is_far_larger_correctly(
     assert dp_fedavg_epsilon(params, n ** -1.1).epsilon == pytest.approx(epsilon, abs=0.006)
     correct = dp_fedavg_epsilon(dataclasses.replace(params, accounting="replace-one"), n ** -1.1)
     assert correct.epsilon > 5 * epsilon
+
+
+# ---- composition: the per-event cache changes no value -------------------------------------------
+
+SAMPLED = dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+    40, 20, dp_accounting.GaussianDpEvent(0.7)), 30)
+POISSON_EVENT = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+    0.1, dp_accounting.GaussianDpEvent(1.1)), 50)
+MIXED = [SAMPLED, dp_accounting.GaussianDpEvent(2.0), SAMPLED,
+         dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(3.0), SAMPLED])]  # unhashable
+
+
+@pytest.mark.parametrize("relation, events", [("replace-one", MIXED), ("add-remove", [POISSON_EVENT] * 3)])
+def test_composition_equals_dp_accountings_own_accountant(relation, events):
+    by_hand = rdp.RdpAccountant(list(accounting.RDP_ORDERS), accounting.neighboring_relation(relation))
+    for event in events:
+        by_hand.compose(event)
+    for _ in range(2):  # cold, then from the cache
+        assert rdp_of_events(events, relation) == pytest.approx(by_hand.rdp, rel=1e-12)
+        assert epsilon_of_events(events, 1e-6, relation).epsilon == pytest.approx(
+            by_hand.get_epsilon(1e-6), rel=1e-12)
+
+
+def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch):
+    """The app's ε-over-time curve recomposes every prefix of a population's releases, and every release
+    check recomposes the ledger: a subsampled Gaussian's RDP (~0.3 s) must not be recomputed each time
+    (a 21-release ledger took > 60 s on the Privacy page)."""
+    built = []
+
+    class CountingAccountant(rdp.RdpAccountant):
+        def __init__(self, *args, **kwargs):
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+    accounting._cached_rdp_of_event.cache_clear()
+    monkeypatch.setattr(accounting.rdp, "RdpAccountant", CountingAccountant)
+    releases = [SAMPLED if i % 2 else dp_accounting.GaussianDpEvent(2.0) for i in range(40)]
+    curve = [epsilon_of_events(releases[:i + 1], 1e-6).epsilon for i in range(len(releases))]
+    assert len(built) == 2
+    assert curve == sorted(curve) and curve[0] < curve[-1]
+    cached = accounting.rdp_of_event(SAMPLED)
+    with pytest.raises(ValueError):  # callers share the cached array: it cannot be changed in place
+        cached += 1.0
 
 
 # ---- validation and properties -------------------------------------------------------------------
