@@ -83,6 +83,7 @@ def main() -> None:
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
+            truth = simulation_truth(args.data, fraction, args.seed, primary, dirs)
             row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed, "tag": args.tag,
                    "d_step": args.d_step,
                    "train_seconds": round(seconds),
@@ -98,9 +99,39 @@ def main() -> None:
                                              "current" if name == "current" else "reference"]["share"], 4)),
                                          ("fid", round(report[name]["quality"]["frechet_distance"], 1)),
                                          ("near_duplicates", report[name]["quality"].get("near_duplicates", {}).get("share")))},
-                   "primary_fit_warnings": (report["primary_fit"] or {}).get("warnings", [])}
+                   "primary_fit_warnings": (report["primary_fit"] or {}).get("warnings", []),
+                   **truth}
             print(json.dumps(row), flush=True)
             save_rows(summary_path, {"data": args.data, "primary": primary}, row)
+
+
+def simulation_truth(data: str, fraction: float, seed: int, primary: str, run_dirs: list[str]) -> dict:
+    """What the evaluation knows and no release says: per T4 run, how many users really fall on its side
+    of the released DP threshold, and how many of them are inverted (the simulated bug's devices). Why a
+    GAN drew one mode is read off these (e.g. a DP 5th percentile that overshoots lets clean writers in)."""
+    from fedgen_debug.bugs import PixelInversionBug
+    from fedgen_debug.scenarios import gan_data
+
+    thresholds = {d: read_json(os.path.join(d, "released", "t4_threshold.json"))
+                  for d in run_dirs if os.path.exists(os.path.join(d, "released", "t4_threshold.json"))}
+    if not thresholds:
+        return {}
+    clean = data_spec.load_client_data(data)
+    bug = PixelInversionBug(fraction, seed=seed) if fraction else None
+    app = bug.apply(clean) if bug else clean
+    inverted = set(bug.affected_clients(app.client_ids)) if bug else set()
+    accuracy = gan_data.user_accuracies(app, primary_cnn.load_primary_cnn(primary))
+    truth = {"truth_inverted_users": len(inverted)}
+    for name, run_dir in zip(("current", "compare"), run_dirs):
+        if run_dir not in thresholds:
+            continue
+        (threshold,) = thresholds[run_dir].values()
+        low = os.path.basename(run_dir).startswith("by-user-accuracy-low")
+        qualified = {c for c, a in accuracy.items() if (a <= threshold if low else a >= threshold)}
+        truth[f"{name}_truth_qualified"] = len(qualified)
+        truth[f"{name}_truth_inverted_qualified"] = len(qualified & inverted)
+        truth[f"{name}_truth_threshold_rank"] = round(sum(a <= threshold for a in accuracy.values()) / len(accuracy), 4)
+    return truth
 
 
 def save_rows(summary_path: str, header: dict, row: dict) -> None:
