@@ -5,7 +5,6 @@ drew, or the training snapshots behind the round slider; and the viewer's bright
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 
@@ -14,22 +13,16 @@ from fedgen_debug.runs import store
 GRID_COLUMNS = 8
 GRID_IMAGES = 64
 GUTTER = 128  # gray lines between the images
-_SNAPSHOT = re.compile(r"round_(\d{6})\.npz")
 
 
 def snapshot_rounds(run_dir: str) -> list[int]:
     """Rounds with a released sample snapshot, ascending ([] for runs without)."""
-    try:
-        names = os.listdir(store.released(run_dir, store.SAMPLE_SNAPSHOTS))
-    except FileNotFoundError:
-        return []
-    return sorted(int(m.group(1)) for m in map(_SNAPSHOT.fullmatch, names) if m)
+    return store.snapshot_rounds(run_dir)
 
 
 def snapshot(run_dir: str, round_num: int) -> np.ndarray:
     """The uint8 images [n, 28, 28] (255 = white) the generator drew after `round_num` rounds."""
-    (images,) = store.load_arrays(store.released(run_dir, store.SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz"))
-    return images
+    return store.load_snapshot(run_dir, round_num)
 
 
 def final_samples(run_dir: str) -> np.ndarray | None:

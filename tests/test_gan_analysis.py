@@ -93,6 +93,13 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
     healthy = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
                              "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})
     assert not any(line.startswith("WARNING") for line in healthy) and "INCONCLUSIVE" not in healthy[-1]
+    # Along training: what the path showed, printed above the verdict it decided.
+    path = ga.training_path_evidence(_path(0, 1, 1, 0), _path(0, 0, 0, 0))
+    flipped = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0), path),
+                             "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})
+    assert flipped[-2] == ("along training: 2 of 4 snapshots darker than the reference (rounds 20, 30); largest "
+                           "z = 11.3 at round 20, threshold 3.40 for 4 tests")
+    assert flipped[-1].startswith("pixel inversion suspected: YES (") and flipped[-1].endswith("; YES along training)")
 
 
 def test_noise_samples_make_the_verdict_inconclusive():
@@ -203,3 +210,45 @@ def test_sample_grid_png(tmp_path):
     assert os.listdir(tmp_path) == ["grid.png"]  # no partial file left behind
     with pytest.raises(ValueError, match="rows, cols and scale must be >= 1. Found 0, 2, 1."):
         ga.sample_grid_png(np.stack([WHITE]), path, rows=0, cols=2, scale=1)
+
+
+def _path(*dark_shares, blank_rounds=()) -> dict:
+    """Snapshots of 64 samples at rounds 10, 20, ...: the given dark shares; `blank_rounds`: all black, no ink."""
+    path = {}
+    for i, share in enumerate(dark_shares):
+        r = 10 * (i + 1)
+        path[r] = np.full((64, 28, 28, 1), -1.0, np.float32) if r in blank_rounds else _samples(64, share)
+    return path
+
+
+def test_a_gan_that_visits_the_inverted_mode_and_ends_clean_is_suspected_along_training():
+    """FEMNIST with 9 of 184 writers inverted: the low-accuracy GAN drew dark snapshots, then light ones."""
+    low, high = _path(0, 0, 1, 1, 0, 0, 0, 0, 0, 0), _path(*[0] * 10)
+    final = ga.inversion_verdict(_samples(100, 0.0), _samples(100, 0.0))
+    assert final["pixel_inversion_suspected"] is False                      # the final samples: the clean mode
+    path = ga.training_path_evidence(low, high)
+    assert path["dark_rounds"] == [30, 40] and path["suspected"] and path["rounds_tested"] == 10
+    assert path["max_z"] == pytest.approx(ga.z_two_proportions(64, 64, 0, 64)) and path["round_of_max_z"] == 30
+    verdict = ga.inversion_verdict(_samples(100, 0.0), _samples(100, 0.0), path)
+    assert verdict["pixel_inversion_suspected"] is True and verdict["inconclusive"] is False
+    assert verdict["evidence"]["z"] == final["evidence"]["z"] and verdict["evidence"]["training_path"] == path
+    # Clean along training: nothing.
+    clean = ga.training_path_evidence(high, high)
+    assert clean["suspected"] is False and clean["dark_rounds"] == [] and clean["max_z"] == 0.0
+    assert ga.inversion_verdict(_samples(100, 0.0), _samples(100, 0.0), clean)["pixel_inversion_suspected"] is False
+
+
+def test_the_path_tests_only_learned_snapshots_and_pays_for_its_many_tests():
+    # A snapshot that is all black is blank (no ink), not inverted handwriting: skipped on either side.
+    blank_dark = ga.training_path_evidence(_path(0, 1, 0, blank_rounds=(20,)), _path(0, 0, 0))
+    assert blank_dark["rounds_tested"] == 2 and blank_dark["suspected"] is False
+    assert ga.training_path_evidence(_path(1, 1), _path(0, 0, blank_rounds=(10, 20)))["rounds_tested"] == 0
+    # Bonferroni: one test at 3.0; K tests each at the z whose tail is p(Z > 3) / K.
+    assert ga.path_z_threshold(1) == pytest.approx(3.0)
+    assert ga.path_z_threshold(20) == pytest.approx(3.8172, abs=1e-3)
+    # 14 vs 2 dark of 64 (z ≈ 3.2) would pass one test, not the threshold for 10 of them.
+    borderline = ga.training_path_evidence(_path(*[0] * 9, 14 / 64), _path(*[0] * 9, 2 / 64))
+    assert 3.0 < borderline["max_z"] < ga.path_z_threshold(10) and borderline["suspected"] is False
+    # Without a reference: each snapshot against the noise floor.
+    alone = ga.training_path_evidence(_path(0, 1, 0))
+    assert alone["suspected"] and alone["dark_rounds"] == [20] and alone["tests"][1]["reference_dark_share"] is None

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import run_cli
 from fedgen_debug.runs import store
+from fedgen_debug.scenarios import gan_analysis as ga
 from fedgen_debug.scenarios.gan import GANRun, generate, load_generator, train_gan, with_thresholds
 from fedgen_debug.selectors.registry import parse_selector
 from fedgen_debug.scenarios.gan_report import analyze_gan
@@ -143,6 +144,11 @@ def test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence(runs):
         assert os.path.getsize(store.released(run_dir, store.SAMPLES_PNG)) > 500
     assert json.load(open(store.released(low, store.ANALYSIS)))["evidence"]["z"] == report["evidence"]["z"]
     assert report["current"]["privacy"]["run"]["epsilon"] > 0
+    # The same test along training: on the snapshots both runs released, each read back from the store.
+    path = report["evidence"]["training_path"]
+    assert path["rounds"] == len(set(store.snapshot_rounds(low)) & set(store.snapshot_rounds(high))) > 0
+    for test in path["tests"]:
+        assert test["dark_share"] == ga.dark_background(store.load_snapshot(low, test["round"]) / 127.5 - 1.0)["share"]
     result = run_cli("analyze-gan", low, "--compare", high, "--samples", "40", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["current"]["dark_background"]["samples"] == 40

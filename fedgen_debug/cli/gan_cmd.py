@@ -102,7 +102,14 @@ def format_report(report: dict) -> list[str]:
                          "clients per round or less noise")
     for warning in (report.get("primary_fit") or {}).get("warnings", []):
         lines.append(f"WARNING: {warning}")
+    path = e.get("training_path")
+    if path and path["rounds_tested"]:
+        lines.append(f"along training: {len(path['dark_rounds'])} of {path['rounds_tested']} snapshots darker than "
+                     f"the {'reference' if report.get('compare') else 'noise floor'} (rounds "
+                     f"{', '.join(map(str, path['dark_rounds'])) or 'none'}); largest z = {path['max_z']:.1f} at round "
+                     f"{path['round_of_max_z']}, threshold {path['z_threshold']:.2f} for {path['rounds_tested']} tests")
     lines.append(f"pixel inversion suspected: {'YES' if report['pixel_inversion_suspected'] else 'no'}"
                  f"{' (INCONCLUSIVE)' if report['inconclusive'] else ''} "
-                 f"({e['test']}: z = {e['z']:.1f}, threshold {e['z_threshold']:g})")
+                 f"({e['test']}: z = {e['z']:.1f}, threshold {e['z_threshold']:g}"
+                 f"{'; YES along training' if path and path['suspected'] else ''})")
     return lines

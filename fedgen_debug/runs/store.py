@@ -29,6 +29,7 @@ import csv
 import fcntl
 import json
 import os
+import re
 
 import numpy as np
 
@@ -157,6 +158,24 @@ def load_arrays(path: str) -> list[np.ndarray]:
     with np.load(path) as f:
         return [f[f"arr_{i}"] for i in range(len(f.files))]
 
+
+
+_SNAPSHOT_NAME = re.compile(r"round_(\d{6})\.npz")
+
+
+def snapshot_rounds(run_dir: str) -> list[int]:
+    """Rounds with a released GAN sample snapshot, ascending ([] for runs without)."""
+    try:
+        names = os.listdir(released(run_dir, SAMPLE_SNAPSHOTS))
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_SNAPSHOT_NAME.fullmatch, names) if m)
+
+
+def load_snapshot(run_dir: str, round_num: int) -> np.ndarray:
+    """The uint8 images [n, 28, 28] (255 = white) the generator drew after `round_num` rounds."""
+    (images,) = load_arrays(released(run_dir, SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz"))
+    return images
 
 def write_private_json(path: str, data) -> None:
     """JSON readable by the owner only (the run secret)."""

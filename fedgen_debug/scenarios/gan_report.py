@@ -2,7 +2,8 @@
 
 The verdict compares the current GAN with another (low- vs high-accuracy users, misclassified vs
 correct examples, or before vs after a fix) with a one-sided z-test on the share of samples with a
-dark background (`gan_analysis.inversion_verdict`); without a second GAN, against a noise floor.
+dark background (`gan_analysis.inversion_verdict`); without a second GAN, against a noise floor. The
+same test runs along training on the released sample snapshots (`gan_analysis.training_path_evidence`).
 Whether the primary model fits the users (`primary_fit`: T4 thresholds near chance, or crossed
 across the pair) is part of the report, with the warnings to print. Quality: Fréchet distance and
 classifier score in the primary CNN's feature space, against clean held-out images' feature statistics saved with the run's copy of the primary CNN. Only released
@@ -10,6 +11,8 @@ files are read (generated images, the DP counts of the subpopulation): never a c
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import run_privacy
@@ -36,6 +39,11 @@ def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
             "samples_png": store.released(run_dir, store.SAMPLES_PNG)}, images
 
 
+def _snapshots(run_dir: str) -> dict:
+    """round → the released snapshot's images in the generator's range [-1, 1]."""
+    return {r: store.load_snapshot(run_dir, r).astype(np.float32) / 127.5 - 1.0 for r in store.snapshot_rounds(run_dir)}
+
+
 def _run_id(privacy: dict) -> str:
     (training,) = [k for k in privacy["releases"] if k.endswith("/training")]
     return training.rsplit("/", 1)[0]
@@ -50,7 +58,9 @@ def analyze_gan(run_dir: str, compare_dir: str | None = None, samples: int = 100
     reference_images = None
     if compare_dir is not None:
         report["compare"], reference_images = describe_gan(compare_dir, samples, seed)
-    verdict = gan_analysis.inversion_verdict(current_images, reference_images)
+    path = gan_analysis.training_path_evidence(
+        _snapshots(run_dir), None if compare_dir is None else _snapshots(compare_dir))
+    verdict = gan_analysis.inversion_verdict(current_images, reference_images, path)
     # Does the primary model fit the users? Each run checked its own T4 threshold; a pair also checks
     # that the low-accuracy threshold is below the high one.
     fit = primary_fit.pair_check(current["primary_fit"], report.get("compare", {}).get("primary_fit"))
