@@ -22,6 +22,7 @@ def gan_evidence(analysis: dict) -> dict:
     evidence = analysis["evidence"]
     z, threshold = evidence["z"], evidence.get("z_threshold", DEFAULT_Z_THRESHOLD)
     now, base = evidence["current"], evidence.get("reference")
+    path = evidence.get("training_path") or {}   # analyses from before the path was tested have none
     names = {"current": _name(analysis.get("current"), "this GAN"), "reference": _name(analysis.get("compare"),
                                                                                        "the compared GAN")}
     against = (f"{names['reference']}: {_share(base)}" if base else "a 5% noise floor")
@@ -29,6 +30,12 @@ def gan_evidence(analysis: dict) -> dict:
         why = ", ".join(f"{names[who]} draws mostly blanks" for who in evidence.get("mostly_blank", [])) or \
             ", ".join(f"{names[who]} draws mostly noise" for who in evidence.get("mostly_noise", []))
         meaning = f"Inconclusive: {why}; a GAN that did not learn its data says nothing about backgrounds."
+    elif analysis["pixel_inversion_suspected"] and not z > threshold and path.get("suspected"):
+        # The final samples show the clean mode; the released snapshots along training did not.
+        meaning = (f"Pixel inversion suspected along training: the snapshots after rounds "
+                   f"{', '.join(map(str, path['dark_rounds']))} look white-on-black far more often (largest z = "
+                   f"{path['max_z']:.2f} > {path['z_threshold']:.2f}, the threshold for {path['rounds_tested']} "
+                   f"snapshots); the final samples show the other mode. Look at the round slider.")
     elif analysis["pixel_inversion_suspected"]:
         meaning = "Pixel inversion suspected: this population's images look white-on-black far more often."
     else:
