@@ -92,7 +92,7 @@ def main() -> None:
                    "d_step": args.d_step,
                    "train_seconds": round(seconds),
                    "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
-                   "z": round(report["evidence"]["z"], 2),
+                   "z": round(report["evidence"]["z"], 2), **path_columns(report),
                    **{f"{name}_{key}": value for name in ("current", "compare")
                       for key, value in (("select", report[name]["select"]),
                                          ("epsilon", round(report[name]["privacy"]["run"]["epsilon"], 2)),
@@ -107,6 +107,14 @@ def main() -> None:
                    **truth}
             print(json.dumps(row), flush=True)
             save_rows(summary_path, {"data": args.data, "primary": primary}, row)
+
+
+def path_columns(report: dict) -> dict:
+    """The dark-background test along training (`gan_analysis.training_path_evidence`), for the table."""
+    path = report["evidence"].get("training_path") or {}
+    return {"path_suspected": path.get("suspected"), "path_dark_rounds": path.get("dark_rounds"),
+            "path_max_z": None if path.get("max_z") is None else round(path["max_z"], 2),
+            "path_rounds_tested": path.get("rounds_tested")}
 
 
 def simulation_truth(data: str, fraction: float, seed: int, primary: str, run_dirs: list[str]) -> dict:
