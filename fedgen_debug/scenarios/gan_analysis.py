@@ -12,9 +12,9 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
   exceeds the reference GAN's (low- vs high-accuracy users, or before vs after a fix); without a
   reference, against a 5% noise floor (a GAN trained on clean data rarely draws dark backgrounds).
 - Training path (a sequential test across rounds, paper App. D): a GAN on a two-mode population (a few
-  inverted devices among clean ones) can flip between its modes over rounds and end on the clean one
-  (measured: FEMNIST, 9 of 184 writers inverted, dark in the snapshots of rounds 10-40 and 140-170,
-  light between). The released snapshots (64 samples on fixed noise every few rounds) are tested
+  inverted devices among clean ones) changes mode over rounds (measured: FEMNIST, 9 of 11 qualifying
+  writers inverted: gray noise to round 50, dark strokes on white at rounds 90-130, white on black from
+  150), so where training stops decides what the final samples show. The released snapshots (64 samples on fixed noise every few rounds) are tested
   round by round against the reference's at the same round, skipping snapshots that are mostly
   blank or noise on either side; the largest z must clear the Bonferroni threshold for that many tests
   (one-sided p(Z > 3) / K: z ≈ 3.8 for 20 snapshots), so the path adds at most the final test's false
