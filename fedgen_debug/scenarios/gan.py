@@ -67,21 +67,11 @@ PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qua
 SELECTION_COUNTS = aggregates.BoundedSum("selected", (1.0, 512.0), noise_multiplier=4.0)
 
 
-# The DP quantile's rate: 0.03 for the 25th/75th percentiles (Table 10). A tail target (a sharper cut, for
-# a bug on a few % of devices) steps at 0.1: its arithmetic update moves the estimate by rate × (share
-# below − target) a round, that share is near the target long before the estimate is (the tail is
-# sparse), and at 0.03 100 rounds from 0.5 stop short. Measured on the real FEMNIST writers with 9 of 184
-# inverted: the 2.5th percentile landed at the true 6th at 0.03 (clean writers let in), at the 2.7-3.3th
-# at 0.1. Post-processing of the same noised counts: ε is unchanged.
-T4_RATE, T4_TAIL_RATE = 0.03, 0.1
-
-
 def quantile_config(target: float, population: int) -> QuantileConfig:
     """The T4 threshold's DP quantile: about a tenth of the users (at most 100) per round, 100 rounds,
     noise 2 × the record bound (ε ≈ 13 at N = 100, ≈ 2.5 at the paper's N = 3,400)."""
-    rate = T4_RATE if 0.1 <= target <= 0.9 else T4_TAIL_RATE
     return QuantileConfig(target, clients_per_round=max(1, min(100, population // 10)), rounds=100,
-                          noise_multiplier=2.0, learning_rate=rate)
+                          noise_multiplier=2.0)
 
 
 @dataclasses.dataclass(frozen=True)
