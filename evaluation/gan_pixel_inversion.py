@@ -42,9 +42,9 @@ SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
               # of devices is then most of the first GAN's users, not a fifth: DP counts 52 qualified with
               # 5% of 1,000 writers inverted, 8 without) vs the 75th as in T4.
               "t4sharp": ("by-user-accuracy:low,quantile=0.05", "by-user-accuracy:high"),
-              # Sharper still, for small populations: on 184 FEMNIST writers with 9 inverted, the DP 5th
-              # percentile landed at the true 9.8th (18 qualified, half of them clean: the GAN drew the
-              # clean mode). The high-accuracy GAN is t4sharp's (same run directory: trained once).
+              # Sharper still: the threshold is a quantile of accuracy before the update, so a 5th-percentile
+              # cut holds the 5% lowest clean writers as well as a 5% bug's (on 184 FEMNIST writers: 9 + 9, and
+              # the GAN drew the clean mode). The high-accuracy GAN is t4sharp's (same run directory).
               "t4sharper": ("by-user-accuracy:low,quantile=0.025", "by-user-accuracy:high")}
 
 
