@@ -78,7 +78,7 @@ def _choose_pair(runs) -> tuple[object, object]:
 
 
 def _image_controls(root: str, runs) -> dict:
-    rounds = sorted({r for run in runs for r in images.snapshot_rounds(f"{root}/{run.path}")})
+    rounds = sorted({r for run in runs for r in store.snapshot_rounds(f"{root}/{run.path}")})
     controls = st.columns(4)
     chosen = controls[0].select_slider("after round", [*rounds, FINAL], value=FINAL, key="compare_round",
                                        help="training snapshots; 'final': the samples analyze-gan drew")
@@ -96,10 +96,10 @@ def _grid(run_dir: str, controls: dict):
         if samples is None:
             return None, "no final samples yet: run `fedgen-debug analyze-gan` on this run"
         return samples, "final samples (analyze-gan)"
-    earlier = [r for r in images.snapshot_rounds(run_dir) if r <= controls["round"]]
+    earlier = [r for r in store.snapshot_rounds(run_dir) if r <= controls["round"]]
     if not earlier:
         return None, f"no snapshot at or before round {controls['round']}"
-    return images.snapshot(run_dir, earlier[-1]), f"after round {earlier[-1]}"
+    return store.load_snapshot(run_dir, earlier[-1]), f"after round {earlier[-1]}"
 
 
 SNAPSHOT_SERIES = ("dark_background_share", "blank_share", "noise_share")

@@ -1,6 +1,7 @@
 """GAN sample grids for the app from released arrays (numpy only): the final samples `analyze-gan`
-drew, or the training snapshots behind the round slider; and the viewer's brightness / contrast
-(TensorBoard's image dashboard has both: an inversion is a question of what is dark)."""
+drew, or the training snapshots behind the round slider (read with `store.load_snapshot`); and the
+viewer's brightness / contrast (TensorBoard's image dashboard has both: an inversion is a question of
+what is dark)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,6 @@ from fedgen_debug.runs import store
 GRID_COLUMNS = 8
 GRID_IMAGES = 64
 GUTTER = 128  # gray lines between the images
-
-
-def snapshot_rounds(run_dir: str) -> list[int]:
-    """Rounds with a released sample snapshot, ascending ([] for runs without)."""
-    return store.snapshot_rounds(run_dir)
-
-
-def snapshot(run_dir: str, round_num: int) -> np.ndarray:
-    """The uint8 images [n, 28, 28] (255 = white) the generator drew after `round_num` rounds."""
-    return store.load_snapshot(run_dir, round_num)
 
 
 def final_samples(run_dir: str) -> np.ndarray | None:

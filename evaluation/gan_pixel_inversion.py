@@ -28,6 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models import cnn  # noqa: E402
+from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
 from fedgen_debug.scenarios import primary_cnn  # noqa: E402
 from fedgen_debug.scenarios.gan import D_STEPS, GANRun, train_gan, train_public_primary  # noqa: E402
@@ -124,8 +125,8 @@ def simulation_truth(data: str, fraction: float, seed: int, primary: str, run_di
     from fedgen_debug.bugs import PixelInversionBug
     from fedgen_debug.scenarios import gan_data
 
-    thresholds = {d: read_json(os.path.join(d, "released", "t4_threshold.json"))
-                  for d in run_dirs if os.path.exists(os.path.join(d, "released", "t4_threshold.json"))}
+    thresholds = {d: read_json(store.released(d, store.THRESHOLD))
+                  for d in run_dirs if os.path.exists(store.released(d, store.THRESHOLD))}
     if not thresholds:
         return {}
     clean = data_spec.load_client_data(data)
@@ -138,7 +139,7 @@ def simulation_truth(data: str, fraction: float, seed: int, primary: str, run_di
         if run_dir not in thresholds:
             continue
         (threshold,) = thresholds[run_dir].values()
-        low = os.path.basename(run_dir).startswith("by-user-accuracy-low")
+        low = "by-user-accuracy:low" in store.read_config(run_dir)["gan"]["select"]
         qualified = {c for c, a in accuracy.items() if (a <= threshold if low else a >= threshold)}
         truth[f"{name}_truth_qualified"] = len(qualified)
         truth[f"{name}_truth_inverted_qualified"] = len(qualified & inverted)

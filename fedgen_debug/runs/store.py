@@ -163,6 +163,11 @@ def load_arrays(path: str) -> list[np.ndarray]:
 _SNAPSHOT_NAME = re.compile(r"round_(\d{6})\.npz")
 
 
+def snapshot_path(run_dir: str, round_num: int) -> str:
+    """Where the GAN sample snapshot after `round_num` rounds is released (written by `gan_snapshots`)."""
+    return released(run_dir, SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz")
+
+
 def snapshot_rounds(run_dir: str) -> list[int]:
     """Rounds with a released GAN sample snapshot, ascending ([] for runs without)."""
     try:
@@ -174,8 +179,9 @@ def snapshot_rounds(run_dir: str) -> list[int]:
 
 def load_snapshot(run_dir: str, round_num: int) -> np.ndarray:
     """The uint8 images [n, 28, 28] (255 = white) the generator drew after `round_num` rounds."""
-    (images,) = load_arrays(released(run_dir, SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz"))
+    (images,) = load_arrays(snapshot_path(run_dir, round_num))
     return images
+
 
 def write_private_json(path: str, data) -> None:
     """JSON readable by the owner only (the run secret)."""

@@ -20,10 +20,6 @@ SNAPSHOT_SAMPLES = 64
 _NOISE_STREAM = 0x5A4
 
 
-def snapshot_name(round_num: int) -> str:
-    return f"round_{round_num:06d}.npz"
-
-
 def snapshot_noise(seed: int, dim: int) -> np.ndarray:
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_NOISE_STREAM,)))
     return rng.standard_normal((SNAPSHOT_SAMPLES, dim)).astype(np.float32)
@@ -49,7 +45,7 @@ def snapshot_fn(generator_fn, seed: int, run_dir: str):
         noise = snapshot_noise(seed, generator.input_shape[-1])
         weights.assign_weights_to(generator)
         images = generator(noise, training=False).numpy()
-        store.save_arrays(store.released(run_dir, store.SAMPLE_SNAPSHOTS, snapshot_name(round_num)), [to_uint8(images)])
+        store.save_arrays(store.snapshot_path(run_dir, round_num), [to_uint8(images)])
         return {"dark_background_share": gan_analysis.dark_background(images)["share"],
                 "blank_share": gan_analysis.blank_samples(images)["share"],
                 "noise_share": gan_analysis.noise_samples(images)["share"]}
