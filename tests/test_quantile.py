@@ -1,5 +1,6 @@
 """DP quantiles (T4 thresholds) at the paper's population size: accuracy, the event, secret randomness."""
 
+import dataclasses
 import math
 
 import dp_accounting
@@ -63,3 +64,36 @@ def test_quantile_config_validation():
         dp_quantile(["a"], {"a": 0.5}, QuantileConfig(0.5, clients_per_round=2, rounds=1), RunSecret(1))
     with pytest.raises(ValueError, match="outside the population"):
         dp_quantile(["a", "b"], {"c": 0.5}, QuantileConfig(0.5, clients_per_round=1, rounds=1), RunSecret(1))
+
+
+def test_the_released_value_averages_the_last_rounds_of_the_trajectory():
+    config = QuantileConfig(0.25, clients_per_round=50, rounds=21, noise_multiplier=1.0, averaged_fraction=0.5)
+    estimate = dp_quantile(list(USERS), USERS, config, RunSecret(3))
+    assert config.averaged_rounds == 11 and len(estimate.trajectory) == 21
+    assert estimate.value == pytest.approx(np.mean(estimate.trajectory[-11:]), abs=1e-12)
+    assert estimate.value != estimate.trajectory[-1]
+    last_only = dataclasses.replace(config, averaged_fraction=1 / 21)
+    assert dp_quantile(list(USERS), USERS, last_only, RunSecret(3)).value == estimate.trajectory[-1]
+    with pytest.raises(ValueError, match=r"averaged_fraction must be in \(0, 1\]. Found 0.0."):
+        QuantileConfig(0.5, averaged_fraction=0.0)
+
+
+# A sparse low tail like the real FEMNIST writers' under a stand-in primary CNN (184 writers; their 12
+# lowest accuracies, the rest spread to 1): the 1st percentile (1.8 writers) lies between the 2nd and 3rd.
+TAIL = np.concatenate([[0.269, 0.308, 0.372, 0.375, 0.412, 0.417, 0.417, 0.417, 0.444, 0.475, 0.481, 0.484],
+                       np.linspace(0.5, 1.0, 172)])
+TAIL_USERS = {f"w{i:03d}": float(a) for i, a in enumerate(TAIL)}
+
+
+def test_t4s_1st_percentile_on_184_writers_holds_about_2_writers_where_the_old_step_stalled_at_4():
+    from fedgen_debug.scenarios.gan import quantile_config
+
+    def writers_below(config, secret):
+        return int(np.sum(TAIL <= dp_quantile(list(TAIL_USERS), TAIL_USERS, config, RunSecret(secret)).value))
+
+    config = quantile_config(0.01, len(TAIL))   # T4's: 18 users a round, noise 2, 100 rounds
+    old = dataclasses.replace(config, learning_rate=0.03, averaged_fraction=0.01)   # the last estimate only
+    new_counts = [writers_below(config, s) for s in range(1, 6)]
+    old_counts = [writers_below(old, s) for s in range(1, 6)]
+    assert np.median(new_counts) <= 2 and max(new_counts) <= 4, new_counts
+    assert np.median(old_counts) >= 4, old_counts

@@ -2,7 +2,13 @@
 
 Each round, qN users sampled without replacement from the whole population report whether their value
 (e.g. accuracy) lies at or below the current estimate, as a record ±0.5; the noised mean moves the
-estimate towards the target quantile (Andrew et al. 2021, arithmetic update for values in [0, 1]).
+estimate towards the target quantile (Andrew et al. 2021, arithmetic update for values in [0, 1]). The
+released value is the mean of the estimates of the last `averaged_fraction` of the rounds
+(Polyak-Ruppert averaging): a step of 0.1 reaches a tail quantile within 100 rounds, where 0.03 stalled
+(the 1st percentile of 184 FEMNIST writers stopped with 4 writers below it, not ~2), and the average
+removes the jitter the larger step adds (simulated on the real writers' accuracies and on three synthetic
+populations, 30-40 secrets each: rank error lower or equal at every target from 1% to 95%). Averaging
+is post-processing of the rounds' releases: ε is unchanged.
 Two changes to tf-privacy's query, as in training: the noise and the sample come from the run secret
 (streams "quantile-noise" / "quantile-sampling", keyed per estimate), and the event divides the noise
 by the sum's real sensitivity: a record moving from −0.5 to +0.5 changes the sum by 1 under
@@ -36,8 +42,9 @@ class QuantileConfig:
     clients_per_round: int = 100
     rounds: int = 100
     noise_multiplier: float = 1.0     # below_estimate_stddev / 0.5, as tf-privacy's
-    learning_rate: float = 0.03
+    learning_rate: float = 0.1
     initial_estimate: float = 0.5
+    averaged_fraction: float = 0.5   # the released value averages this last fraction of the rounds
     accounting: str = REPLACE_ONE
 
     def __post_init__(self):
@@ -50,12 +57,18 @@ class QuantileConfig:
             raise ValueError(f"noise_multiplier must be > 0. Found {self.noise_multiplier}.")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0. Found {self.learning_rate}.")
+        if not 0.0 < self.averaged_fraction <= 1.0:
+            raise ValueError(f"averaged_fraction must be in (0, 1]. Found {self.averaged_fraction}.")
         if self.accounting not in ACCOUNTINGS or self.accounting == "add-remove":
             raise ValueError(f"a fixed-size quantile is accounted with replace-one or paper. Found {self.accounting!r}.")
 
     @property
     def below_estimate_stddev(self) -> float:
         return self.noise_multiplier * 0.5
+
+    @property
+    def averaged_rounds(self) -> int:
+        return max(1, math.ceil(self.averaged_fraction * self.rounds))
 
     @property
     def stream_key(self) -> str:
@@ -87,8 +100,8 @@ class SeededQuantileEstimatorQuery(tfp.QuantileEstimatorQuery):
 
 @dataclasses.dataclass(frozen=True)
 class QuantileEstimate:
-    value: float
-    trajectory: tuple[float, ...]
+    value: float                     # the mean of the trajectory's last `config.averaged_rounds` estimates
+    trajectory: tuple[float, ...]    # the estimate after each round
 
 
 def quantile_record(config: QuantileConfig, population: str, population_size: int, release_id: str,
@@ -124,4 +137,4 @@ def dp_quantile(client_ids, user_values: Mapping[str, float], config: QuantileCo
             sample_state = query.accumulate_record(params, sample_state, tf.constant(value))
         estimate, state, _ = query.get_noised_result(sample_state, state)
         trajectory.append(float(estimate))
-    return QuantileEstimate(trajectory[-1], tuple(trajectory))
+    return QuantileEstimate(float(np.mean(trajectory[-config.averaged_rounds:])), tuple(trajectory))
