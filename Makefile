@@ -44,12 +44,16 @@ demo: install
 app: install
 	$(BIN)/fedgen-debug app --runs $(RUNS)
 
-# The default run excludes tests marked `slow`; `make test-all` runs them too.
+# The default run excludes tests marked `slow`; `make test-all` runs them too. Both run on TEST_WORKERS
+# xdist workers, a test file (or the files sharing the demo and monitor stores) per worker at a time
+# (tests/conftest.py); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: install
-	$(BIN)/pytest
+	$(BIN)/pytest $(XDIST)
 
 test-all: install
-	$(BIN)/pytest -m "not browser"
+	$(BIN)/pytest $(XDIST) -m "not browser"
 
 # The app in Debian's Chromium (not part of `make test`): needs `apt-get install chromium chromium-driver`.
 # BROWSER_STORE=runs/demo shows a `make demo` store (default: the demo at test size, built by the test)

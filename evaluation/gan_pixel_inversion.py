@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import time
 
@@ -65,6 +66,9 @@ def main() -> None:
                         help="D's server step: over qN, or over the DP estimate of qualifying clients")
     parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")
+    parser.add_argument("--reuse-finished", action="store_true",
+                        help="analyse a finished run directory as it is, even when this version would configure it "
+                             "differently (e.g. the high GAN a pair shares across cuts, trained before a change)")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0, help="GAN seed (bug placement, models, sampling): replicates")
     parser.add_argument("--out", required=True)
@@ -85,6 +89,10 @@ def main() -> None:
                 run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+').replace(',', '-').replace('=', '')}-{fraction:g}"
                                        + (f"-seed{args.seed}" if args.seed else "") + (f"-{args.tag}" if args.tag else ""))
                 started = time.perf_counter()
+                if args.reuse_finished and _finished(run_dir):
+                    logging.getLogger(__name__).warning("%s: finished, analysed as it is (--reuse-finished)", run_dir)
+                    dirs.append(run_dir)
+                    continue
                 train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
                                  noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
                                  selection=args.selection, d_step=args.d_step), run_dir)
@@ -111,6 +119,11 @@ def main() -> None:
                    **truth}
             print(json.dumps(row), flush=True)
             save_rows(summary_path, {"data": args.data, "primary": primary}, row)
+
+
+def _finished(run_dir: str) -> bool:
+    status = store.released(run_dir, store.STATUS)
+    return os.path.exists(status) and read_json(status)["state"] == "finished"
 
 
 def path_columns(report: dict) -> dict:

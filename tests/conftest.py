@@ -127,6 +127,20 @@ def fresh_ledger(tmp_path, monkeypatch) -> Ledger:
     return Ledger(home)
 
 
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`). A test file is one unit of
+# work, so its module fixtures are built once; the files that read the session-built stores (the demo and
+# the monitor, minutes each) form one unit together, so that each store is built once, not on both workers.
+SESSION_STORES = {"demo_test_store", "monitor_store"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    store_files = {item.path for item in items if SESSION_STORES & set(getattr(item, "fixturenames", ()))}
+    for item in items:
+        group = "session-stores" if item.path in store_files else item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_sessionfinish(session, exitstatus):
     runtime.shutdown()
     alive = runtime.worker_processes(os.getpid())

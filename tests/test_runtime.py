@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 
 import pytest
 
@@ -15,8 +16,24 @@ from fedgen_debug import runtime
 from fedgen_debug.cli.doctor_cmd import federated_mean_check
 
 
-def _all_workers() -> set[int]:
-    return set(runtime.worker_processes())
+def _tagged() -> tuple[dict, str]:
+    """An environment for a child process with a tag its TFF worker inherits, and the tag. The suite runs
+    on two xdist workers: the other one's TFF workers are alive too, so a machine-wide "no new
+    worker_binary" check would see them; the tag singles out this test's."""
+    tag = uuid.uuid4().hex
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", FEDGEN_DEBUG_TEST_TAG=tag), tag
+
+
+def _workers_tagged(tag: str) -> set[int]:
+    tagged = set()
+    for pid in runtime.worker_processes():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"FEDGEN_DEBUG_TEST_TAG={tag}".encode() in f.read().split(b"\0"):
+                    tagged.add(pid)
+        except OSError:  # exited meanwhile
+            pass
+    return tagged
 
 
 def test_in_process_computation_then_shutdown_leaves_no_worker():
@@ -29,16 +46,15 @@ def test_in_process_computation_then_shutdown_leaves_no_worker():
 
 
 def test_cli_through_a_pipe_finishes_and_leaves_no_worker():
-    before = _all_workers()
+    env, tag = _tagged()
     # stdout is a pipe read to EOF: a surviving worker holding it open would hang this call.
     result = subprocess.run([fedgen_cli(), "--backend", "tff", "doctor", "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, timeout=180,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                            stderr=subprocess.PIPE, text=True, timeout=180, env=env)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] and report["backend"] == "tff" and "CPU:0" in report["devices"]
     time.sleep(0.5)
-    assert _all_workers() - before == set()
+    assert _workers_tagged(tag) == set()
 
 
 # A shell without job control starts background commands (`make test &`) with SIGINT ignored; the
@@ -58,22 +74,21 @@ _HOLD_SCRIPT = textwrap.dedent("""
 # An uncaught KeyboardInterrupt ends Python by re-raising SIGINT (exit -2) after the exit hooks ran.
 @pytest.mark.parametrize("sig, exit_codes", [(signal.SIGINT, {-signal.SIGINT}), (signal.SIGTERM, {128 + 15})])
 def test_signals_stop_the_worker(sig, exit_codes):
-    before = _all_workers()
+    env, tag = _tagged()
     proc = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                            stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         line = proc.stdout.readline()
         assert line.startswith("READY"), line
-        started = _all_workers() - before
+        started = _workers_tagged(tag)
         assert started, "the child should have a live worker before the signal"
         proc.send_signal(sig)
         assert proc.wait(timeout=180) in exit_codes
         proc.stdout.read()  # EOF arrives only once no process holds the pipe
         deadline = time.monotonic() + 10
-        while started & _all_workers() and time.monotonic() < deadline:
+        while _workers_tagged(tag) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert started & _all_workers() == set()
+        assert _workers_tagged(tag) == set()
     finally:
         if proc.poll() is None:
             proc.kill()
