@@ -141,12 +141,15 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(group))
 
 
-def pytest_sessionfinish(session, exitstatus):
+@pytest.fixture(scope="session", autouse=True)
+def no_worker_outlives_the_session():
+    """Set up first, torn down last: after the session's last test (on each xdist worker, its last
+    test; a worker's session exit status does not reach the controller, a teardown error does), stop
+    this process's TFF workers and fail if one would not stop."""
+    yield
     runtime.shutdown()
     alive = runtime.worker_processes(os.getpid())
-    if alive:
-        session.exitstatus = 1
-        print(f"\nERROR: TFF worker_binary children still alive after the tests: {alive}", file=sys.stderr)
+    assert not alive, f"TFF worker_binary children still alive after the tests: {alive}"
 
 
 # ---- a monitor store (fedgen-debug monitor on a tiny real plan), shared by the monitor and app tests ----
