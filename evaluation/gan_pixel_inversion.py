@@ -69,6 +69,8 @@ def main() -> None:
     parser.add_argument("--reuse-finished", action="store_true",
                         help="analyse a finished run directory as it is, even when this version would configure it "
                              "differently (e.g. the high GAN a pair shares across cuts, trained before a change)")
+    parser.add_argument("--compare-dir", help="a finished GAN run to compare with instead of training the selection's "
+                        "second GAN (e.g. one 0%% high-accuracy GAN as the reference of several low GANs' seeds)")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0, help="GAN seed (bug placement, models, sampling): replicates")
     parser.add_argument("--out", required=True)
@@ -85,7 +87,7 @@ def main() -> None:
     for selection in args.selections.split(","):
         for fraction in (float(f) for f in args.fractions.split(",")):
             dirs, seconds = [], 0.0
-            for select in SELECTIONS[selection]:
+            for select in SELECTIONS[selection][:1] if args.compare_dir else SELECTIONS[selection]:
                 run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+').replace(',', '-').replace('=', '')}-{fraction:g}"
                                        + (f"-seed{args.seed}" if args.seed else "") + (f"-{args.tag}" if args.tag else ""))
                 started = time.perf_counter()
@@ -98,6 +100,8 @@ def main() -> None:
                                  selection=args.selection, d_step=args.d_step), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
+            if args.compare_dir:
+                dirs.append(args.compare_dir)
             report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
             truth = simulation_truth(args.data, fraction, args.seed, primary, dirs)
             row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed, "tag": args.tag,
