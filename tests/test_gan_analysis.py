@@ -75,9 +75,9 @@ def test_blank_samples_make_the_verdict_inconclusive():
 def test_the_report_warns_about_a_gan_drawing_blanks():
     from fedgen_debug.cli.gan_cmd import format_report
 
-    def gan(name, images):
+    def gan(name, images, users=6.2):
         return {"run_dir": name, "select": "by-user-accuracy:low", "samples_png": f"{name}/samples.png",
-                "population": {"users": 3.2, "users_stddev": 2.8, "users_total": 9, "images": 30.5,
+                "population": {"users": users, "users_stddev": 2.8, "users_total": 9, "images": 30.5,
                                "images_stddev": 1448.2},
                 "privacy": {"run": {"epsilon": 344.0, "above_warning": True}},
                 "dark_background": ga.dark_background(images), "quality": {"frechet_distance": 1.0, "classifier_score": 2.0}}
@@ -88,7 +88,7 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
     assert [line for line in lines if line.startswith("WARNING")] == [
         "WARNING: the compare GAN draws blank images (100% of samples): it did not learn its data, so its "
         "dark-background share is no evidence; train longer, with more clients per round or less noise"]
-    assert "≈3 ± 3 of 9 users, ≈30 ± 1448 images, DP counts; ε = 344 WARNING: weak privacy" in lines[0]
+    assert "≈6 ± 3 of 9 users, ≈30 ± 1448 images, DP counts; ε = 344 WARNING: weak privacy" in lines[0]
     assert lines[-1].startswith("pixel inversion suspected: YES (INCONCLUSIVE) (")
     healthy = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
                              "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})
@@ -97,6 +97,12 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
     path = ga.training_path_evidence(_path(0, 1, 1, 0), _path(0, 0, 0, 0))
     flipped = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0), path),
                              "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})
+    # A selection whose DP count is under 2σ: said so, with what to do (5.5 ± 2.8 is; 6.2 above was not).
+    empty = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
+                           "current": gan("low", _samples(10, 0.0), users=5.5), "compare": gan("high", _samples(10, 0.0))})
+    assert [line for line in empty if line.startswith("WARNING")] == [
+        "WARNING: the current GAN's selection cannot be told from an empty one (DP count ≈6 ± 3 users): it learned "
+        "little from users' data; a broader cut (a higher quantile=) selects more"]
     assert flipped[-2] == ("along training: 2 of 4 snapshots darker than the reference (rounds 20, 30); largest "
                            "z = 11.3 at round 20, threshold 3.40 for 4 tests")
     assert flipped[-1].startswith("pixel inversion suspected: YES (") and flipped[-1].endswith("; YES along training)")
