@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from fedgen_debug.stats import indistinguishable_from_empty
+
 DEFAULT_Z_THRESHOLD = 3.0  # `fedgen_debug.stats.Z_THRESHOLD`, for analyses from before it was recorded
 
 
@@ -30,6 +32,11 @@ def gan_evidence(analysis: dict) -> dict:
         why = ", ".join(f"{names[who]} draws mostly blanks" for who in evidence.get("mostly_blank", [])) or \
             ", ".join(f"{names[who]} draws mostly noise" for who in evidence.get("mostly_noise", []))
         meaning = f"Inconclusive: {why}; a GAN that did not learn its data says nothing about backgrounds."
+        population = (analysis.get("current") or {}).get("population") or {}
+        if "users" in population and indistinguishable_from_empty(population["users"], population["users_stddev"]):
+            meaning += (f" Its selection cannot be told from an empty one (DP count ≈{population['users']:.0f} ± "
+                        f"{population['users_stddev']:.0f} users): likely nobody is below the cut; a broader one "
+                        "selects more.")
     elif analysis["pixel_inversion_suspected"] and not z > threshold and path.get("suspected"):
         # The final samples show the clean mode; the released snapshots along training did not.
         meaning = (f"Pixel inversion suspected along training: the snapshots after rounds "

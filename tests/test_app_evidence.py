@@ -25,3 +25,15 @@ def test_final_verdicts_and_old_analyses_keep_their_sentences():
     old = _gan_analysis(0.0)
     del old["evidence"]["training_path"]
     assert "No sign of pixel inversion" in explain(old)["sentence"]
+
+
+def test_an_inconclusive_verdict_on_an_empty_selection_says_nobody_may_be_below_the_cut():
+    analysis = {**_gan_analysis(44.7), "inconclusive": True}
+    analysis["evidence"]["mostly_noise"] = ["current"]
+    analysis["current"]["population"] = {"users": 0.0, "users_stddev": 2.83}
+    sentence = explain(analysis)["sentence"]
+    assert sentence.endswith("Inconclusive: `low` draws mostly noise; a GAN that did not learn its data says nothing "
+                             "about backgrounds. Its selection cannot be told from an empty one (DP count ≈0 ± 3 "
+                             "users): likely nobody is below the cut; a broader one selects more.")
+    analysis["current"]["population"] = {"users": 16.0, "users_stddev": 2.83}   # 9 inverted writers and 1 clean
+    assert "empty" not in explain(analysis)["sentence"]

@@ -8,7 +8,6 @@ from fedgen_debug.cli.privacy_flags import add_privacy_flags
 
 SELECT_CHOICES = ("by-user-accuracy:low", "by-user-accuracy:high", "by-example:correct", "by-example:misclassified",
                   "random")
-SMALL_SELECTION_SIGMAS = 2.0   # a selection whose DP user count is under this many noise σ is flagged
 
 
 def register(sub) -> None:
@@ -78,6 +77,8 @@ def run_analyze(args) -> int:
 
 
 def format_report(report: dict) -> list[str]:
+    from fedgen_debug.stats import indistinguishable_from_empty
+
     lines = []
     for name in ("current", "compare"):
         if name not in report:
@@ -96,9 +97,7 @@ def format_report(report: dict) -> list[str]:
                      f"classifier score {q['classifier_score']:.2f}; grid {r['samples_png']}")
     for name in ("current", "compare"):
         p = report.get(name, {}).get("population")
-        # Under 2σ of its noise, the DP count cannot tell the selection from an empty one (measured: a DP
-        # 1st percentile of 184 FEMNIST writers without a bug held 0-1 of them; that GAN drew noise).
-        if p and p["users"] < SMALL_SELECTION_SIGMAS * p["users_stddev"]:
+        if p and indistinguishable_from_empty(p["users"], p["users_stddev"]):
             lines.append(f"WARNING: the {name} GAN's selection cannot be told from an empty one (DP count "
                          f"≈{p['users']:.0f} ± {p['users_stddev']:.0f} users): it learned little from users' data; "
                          "a broader cut (a higher quantile=) selects more")
