@@ -6,9 +6,9 @@ estimate towards the target quantile (Andrew et al. 2021, arithmetic update for 
 released value is the mean of the estimates of the last `averaged_fraction` of the rounds
 (Polyak-Ruppert averaging): a step of 0.1 reaches a tail quantile within 100 rounds, where 0.03 stalled
 (the 1st percentile of 184 FEMNIST writers stopped with 4 writers below it, not ~2), and the average
-removes the jitter the larger step adds (simulated on the real writers' accuracies and on three synthetic
-populations, 30-40 secrets each: rank error lower or equal at every target from 1% to 95%). Averaging
-is post-processing of the rounds' releases: ε is unchanged.
+removes the jitter the larger step adds (simulated, 30-40 secrets each: rank error lower or equal at
+every target from 1% to 95% on the real writers' accuracies, and from 1% to 75% on three synthetic
+populations). Averaging is post-processing of the rounds' releases: ε is unchanged.
 Two changes to tf-privacy's query, as in training: the noise and the sample come from the run secret
 (streams "quantile-noise" / "quantile-sampling", keyed per estimate), and the event divides the noise
 by the sum's real sensitivity: a record moving from −0.5 to +0.5 changes the sum by 1 under
