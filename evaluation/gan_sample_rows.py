@@ -15,20 +15,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from fedgen_debug.runs import store  # noqa: E402
-from fedgen_debug.scenarios.gan_analysis import to_unit  # noqa: E402
-
-
-def sample_row(run_dir: str, count: int) -> np.ndarray:
-    """The first `count` released samples side by side in [0, 1], 1-pixel gray gutters."""
-    (images,) = store.load_arrays(store.released(run_dir, store.SAMPLES_NPZ))
-    unit = to_unit(images)[:count]
-    row = np.full((30, count * 29 + 1), 0.5)
-    for i, image in enumerate(unit):
-        row[1:29, 1 + i * 29:1 + i * 29 + 28] = image
-    return row
+from fedgen_debug.scenarios.gan_analysis import sample_grid  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +33,8 @@ def main() -> None:
             parser.error(f"--run {spec!r}: expected LABEL=RUN_DIR of a GAN run with released samples")
     fig, axes = plt.subplots(len(runs), 1, figsize=(args.count * 0.5, len(runs) * 0.75), squeeze=False)
     for ax, (label, run_dir) in zip(axes[:, 0], runs):
-        ax.imshow(sample_row(run_dir, args.count), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+        (images,) = store.load_arrays(store.released(run_dir, store.SAMPLES_NPZ))
+        ax.imshow(sample_grid(images, 1, args.count), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)

@@ -202,10 +202,10 @@ def inversion_verdict(current, reference=None, path: dict | None = None) -> dict
                          "noise": noise, "mostly_noise": mostly_noise, "training_path": path}}
 
 
-def sample_grid_png(images, path: str, rows: int = 8, cols: int = 8, scale: int = 2) -> None:
-    """The first rows×cols images as a grayscale grid PNG (1-pixel gray gutters), written atomically."""
-    if rows < 1 or cols < 1 or scale < 1:
-        raise ValueError(f"rows, cols and scale must be >= 1. Found {rows}, {cols}, {scale}.")
+def sample_grid(images, rows: int, cols: int) -> np.ndarray:
+    """The first rows×cols images (generator range) as one [0, 1] picture with 1-pixel gray gutters."""
+    if rows < 1 or cols < 1:
+        raise ValueError(f"rows and cols must be >= 1. Found {rows}, {cols}.")
     unit = to_unit(images)[: rows * cols]
     if len(unit) == 0:
         raise ValueError("no images to draw.")
@@ -213,6 +213,14 @@ def sample_grid_png(images, path: str, rows: int = 8, cols: int = 8, scale: int 
     for i, image in enumerate(unit):
         r, c = divmod(i, cols)
         grid[1 + r * 29:1 + r * 29 + 28, 1 + c * 29:1 + c * 29 + 28] = image
+    return grid
+
+
+def sample_grid_png(images, path: str, rows: int = 8, cols: int = 8, scale: int = 2) -> None:
+    """The first rows×cols images as a grayscale grid PNG (1-pixel gray gutters), written atomically."""
+    if rows < 1 or cols < 1 or scale < 1:
+        raise ValueError(f"rows, cols and scale must be >= 1. Found {rows}, {cols}, {scale}.")
+    grid = sample_grid(images, rows, cols)
     picture = Image.fromarray(np.round(grid * 255).astype(np.uint8), mode="L")
     picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)
     with atomic_path(path) as tmp:
