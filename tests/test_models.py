@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from fedgen_debug.models.char_lm import decode_symbols, encode_word, joint_log_prob, sample_words, word_sequences
 from fedgen_debug.models.cifg import CIFGCell
-from fedgen_debug.models.lm import BOW, CHAR_VOCAB, EOW, build_lm, char_lm_config, word_lm_config
+from fedgen_debug.models.lm import (BOW, CHAR_VOCAB, EOW, StaticUnrollRNN, build_lm, char_lm_config,
+                                    word_lm_config)
 from fedgen_debug.runs.secret import RunSecret
 
 
@@ -52,6 +53,40 @@ def test_cifg_matches_the_numpy_reference(projection_units):
     assert cell.kernel.shape == (4, 18)
 
 
+def _graph_ops(function, *args) -> set[str]:
+    graph = function.get_concrete_function(*args).graph
+    return {op.type for op in graph.get_operations()} | {
+        node.op for f in graph.as_graph_def().library.function for node in f.node_def}
+
+
+def test_static_unroll_rnn_is_the_loop_unrolled_in_graphs_with_a_static_length():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 5, 4)).astype(np.float32)
+    unrolled = StaticUnrollRNN(CIFGCell(6, 3, seed=1), return_sequences=True)
+    looped = tf.keras.layers.RNN(CIFGCell(6, 3, seed=1), return_sequences=True)
+    unrolled.build(x.shape), looped.build(x.shape)
+    unrolled.set_weights([w + 0.1 * rng.normal(size=w.shape) for w in looped.get_weights()])
+    looped.set_weights(unrolled.get_weights())
+
+    def output_and_gradients(layer):
+        @tf.function
+        def f(inputs):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(layer(inputs)))
+            return layer(inputs), tape.gradient(loss, layer.trainable_variables)
+        return f
+
+    got, expected = output_and_gradients(unrolled)(x), output_and_gradients(looped)(x)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
+    for g, e in zip(got[1], expected[1]):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(unrolled(x), looped(x), rtol=1e-5, atol=1e-6)  # eager: the loop
+    # Unrolled only where the length is static (a training batch), else the loop.
+    assert "While" not in _graph_ops(output_and_gradients(unrolled), tf.TensorSpec([None, 5, 4]))
+    assert "While" in _graph_ops(output_and_gradients(unrolled), tf.TensorSpec([None, None, 4]))
+    assert "While" in _graph_ops(output_and_gradients(looped), tf.TensorSpec([None, 5, 4]))
+
+
 def test_cifg_validation():
     with pytest.raises(ValueError, match="units must be >= 1. Found 0."):
         CIFGCell(0)
@@ -66,7 +101,7 @@ def test_paper_presets_have_the_papers_sizes():
     assert (word.layers[0].output_dim, cifg.units, cifg.projection_units) == (96, 670, 96)
     char = build_lm(char_lm_config("paper"))
     char.build((None, 5))
-    assert [type(l).__name__ for l in char.layers] == ["Embedding", "RNN", "RNN", "RNN", "Dense"]
+    assert [type(l).__name__ for l in char.layers] == ["Embedding"] + ["StaticUnrollRNN"] * 3 + ["Dense"]
     assert char.layers[0].input_dim == CHAR_VOCAB == 258 and char.layers[0].output_dim == 128
     assert all((l.cell.units, l.cell.projection_units) == (256, 128) for l in char.layers[1:4])
 
