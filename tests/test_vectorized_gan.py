@@ -177,3 +177,33 @@ def test_with_onednn_off_tf_cannot_differentiate_grouped_convolutions_and_the_pr
                             cwd="/")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("strides, padding, shape", [((2, 2), "same", (28, 28)), ((1, 1), "valid", (9, 7))])
+def test_single_channel_convolution_equals_keras_per_client_and_the_grouped_one_twice_differentiated(
+        strides, padding, shape):
+    clients, batch, kernel_size, filters = 3, 4, (4, 3), 5
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(clients, batch, *shape, 1)), tf.float32)
+    kernels = tf.constant(rng.normal(size=(clients, *kernel_size, 1, filters)), tf.float32)
+    layer = tf.keras.layers.Conv2D(filters, kernel_size, strides=strides, padding=padding, use_bias=False)
+    layer.build((None, *shape, 1))
+    per_client = []
+    for c in range(clients):
+        layer.kernel.assign(kernels[c])
+        per_client.append(layer(x[c]))
+    got = vg._single_channel_conv_per_client(x, kernels, layer)
+    np.testing.assert_allclose(got, tf.stack(per_client), rtol=1e-5, atol=1e-5)
+
+    def penalty_gradient(conv):  # the gradient penalty's path: d/dkernel of |d out / d x|²
+        with tf.GradientTape() as outer:
+            outer.watch(kernels)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                out = tf.reduce_sum(tf.nn.leaky_relu(conv(x, kernels, layer)) ** 2)
+            penalty = tf.reduce_sum(inner.gradient(out, x) ** 2)
+        return outer.gradient(penalty, kernels)
+
+    want = penalty_gradient(vg._grouped_conv_per_client)
+    np.testing.assert_allclose(penalty_gradient(vg._single_channel_conv_per_client), want,
+                               rtol=1e-4, atol=1e-4 * float(tf.reduce_max(tf.abs(want))))
