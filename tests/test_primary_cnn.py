@@ -73,6 +73,22 @@ def test_selection_and_subpopulation_sizes(selector, users, examples):
     assert all(i.dtype == np.float32 and i.shape[1:] == (28, 28, 1) for i in images)
 
 
+@pytest.mark.parametrize("budget, reads", [(gan_data.SELECTED_IMAGES_CACHE_BYTES, 1), (0, 3)])
+def test_a_device_reads_its_selected_images_once_within_the_memory_budget(monkeypatch, budget, reads):
+    selected = gan_data.select_gan_data(hand_built_clients(), StubCNN(), ByExampleCorrectness("misclassified"))
+    monkeypatch.setattr(gan_data, "SELECTED_IMAGES_CACHE_BYTES", budget)
+    read = []
+    real_client_numpy = cd.client_numpy
+    monkeypatch.setattr(cd, "client_numpy", lambda data, cid: read.append(cid) or real_client_numpy(data, cid))
+    rounds = [selected.client_images("carol") for _ in range(3)]
+    assert read == ["carol"] * reads
+    for images in rounds:
+        np.testing.assert_array_equal(images, np.full((6, 28, 28, 1), 2 * 2 / 9 - 1, np.float32))
+    if reads == 1:  # the kept array cannot be changed by a round that uses it
+        with pytest.raises(ValueError, match="read-only"):
+            rounds[0][0, 0, 0, 0] = 0.0
+
+
 def test_selected_images_are_the_devices_images_in_the_gan_range():
     selected = gan_data.select_gan_data(hand_built_clients(), StubCNN(), ByExampleCorrectness("misclassified"))
     carol = selected.client_images("carol")
