@@ -9,8 +9,9 @@ differently:
   Dense as an einsum, Conv2D as one grouped convolution with the clients folded into channels (TF's
   own kernels, twice differentiable for the gradient penalty; an im2col of strided slices was 3.5×
   slower), except on one input channel, where one shared convolution takes the patches and an einsum
-  applies each client's kernel (oneDNN's grouped input gradient is slow with one channel per group). Each client's loss depends only on its own weights, so the gradient of the summed loss is
-  each client's own gradient.
+  applies each client's kernel (oneDNN's grouped input gradient is slow with one channel per group).
+  Each client's loss depends only on its own weights, so the gradient of the summed loss is each
+  client's own gradient.
 - G (fixed during a round) runs through its own Keras layers on all clients' noise at once, except
   BatchNormalization, whose training-mode statistics are taken per client batch (masked), as each
   client's G call takes them over its own batch.
