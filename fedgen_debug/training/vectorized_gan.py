@@ -204,6 +204,26 @@ def _masked_mean(values, mask):
     return tf.reduce_sum(values * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
 
+def _per_client_draws(step_seeds, batch: int, noise_dim: int):
+    """Each client's G noise [C, B, noise_dim] and interpolation coefficients [C, B] from its step seed,
+    drawn as the reference draws them. A loop in the graph, not C ops per step: with C unrolled draws
+    a round's graph took ~19 s to trace at 32 clients, and a run traces one per padded client count."""
+    def draw(seed):
+        return (tf.random.stateless_normal([batch, noise_dim], seed=tf.random.experimental.stateless_fold_in(seed, 0)),
+                tf.random.stateless_uniform([batch], seed=tf.random.experimental.stateless_fold_in(seed, 1)))
+    return tf.map_fn(draw, step_seeds, fn_output_signature=(tf.float32, tf.float32))
+
+
+def _usable_per_client(updates) -> tf.Tensor:
+    """`dp_fedavg_gan.usable_update` of each client's update ([C] bool): every entry finite and the
+    L2 norm over all its tensors finite."""
+    def per_client(reduce, values):
+        return [reduce(v, axis=list(range(1, len(v.shape)))) for v in values]
+    entries = tf.reduce_all(tf.stack(per_client(tf.reduce_all, [tf.math.is_finite(u) for u in updates])), axis=0)
+    norm = tf.sqrt(tf.add_n(per_client(tf.reduce_sum, [tf.square(u) for u in updates])))
+    return tf.logical_and(entries, tf.math.is_finite(norm))
+
+
 def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights, gen_weights, learning_rate: float,
                               gradient_penalty_weight: float):
     """All clients' D updates θ_D⁰ − θ_D. real [C, n, B, *image]; example_mask [C, n, B]; seeds [C, n, 2]
@@ -215,17 +235,12 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
     noise_dim = gen.input_shape[-1]
     refs = [v.ref() for v in disc.trainable_variables]
     initial = [tf.tile(w[None], [clients] + [1] * len(w.shape)) for w in disc_weights]
-    current = list(initial)
-    for t in range(steps):
-        mask = example_mask[:, t]
+    def step(t, current):
+        mask = tf.gather(example_mask, t, axis=1)
         taken = tf.cast(tf.reduce_any(mask > 0, axis=1), tf.float32)  # [C]
-        step_seeds = seeds[:, t]
-        noise = tf.stack([tf.random.stateless_normal(
-            [batch, noise_dim], seed=tf.random.experimental.stateless_fold_in(step_seeds[i], 0)) for i in range(clients)])
-        alpha = tf.stack([tf.random.stateless_uniform(
-            [batch], seed=tf.random.experimental.stateless_fold_in(step_seeds[i], 1)) for i in range(clients)])
+        noise, alpha = _per_client_draws(tf.gather(seeds, t, axis=1), batch, noise_dim)
         fake = gen_forward_grouped(gen, noise, mask)
-        x = real[:, t]
+        x = tf.gather(real, t, axis=1)
         per_example = [clients, batch] + [1] * (len(x.shape) - 2)
         interpolates = x + tf.reshape(alpha, per_example) * (fake - x)
         with tf.GradientTape() as tape:
@@ -243,10 +258,14 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
             penalty = _masked_mean(tf.square(slopes - 1.0), mask)
             loss = tf.reduce_sum(taken * (wasserstein + gradient_penalty_weight * penalty)) + _regularization(disc, weights)
         grads = tape.gradient(loss, current)
-        current = [w - learning_rate * tf.reshape(taken, [clients] + [1] * (len(w.shape) - 1)) * g
-                   for w, g in zip(current, grads)]
+        return t + 1, [w - learning_rate * tf.reshape(taken, [clients] + [1] * (len(w.shape) - 1)) * g
+                       for w, g in zip(current, grads)]
+
+    # The steps as a graph loop: its body is traced once, where unrolled steps traced n copies of the
+    # double backprop (most of a round's tracing time, and a run traces one round per padded client count).
+    _, current = tf.while_loop(lambda t, _: t < steps, step, (tf.constant(0), initial))
     updates = [w0 - w for w0, w in zip(initial, current)]
-    usable = tf.stack([dp_fedavg_gan.usable_update([u[i] for u in updates]) for i in range(clients)])
+    usable = _usable_per_client(updates)
     return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
 
 
