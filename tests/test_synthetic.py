@@ -105,3 +105,25 @@ def test_text_users_have_different_topic_mixtures():
                     counts[topic_of[t]] = counts.get(topic_of[t], 0) + 1
         dominant.add(max(counts, key=counts.get))
     assert len(dominant) >= 4
+
+
+def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
+    rendered = []
+    original = si.generate_writer
+    monkeypatch.setattr(si, "generate_writer", lambda *a: rendered.append(a[:2]) or original(*a))
+    monkeypatch.setattr(si, "_writers", {})
+    config = si.SyntheticImagesConfig(writers=3, seed=41)
+    first, again = si.generate(config), si.generate(config)
+    assert rendered == [(41, 0), (41, 1), (41, 2)]
+    for cid in first.client_ids:
+        pixels = cd.client_numpy(again, cid)["pixels"]
+        np.testing.assert_array_equal(cd.client_numpy(first, cid)["pixels"], pixels)
+        np.testing.assert_array_equal(pixels, original(41, int(cid.split("_")[1]), config)[0])
+        with pytest.raises(ValueError, match="read-only"):
+            pixels[0, 0, 0] = 0.5
+    # Over the byte budget writers are rendered on every load, with the same pixels.
+    monkeypatch.setattr(si, "_writers", {})
+    monkeypatch.setattr(si, "WRITER_CACHE_BYTES", 0)
+    rendered.clear()
+    si.generate(config), si.generate(config)
+    assert len(rendered) == 6

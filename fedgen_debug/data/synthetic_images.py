@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import os
 import string
+import threading
 
 import matplotlib
 import numpy as np
@@ -150,9 +151,33 @@ def writer_id(writer: int) -> str:
     return f"writer_{writer:05d}"
 
 
+# Rendering costs ~0.8 ms an image (16 s for the demo's 100 writers) and one process often loads the
+# same writers again: the demo's GAN stage loads its users once per run (four runs) and the analysis
+# again. A rendered writer is kept, read-only, while all kept writers hold at most this many bytes;
+# beyond it, writers are rendered on every load as before.
+WRITER_CACHE_BYTES = 256 << 20
+_writers: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_writers_lock = threading.Lock()
+
+
+def _kept_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple[np.ndarray, np.ndarray]:
+    """`generate_writer`'s arrays, read-only, rendered once per process within `WRITER_CACHE_BYTES`."""
+    key = (seed, writer, config.min_examples, config.max_examples, config.median_examples)
+    with _writers_lock:
+        kept = _writers.get(key)
+    if kept is not None:
+        return kept
+    pixels, labels = generate_writer(seed, writer, config)
+    pixels.flags.writeable = labels.flags.writeable = False
+    with _writers_lock:
+        if sum(p.nbytes + l.nbytes for p, l in _writers.values()) + pixels.nbytes + labels.nbytes <= WRITER_CACHE_BYTES:
+            _writers[key] = (pixels, labels)
+    return pixels, labels
+
+
 def generate(config: SyntheticImagesConfig) -> cd.ArrayClientData:
     examples = {}
     for w in progress(range(config.writers), desc="synthesizing handwriting", unit="writer"):
-        pixels, labels = generate_writer(config.seed, w, config)
+        pixels, labels = _kept_writer(config.seed, w, config)
         examples[writer_id(w)] = cd.image_examples(pixels, labels)
     return cd.ArrayClientData(examples)
