@@ -24,24 +24,44 @@ def sample_until(model: tf.keras.Model, start_id: int, stop_id: int, banned_ids,
     return out
 
 
+def _next_logits(model: tf.keras.Model, prefix: np.ndarray) -> np.ndarray:
+    """The model's logits [n, symbols] for the symbol after each prefix [n, t]. The layers up to the
+    last recurrent one run on the whole prefix, the per-position layers after it (the output layer)
+    on the last position only: on every position of every prefix, the word-LM's 10K-way output layer
+    was most of its sampling time. A Sequential model without recurrent layers is per-position
+    throughout, so it sees only the last symbol."""
+    layers = model.layers
+    if not isinstance(model, tf.keras.Sequential) or any(getattr(layer, "mask_zero", False) for layer in layers):
+        return model(prefix, training=False)[:, -1].numpy()  # masks flow between layers: call it whole
+    mixing = [i for i, layer in enumerate(layers) if isinstance(layer, tf.keras.layers.RNN)]
+    x = tf.constant(prefix) if mixing else tf.constant(prefix[:, -1])
+    for i, layer in enumerate(layers):
+        x = layer(x, training=False)
+        if mixing and i == mixing[-1]:
+            x = x[:, -1]
+    return x.numpy()
+
+
 def _sample_batch(model, start_id, stop_id, banned_ids, count, max_steps, rng) -> list[list[int]]:
     prefix = np.full((count, 1), start_id, np.int32)
     done = np.zeros(count, bool)
     out = [[] for _ in range(count)]
     for _ in range(max_steps):
-        logits = model(prefix, training=False)[:, -1, :].numpy().astype(np.float64)
+        active = np.flatnonzero(~done)
+        uniforms = rng.random((count, 1))[active]  # one per sequence, drawn for finished ones too
+        # Only the unfinished sequences' next symbols (the model treats each row on its own).
+        logits = _next_logits(model, prefix[active]).astype(np.float64)
         logits[:, list(banned_ids)] = -np.inf
         probs = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs /= probs.sum(axis=1, keepdims=True)
-        # Inverse-CDF draw, one uniform per sequence.
-        draws = (probs.cumsum(axis=1) < rng.random((count, 1))).sum(axis=1).clip(0, probs.shape[1] - 1)
-        for i, symbol in enumerate(draws):
-            if done[i]:
-                continue
-            if symbol == stop_id:
+        # Inverse-CDF draw.
+        draws = np.full(count, stop_id)
+        draws[active] = (probs.cumsum(axis=1) < uniforms).sum(axis=1).clip(0, probs.shape[1] - 1)
+        for i in active:
+            if draws[i] == stop_id:
                 done[i] = True
             else:
-                out[i].append(int(symbol))
+                out[i].append(int(draws[i]))
         if done.all():
             break
         prefix = np.concatenate([prefix, draws[:, None].astype(np.int32)], axis=1)

@@ -52,3 +52,36 @@ def test_batches_draw_from_one_stream_and_give_every_sequence(monkeypatch):
     assert batched[10:20] != batched[:10]  # each batch continues the stream (no restart at the seed)
     assert batched == sample_until(model, START, STOP, [PAD, START], count=25, max_steps=6, seed=3)
     assert np.isclose(expected_symbol_rate(model, START, STOP, [PAD, START], batched, 6, [A]), 0.2 / 0.3)
+
+
+def _whole_model_samples(model, start, stop, banned, count, max_steps, seed):
+    """The sampler as first written: every step calls the whole model on every sequence's prefix."""
+    rng, prefix = np.random.default_rng(seed), np.full((count, 1), start, np.int32)
+    done, out = np.zeros(count, bool), [[] for _ in range(count)]
+    for _ in range(max_steps):
+        logits = model(prefix, training=False)[:, -1, :].numpy().astype(np.float64)
+        logits[:, banned] = -np.inf
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        draws = (probs.cumsum(axis=1) < rng.random((count, 1))).sum(axis=1).clip(0, probs.shape[1] - 1)
+        for i, symbol in enumerate(draws):
+            if not done[i]:
+                done[i] = symbol == stop
+                out[i] += [] if done[i] else [int(symbol)]
+        if done.all():
+            break
+        prefix = np.concatenate([prefix, draws[:, None].astype(np.int32)], axis=1)
+    return out
+
+
+def test_sampling_only_the_last_position_of_unfinished_sequences_draws_what_the_whole_model_draws():
+    # The sampler runs the output layer on each unfinished sequence's last position only; the draws
+    # (and the random stream) are those of calling the whole model on every prefix.
+    from fedgen_debug.models.lm import LMConfig, build_lm
+
+    recurrent = build_lm(LMConfig(12, 4, 8, 4, 2), seed=3)
+    recurrent.build((None, None))
+    for model in (recurrent, _constant_lm()):
+        want = _whole_model_samples(model, 1, 2, [0, 1], 300, 7, 11)
+        assert sample_until(model, 1, 2, [0, 1], 300, 7, 11) == want
+        assert len({len(s) for s in want}) > 3  # sequences finished at different steps
