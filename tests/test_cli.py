@@ -154,6 +154,8 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_
 def test_demo_rejects_unknown_stages(tmp_path):
     result = run_cli("demo", "--out", str(tmp_path), "--stages", "data,gans")
     assert result.returncode == 2 and "--stages must be" in result.stderr
+    result = run_cli("demo", "--out", str(tmp_path), "--parallel-runs", "0")
+    assert result.returncode == 2 and "--parallel-runs must be >= 1. Found 0." in result.stderr
 
 
 def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(demo_test_store):

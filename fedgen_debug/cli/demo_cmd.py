@@ -3,7 +3,8 @@
 Stage `data`: generate both synthetic federated datasets, apply both bugs as on-device preprocessing
 and print what a modeler can see of them: DP counts and DP aggregates that signal trouble without
 showing any example (the OOV rate of paper Table 6; the mean pixel intensity).
-Stage `lm` (paper §5): DP char- and word-LMs before and after the tokenization bug, and the verdict.
+Stage `lm` (paper §5): DP char- and word-LMs before and after the tokenization bug, and the verdict;
+each before/after pair trains side by side, in two processes (`--parallel-runs`, `runs.side_by_side`).
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
@@ -36,6 +37,8 @@ def register(sub) -> None:
     demo.add_argument("--vocab-size", type=int, default=10000)
     demo.add_argument("--preset", choices=("demo", "test"), default="demo",
                       help="model/training sizes of the auxiliaries (test: seconds, for CI; not meaningful)")
+    demo.add_argument("--parallel-runs", type=int, default=2,
+                      help="LM runs trained at once, each in a process of its own (1: one after another)")
     demo.add_argument("--stages", default=",".join(STAGES),
                       help=f"comma-separated subset of {','.join(STAGES)} (default: all)")
     demo.set_defaults(handler=run)
@@ -100,6 +103,8 @@ def run(args) -> int:
 
     if args.writers < 1 or args.users < 1:
         raise ValueError(f"--writers and --users must be >= 1. Found {args.writers}, {args.users}.")
+    if args.parallel_runs < 1:
+        raise ValueError(f"--parallel-runs must be >= 1. Found {args.parallel_runs}.")
     stages = [s for s in args.stages.split(",") if s]
     if not stages or any(s not in STAGES for s in stages):
         raise ValueError(f"--stages must be a comma-separated subset of {','.join(STAGES)}. Found {args.stages!r}.")
@@ -118,7 +123,7 @@ def run(args) -> int:
         from fedgen_debug.cli.demo_lm import run_lm_stage
 
         summary["lm"] = run_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
-                                     args.preset, args.vocab_size)
+                                     args.preset, args.vocab_size, parallel_runs=args.parallel_runs)
         store.write_json(summary_path, summary)
     if "gan" in stages:
         from fedgen_debug.cli.demo_gan import run_gan_stage

@@ -19,21 +19,30 @@ def stage_runs(data: str, concat_fraction: float, out: str, seed: int, preset: s
     return runs
 
 
+def _train(run, run_dir: str) -> None:
+    from fedgen_debug.scenarios.lm import train_lm
+
+    train_lm(run, run_dir)
+
+
 def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str = "demo",
-                 vocab_size: int = 10_000, samples: int = 2000) -> dict:
+                 vocab_size: int = 10_000, samples: int = 2000, parallel_runs: int = 2) -> dict:
+    """`parallel_runs` > 1: each kind's before- and after-run train side by side, in processes of their
+    own (`runs.side_by_side`)."""
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
-    from fedgen_debug.scenarios.lm import train_lm
+    from fedgen_debug.runs.side_by_side import run_side_by_side
     from fedgen_debug.scenarios.lm_analysis import analyze_lm
 
     runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
     summary = {}
     for kind in ("char", "word"):
+        together = " side by side" if parallel_runs > 1 else ""
         print(f"\n[text]   training the DP-FedAvg {kind}-LM before the bug (0%) and after it "
-              f"({concat_fraction:.0%}); re-running resumes", flush=True)
+              f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
+        run_side_by_side([(_train, *runs[kind, name]) for name in ("before", "after")], parallel_runs)
         for name in ("before", "after"):
-            run, run_dir = runs[kind, name]
-            train_lm(run, run_dir)
+            run_dir = runs[kind, name][1]
             print(f"         {kind}-LM {name}:")
             print("\n".join("       " + line for line in privacy_lines(run_dir)))
         before, after = runs[kind, "before"][1], runs[kind, "after"][1]
