@@ -38,19 +38,19 @@ def run_side_by_side(calls: list[tuple], processes: int) -> list:
         return [fn(*args) for fn, *args in calls]
     with concurrent.futures.ProcessPoolExecutor(
             min(processes, len(calls)), mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1,
-            initializer=_child_setup, initargs=(logging.getLogger().level,)) as pool:
+            initializer=_child_setup, initargs=(os.getpid(), logging.getLogger().level)) as pool:
         futures = [pool.submit(_on_row, k % processes, fn, *args) for k, (fn, *args) in enumerate(calls)]
         concurrent.futures.wait(futures)
     return [future.result() for future in futures]
 
 
-def _child_setup(log_level: int) -> None:
+def _child_setup(parent: int, log_level: int) -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             logging.getLogger(__name__).warning("could not tie this run's process to the parent's life (errno %d)",
                                                 ctypes.get_errno())
-        if os.getppid() == 1:  # the parent died before the tie was made
+        if os.getppid() != parent:  # the parent died before the tie was made
             os._exit(1)
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
 

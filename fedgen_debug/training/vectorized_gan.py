@@ -37,8 +37,6 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.training import dp_fedavg_gan
-
 logger = logging.getLogger(__name__)
 _ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
 _DISC_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Flatten, *_ELEMENTWISE)
