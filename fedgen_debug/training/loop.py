@@ -221,7 +221,9 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         store.write_json(status_path, {"state": state_name, "rounds_completed": completed, "rounds": config.rounds})
 
     write_status("running" if start < config.rounds else "finished", start)
-    for round_num in progress(range(start, config.rounds), desc="DP-FedAvg rounds", unit="round",
+    # Named by the run directory: runs trained side by side (`runs.side_by_side`) show a bar each.
+    run_name = os.path.basename(os.path.normpath(run_dir))
+    for round_num in progress(range(start, config.rounds), desc=f"{run_name}: DP-FedAvg rounds", unit="round",
                               total=config.rounds - start):
         started = time.perf_counter()
         sampled = sample_clients(population.client_ids, config.dp.clients_per_round,
