@@ -29,10 +29,11 @@ def _next_logits(model: tf.keras.Model, prefix: np.ndarray) -> np.ndarray:
     last recurrent one run on the whole prefix, the per-position layers after it (the output layer)
     on the last position only: on every position of every prefix, the word-LM's 10K-way output layer
     was most of its sampling time. A Sequential model without recurrent layers is per-position
-    throughout, so it sees only the last symbol."""
+    throughout, so it sees only the last symbol. Any other model (another layer kind, a mask, an RNN
+    that returns only its last output) is called whole."""
     layers = model.layers
-    if not isinstance(model, tf.keras.Sequential) or any(getattr(layer, "mask_zero", False) for layer in layers):
-        return model(prefix, training=False)[:, -1].numpy()  # masks flow between layers: call it whole
+    if not (isinstance(model, tf.keras.Sequential) and all(_per_position_or_recurrent(layer) for layer in layers)):
+        return model(prefix, training=False)[:, -1].numpy()
     mixing = [i for i, layer in enumerate(layers) if isinstance(layer, tf.keras.layers.RNN)]
     x = tf.constant(prefix) if mixing else tf.constant(prefix[:, -1])
     for i, layer in enumerate(layers):
@@ -40,6 +41,14 @@ def _next_logits(model: tf.keras.Model, prefix: np.ndarray) -> np.ndarray:
         if mixing and i == mixing[-1]:
             x = x[:, -1]
     return x.numpy()
+
+
+def _per_position_or_recurrent(layer) -> bool:
+    if isinstance(layer, tf.keras.layers.Embedding):
+        return not layer.mask_zero  # conservative: Keras carries the mask between layer calls as well
+    if isinstance(layer, tf.keras.layers.RNN):
+        return layer.return_sequences
+    return isinstance(layer, (tf.keras.layers.Dense, tf.keras.layers.Dropout, tf.keras.layers.Activation))
 
 
 def _sample_batch(model, start_id, stop_id, banned_ids, count, max_steps, rng) -> list[list[int]]:

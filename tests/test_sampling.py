@@ -81,7 +81,14 @@ def test_sampling_only_the_last_position_of_unfinished_sequences_draws_what_the_
 
     recurrent = build_lm(LMConfig(12, 4, 8, 4, 2), seed=3)
     recurrent.build((None, None))
-    for model in (recurrent, _constant_lm()):
-        want = _whole_model_samples(model, 1, 2, [0, 1], 300, 7, 11)
-        assert sample_until(model, 1, 2, [0, 1], 300, 7, 11) == want
+    masked = tf.keras.Sequential([  # a mask flows from the embedding into the RNN: called whole
+        tf.keras.layers.Embedding(12, 4, mask_zero=True),
+        tf.keras.layers.SimpleRNN(8, return_sequences=True, kernel_initializer=tf.keras.initializers.GlorotUniform(4)),
+        tf.keras.layers.Dense(12, kernel_initializer=tf.keras.initializers.GlorotUniform(5))])
+    masked.build((None, None))
+    for model in (recurrent, _constant_lm(), masked):
+        # Id 0 may be drawn: the masked model then sees masked steps in its prefixes.
+        want = _whole_model_samples(model, 1, 2, [1], 300, 7, 11)
+        assert sample_until(model, 1, 2, [1], 300, 7, 11) == want
+        assert any(0 in s[:-1] for s in want)
         assert len({len(s) for s in want}) > 3  # sequences finished at different steps
