@@ -40,7 +40,6 @@ def run_side_by_side(calls: list[tuple], processes: int) -> list:
             min(processes, len(calls)), mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1,
             initializer=_child_setup, initargs=(os.getpid(), logging.getLogger().level)) as pool:
         futures = [pool.submit(_on_row, k % processes, fn, *args) for k, (fn, *args) in enumerate(calls)]
-        concurrent.futures.wait(futures)
     return [future.result() for future in futures]
 
 

@@ -85,6 +85,13 @@ def _normal(seed, batch, dim):
     return tf.random.stateless_normal([batch, dim], seed=tf.random.experimental.stateless_fold_in(seed, 0))
 
 
+def client_step_draws(seed, batch, noise_dim) -> tuple[tf.Tensor, tf.Tensor]:
+    """A client step's G noise [batch, noise_dim] and interpolation coefficients [batch], from its step
+    seed (`client_step_seeds`); the vectorized round (`vectorized_gan`) draws each client's the same way."""
+    alpha = tf.random.stateless_uniform([batch], seed=tf.random.experimental.stateless_fold_in(seed, 1))
+    return _normal(seed, batch, noise_dim), alpha
+
+
 def usable_update(update) -> tf.Tensor:
     """Whether an update can be clipped: every entry finite *and* its L2 norm finite. A client whose
     local steps diverged can hold finite entries above ~1.8e19, whose squared norm overflows float32;
@@ -108,8 +115,8 @@ def client_discriminator_update(disc, gen, dataset: tf.data.Dataset, initial_dis
     # whose body (models, double backprop) is re-instantiated on every call: ~150 ms per client.
     for real, seed in iter(dataset.take(max_steps)):
         batch = tf.shape(real)[0]
-        generated = gen(_normal(seed, batch, noise_dim), training=True)
-        alpha = tf.random.stateless_uniform([batch], seed=tf.random.experimental.stateless_fold_in(seed, 1))
+        noise, alpha = client_step_draws(seed, batch, noise_dim)
+        generated = gen(noise, training=True)
         with tf.GradientTape() as tape:
             losses = wgan_gp_losses(disc, real, generated, alpha, gradient_penalty_weight)
             loss = losses.disc_loss + _regularization(disc)

@@ -37,6 +37,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug.training import dp_fedavg_gan
+
 logger = logging.getLogger(__name__)
 _ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
 _DISC_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Flatten, *_ELEMENTWISE)
@@ -202,26 +204,6 @@ def _masked_mean(values, mask):
     return tf.reduce_sum(values * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
 
-def _per_client_draws(step_seeds, batch: int, noise_dim: int):
-    """Each client's G noise [C, B, noise_dim] and interpolation coefficients [C, B] from its step seed,
-    drawn as the reference draws them. A loop in the graph, not C ops per step: with C unrolled draws
-    a round's graph took ~19 s to trace at 32 clients, and a run traces one per padded client count."""
-    def draw(seed):
-        return (tf.random.stateless_normal([batch, noise_dim], seed=tf.random.experimental.stateless_fold_in(seed, 0)),
-                tf.random.stateless_uniform([batch], seed=tf.random.experimental.stateless_fold_in(seed, 1)))
-    return tf.map_fn(draw, step_seeds, fn_output_signature=(tf.float32, tf.float32))
-
-
-def _usable_per_client(updates) -> tf.Tensor:
-    """`dp_fedavg_gan.usable_update` of each client's update ([C] bool): every entry finite and the
-    L2 norm over all its tensors finite."""
-    def per_client(reduce, values):
-        return [reduce(v, axis=list(range(1, len(v.shape)))) for v in values]
-    entries = tf.reduce_all(tf.stack(per_client(tf.reduce_all, [tf.math.is_finite(u) for u in updates])), axis=0)
-    norm = tf.sqrt(tf.add_n(per_client(tf.reduce_sum, [tf.square(u) for u in updates])))
-    return tf.logical_and(entries, tf.math.is_finite(norm))
-
-
 def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights, gen_weights, learning_rate: float,
                               gradient_penalty_weight: float):
     """All clients' D updates θ_D⁰ − θ_D. real [C, n, B, *image]; example_mask [C, n, B]; seeds [C, n, 2]
@@ -236,7 +218,10 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
     def step(t, current):
         mask = tf.gather(example_mask, t, axis=1)
         taken = tf.cast(tf.reduce_any(mask > 0, axis=1), tf.float32)  # [C]
-        noise, alpha = _per_client_draws(tf.gather(seeds, t, axis=1), batch, noise_dim)
+        # Each client's draws from its step seed, as the reference draws them; a loop in the graph, not
+        # C ops per step (unrolled, a 32-client round took ~19 s to trace, once per padded client count).
+        noise, alpha = tf.map_fn(lambda seed: dp_fedavg_gan.client_step_draws(seed, batch, noise_dim),
+                                 tf.gather(seeds, t, axis=1), fn_output_signature=(tf.float32, tf.float32))
         fake = gen_forward_grouped(gen, noise, mask)
         x = tf.gather(real, t, axis=1)
         per_example = [clients, batch] + [1] * (len(x.shape) - 2)
@@ -263,7 +248,7 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
     # double backprop (most of a round's tracing time, and a run traces one round per padded client count).
     _, current = tf.while_loop(lambda t, _: t < steps, step, (tf.constant(0), initial))
     updates = [w0 - w for w0, w in zip(initial, current)]
-    usable = _usable_per_client(updates)
+    usable = tf.map_fn(dp_fedavg_gan.usable_update, updates, fn_output_signature=tf.bool)  # per client
     return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
 
 
