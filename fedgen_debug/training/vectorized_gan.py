@@ -176,26 +176,69 @@ def _regularization(disc: tf.keras.Sequential, weights: dict):
 def gen_forward_grouped(gen: tf.keras.Sequential, noise, mask):
     """G(noise) in training mode for groups of batches: noise [G, B, dim], mask [G, B] (1 = a real row).
     Every layer but BatchNormalization runs on all rows; BN normalizes each group by its own masked
-    batch mean and (biased) variance, as a training-mode BN call on that group's rows alone does."""
+    batch mean and (biased) variance, as a training-mode BN call on that group's rows alone does.
+    G's forward pass is ~45% of a demo round (6 × 1,024 fakes at 32 clients), so two layers take a
+    faster route to the same values: BN with the ReLU after it as one XLA-compiled function (its
+    elementwise passes fused: 52 → 30 ms per 1,024 fakes), and a convolution with one output channel
+    (the image) as a depthwise convolution summed over channels (oneDNN's one-filter convolution ran
+    at a tenth of its speed: 27 → 13 ms)."""
     groups, batch = tf.shape(noise)[0], tf.shape(noise)[1]
     x = tf.reshape(noise, [groups * batch, noise.shape[-1]])
-    for layer in gen.layers:
-        if not isinstance(layer, tf.keras.layers.BatchNormalization):  # per example: all rows at once
+    layers = list(gen.layers)
+    i = 0
+    while i < len(layers):
+        layer = layers[i]
+        i += 1
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            relu = i < len(layers) and _plain_relu(layers[i])
+            i += relu
+            x = _grouped_batch_norm(x, mask, layer.gamma if layer.scale else None,
+                                    layer.beta if layer.center else None, float(layer.epsilon), relu)
+        elif _one_filter_conv(layer):
+            x = _one_filter_conv_forward(layer, x)
+        else:  # per example: all rows at once
             x = layer(x, training=True)
-            continue
-        grouped = tf.reshape(x, tf.concat([[groups, batch], tf.shape(x)[1:]], 0))
-        weights = tf.reshape(mask, tf.concat([[groups, batch], tf.ones([len(x.shape) - 1], tf.int32)], 0))
-        axes = list(range(1, len(x.shape)))
-        count = tf.reduce_sum(weights * tf.ones_like(grouped), axis=axes, keepdims=True)
-        mean = tf.reduce_sum(weights * grouped, axis=axes, keepdims=True) / tf.maximum(count, 1.0)
-        variance = tf.reduce_sum(weights * tf.square(grouped - mean), axis=axes, keepdims=True) / tf.maximum(count, 1.0)
-        normalized = (grouped - mean) * tf.math.rsqrt(variance + layer.epsilon)
-        if layer.scale:
-            normalized *= layer.gamma
-        if layer.center:
-            normalized += layer.beta
-        x = tf.reshape(normalized, tf.shape(x))
     return tf.reshape(x, tf.concat([[groups, batch], tf.shape(x)[1:]], 0))
+
+
+def _plain_relu(layer) -> bool:
+    return (isinstance(layer, tf.keras.layers.ReLU) and layer.max_value is None
+            and float(layer.negative_slope) == 0.0 and float(layer.threshold) == 0.0)
+
+
+@tf.function(jit_compile=True)
+def _grouped_batch_norm(x, mask, gamma, beta, epsilon: float, relu: bool):
+    """x [G·B, ...] normalized per group of B rows by the group's masked mean and biased variance
+    (mask [G, B]), then scaled and shifted as Keras' BN, then ReLU'd if `relu`."""
+    grouped = tf.reshape(x, tf.concat([tf.shape(mask), tf.shape(x)[1:]], 0))
+    weights = tf.reshape(mask, tf.concat([tf.shape(mask), tf.ones([len(x.shape) - 1], tf.int32)], 0))
+    axes = list(range(1, len(x.shape)))
+    count = tf.reduce_sum(weights * tf.ones_like(grouped), axis=axes, keepdims=True)
+    mean = tf.reduce_sum(weights * grouped, axis=axes, keepdims=True) / tf.maximum(count, 1.0)
+    variance = tf.reduce_sum(weights * tf.square(grouped - mean), axis=axes, keepdims=True) / tf.maximum(count, 1.0)
+    normalized = (grouped - mean) * tf.math.rsqrt(variance + epsilon)
+    if gamma is not None:
+        normalized *= gamma
+    if beta is not None:
+        normalized += beta
+    if relu:
+        normalized = tf.nn.relu(normalized)
+    return tf.reshape(normalized, tf.shape(x))
+
+
+def _one_filter_conv(layer) -> bool:
+    return (isinstance(layer, tf.keras.layers.Conv2D) and not isinstance(layer, tf.keras.layers.Conv2DTranspose)
+            and layer.filters == 1 and layer.strides[0] == layer.strides[1])
+
+
+def _one_filter_conv_forward(layer, x):
+    """Keras' Conv2D with one filter: per channel (depthwise), then summed over the channels."""
+    kernel = layer.kernel  # [kh, kw, cin, 1]: as a depthwise kernel, channel multiplier 1
+    y = tf.reduce_sum(tf.nn.depthwise_conv2d(x, kernel, [1, *layer.strides, 1], layer.padding.upper()),
+                      axis=-1, keepdims=True)
+    if layer.use_bias:
+        y += layer.bias
+    return layer.activation(y)
 
 
 # ---- the round's client updates ------------------------------------------------------------------
