@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from fedgen_debug.bugs import PixelInversionBug
 from fedgen_debug.data import client_data as cd
@@ -152,3 +153,52 @@ def test_bugged_devices_fill_the_low_accuracy_population(trained):
     assert set(low.client_ids) == hit
     # Its images are the inverted ones: dark backgrounds in the GAN range.
     assert np.median(low.client_images(sorted(hit)[0])[:, :3, :3]) < -0.5
+
+
+@pytest.mark.parametrize("budget", [gan_data.DEVICE_OUTPUTS_CACHE_BYTES, 0])
+def test_each_device_runs_the_primary_once_per_model_and_images(monkeypatch, trained, budget):
+    """T4's accuracies and the selection, repeated by another run with the same primary loaded again,
+    run the CNN once per device and version of its images; new weights or inverted images run it again."""
+    data, _, path = trained
+    monkeypatch.setattr(gan_data, "_outputs", {})
+    monkeypatch.setattr(gan_data, "DEVICE_OUTPUTS_CACHE_BYTES", budget)
+    calls = collections.Counter()
+    logits = cnn.logits
+    monkeypatch.setattr(gan_data.cnn, "logits", lambda model, images: calls.update([id(model)]) or logits(model, images))
+    devices = len(data.client_ids)
+    first, second = pc.load_primary_cnn(path), pc.load_primary_cnn(path)  # two runs' copies: new layer names
+    want = gan_data.user_accuracies(data, first)
+    assert gan_data.user_accuracies(data, second) == want
+    selected = gan_data.select_gan_data(data, second, ByUserMetric("low", threshold=0.9))
+    cached = budget > 0
+    assert sum(calls.values()) == (devices if cached else 3 * devices)
+    assert selected.population.size == sum(a < 0.9 for a in want.values())
+
+    bug = PixelInversionBug(0.5, seed=1)
+    inverted = len(bug.affected_clients(data.client_ids))  # the other devices' images are unchanged
+    gan_data.user_accuracies(bug.apply(data), second)
+    assert sum(calls.values()) == (devices + inverted if cached else 4 * devices)
+    other = pc.load_primary_cnn(path)
+    other.set_weights([w * 0.5 for w in other.get_weights()])
+    gan_data.user_accuracies(data, other)
+    assert sum(calls.values()) == (2 * devices + inverted if cached else 5 * devices)
+
+    examples = gan_data.device_examples(data, data.client_ids[0], cnn.num_classes(first))
+    kept = gan_data.kept_device_outputs(first, gan_data.weights_key(first), examples)
+    fresh = gan_data.device_outputs(first, examples)
+    np.testing.assert_array_equal(kept["correct"], fresh["correct"])
+    np.testing.assert_array_equal(kept["confidence"], fresh["confidence"])
+    if cached:
+        with pytest.raises(ValueError, match="read-only"):
+            kept["correct"][0] = True
+
+
+def test_models_that_compute_different_things_do_not_share_outputs():
+    small = cnn.cnn_config("test")
+    same = [gan_data.weights_key(cnn.build_cnn(small, seed=3)), gan_data.weights_key(cnn.build_cnn(small, seed=3))]
+    assert same[0] == same[1]
+    assert gan_data.weights_key(cnn.build_cnn(small, seed=4)) != same[0]
+    # The same weights behind another activation compute another function.
+    linear, tanh = cnn.build_cnn(small, seed=3), cnn.build_cnn(small, seed=3)
+    tanh.layers[-1].activation = tf.keras.activations.tanh
+    assert gan_data.weights_key(tanh) != gan_data.weights_key(linear)
