@@ -18,7 +18,7 @@ the DP ones, so nothing here is charged to the ledger: an evaluation of training
 release. "before" is the demo preset as it was until issue 15 (client D learning rate 0.0005, D dense
 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
 preset without DP noise; "demo" is the current preset. `--vectorized` runs each round through the `tf`
-backend's `GANRounds` (what `make demo` runs; ~4× faster) instead of client by client:
+backend's `GANRounds` (all clients in one call, as `make demo` runs them) instead of client by client:
 
   .venv/bin/python evaluation/gan_quality.py --vectorized --configs clip0.1,demo,no-noise --seeds 0,1,2 \
       --data synthetic-images:writers=100,seed=0 --primary runs/demo/gan/primary_cnn.npz --out runs/eval-gan-clip
@@ -121,7 +121,7 @@ def train(images: dict, qualified: set, model_config, config, seed: int, rounds:
 
 def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int):
     """`train`'s experiment with each round run by the `tf` backend's `GANRounds` (all clients in one
-    vectorized call, the DP sum and server step as `make demo` runs them): ~4× faster here."""
+    vectorized call, the DP sum and server step as `make demo` runs them)."""
     secret = RunSecret(seed + 7)
     process = tf_backend.GANRounds(lambda: gan_models.build_generator(model_config, seed),
                                    lambda: gan_models.build_discriminator(model_config, seed), config, secret)
