@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from fedgen_debug.bugs import PixelInversionBug
 from fedgen_debug.data import client_data as cd
+from fedgen_debug.kept import KeptArrays
 from fedgen_debug.data import synthetic_images as si
 from fedgen_debug.models import cnn
 from fedgen_debug.scenarios import gan_data
@@ -160,7 +161,7 @@ def test_each_device_runs_the_primary_once_per_model_and_images(monkeypatch, tra
     """T4's accuracies and the selection, repeated by another run with the same primary loaded again,
     run the CNN once per device and version of its images; new weights or inverted images run it again."""
     data, _, path = trained
-    monkeypatch.setattr(gan_data, "_outputs", {})
+    monkeypatch.setattr(gan_data, "_outputs", KeptArrays(lambda: gan_data.DEVICE_OUTPUTS_CACHE_BYTES))
     monkeypatch.setattr(gan_data, "DEVICE_OUTPUTS_CACHE_BYTES", budget)
     calls = collections.Counter()
     logits = cnn.logits

@@ -5,6 +5,7 @@ import pytest
 
 from fedgen_debug.data import client_data as cd, synthetic_images as si, synthetic_text as st
 from fedgen_debug.data.text import Vocabulary, oov_rate, tokenize
+from fedgen_debug.kept import KeptArrays
 
 
 def _images(writers, seed):
@@ -111,7 +112,7 @@ def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
     rendered = []
     original = si.generate_writer
     monkeypatch.setattr(si, "generate_writer", lambda *a: rendered.append(a[:2]) or original(*a))
-    monkeypatch.setattr(si, "_writers", {})
+    monkeypatch.setattr(si, "_writers", KeptArrays(lambda: si.WRITER_CACHE_BYTES))
     config = si.SyntheticImagesConfig(writers=3, seed=41)
     first, again = si.generate(config), si.generate(config)
     assert rendered == [(41, 0), (41, 1), (41, 2)]
@@ -122,7 +123,7 @@ def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
         with pytest.raises(ValueError, match="read-only"):
             pixels[0, 0, 0] = 0.5
     # Over the byte budget writers are rendered on every load, with the same pixels.
-    monkeypatch.setattr(si, "_writers", {})
+    monkeypatch.setattr(si, "_writers", KeptArrays(lambda: si.WRITER_CACHE_BYTES))
     monkeypatch.setattr(si, "WRITER_CACHE_BYTES", 0)
     rendered.clear()
     si.generate(config), si.generate(config)

@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import os
 import string
-import threading
 
 import matplotlib
 import numpy as np
@@ -25,6 +24,7 @@ from scipy import ndimage
 from fedgen_debug.progress import progress
 
 from fedgen_debug.data import client_data as cd
+from fedgen_debug.kept import KeptArrays
 
 CLASS_CHARS = string.digits + string.ascii_uppercase + string.ascii_lowercase  # TFF EMNIST label order
 assert len(CLASS_CHARS) == cd.NUM_IMAGE_CLASSES
@@ -156,23 +156,13 @@ def writer_id(writer: int) -> str:
 # again. A rendered writer is kept, read-only, while all kept writers hold at most this many bytes;
 # beyond it, writers are rendered on every load as before.
 WRITER_CACHE_BYTES = 256 << 20
-_writers: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-_writers_lock = threading.Lock()
+_writers = KeptArrays(lambda: WRITER_CACHE_BYTES)
 
 
 def _kept_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple[np.ndarray, np.ndarray]:
     """`generate_writer`'s arrays, read-only, rendered once per process within `WRITER_CACHE_BYTES`."""
     key = (seed, writer, config.min_examples, config.max_examples, config.median_examples)
-    with _writers_lock:
-        kept = _writers.get(key)
-    if kept is not None:
-        return kept
-    pixels, labels = generate_writer(seed, writer, config)
-    pixels.flags.writeable = labels.flags.writeable = False
-    with _writers_lock:
-        if sum(p.nbytes + l.nbytes for p, l in _writers.values()) + pixels.nbytes + labels.nbytes <= WRITER_CACHE_BYTES:
-            _writers[key] = (pixels, labels)
-    return pixels, labels
+    return _writers.get(key, lambda: generate_writer(seed, writer, config))
 
 
 def generate(config: SyntheticImagesConfig) -> cd.ArrayClientData:

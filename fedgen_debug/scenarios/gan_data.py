@@ -22,13 +22,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import threading
 from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.data import client_data as cd
+from fedgen_debug.kept import KeptArrays
 from fedgen_debug.models import cnn
 from fedgen_debug.progress import progress
 from fedgen_debug.selectors.base import Selector
@@ -61,8 +61,7 @@ def device_outputs(model, examples: Mapping[str, np.ndarray]) -> dict:
 # CNN on every device (compute-bound, ~24 MFLOP an image), and the demo's four GAN runs do it on the same
 # two versions of the same devices: 8 passes over 20K images where 2 give every answer.
 DEVICE_OUTPUTS_CACHE_BYTES = 64 << 20
-_outputs: dict[tuple[bytes, bytes], dict] = {}
-_outputs_lock = threading.Lock()
+_outputs = KeptArrays(lambda: DEVICE_OUTPUTS_CACHE_BYTES)
 
 
 def weights_key(model) -> bytes:
@@ -92,19 +91,7 @@ def _examples_key(examples: Mapping[str, np.ndarray]) -> bytes:
 def kept_device_outputs(model, model_key: bytes, examples: Mapping[str, np.ndarray]) -> dict:
     """`device_outputs(model, examples)` (read-only arrays), computed once per process for the same
     weights (`model_key = weights_key(model)`) and examples, within `DEVICE_OUTPUTS_CACHE_BYTES`."""
-    key = (model_key, _examples_key(examples))
-    with _outputs_lock:
-        kept = _outputs.get(key)
-    if kept is not None:
-        return kept
-    outputs = device_outputs(model, examples)
-    for value in outputs.values():
-        value.setflags(write=False)  # shared by every caller: nobody may change it
-    size = sum(v.nbytes for v in outputs.values())
-    with _outputs_lock:
-        if sum(v.nbytes for o in _outputs.values() for v in o.values()) + size <= DEVICE_OUTPUTS_CACHE_BYTES:
-            _outputs[key] = outputs
-    return outputs
+    return _outputs.get((model_key, _examples_key(examples)), lambda: device_outputs(model, examples))
 
 
 def user_accuracy(outputs: Mapping[str, np.ndarray]) -> float | None:
@@ -152,7 +139,8 @@ class GanData:
     masks: Mapping[str, np.ndarray]
     # Why: a device's images are rebuilt from the data source (synthetic ones rendered, the bug applied)
     # on every read, 1.2 s of a 2.5 s demo GAN round; a device keeps its selected images instead.
-    _images: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+    _images: KeptArrays = dataclasses.field(default_factory=lambda: KeptArrays(lambda: SELECTED_IMAGES_CACHE_BYTES),
+                                            init=False, repr=False, compare=False)
 
     @property
     def client_ids(self) -> tuple[str, ...]:
@@ -171,14 +159,8 @@ class GanData:
         """The selected images of one device, float32 [k, 28, 28, 1] in [-1, 1]; none if it did not qualify."""
         if client_id not in self.masks:
             return np.zeros((0, 28, 28, 1), np.float32)
-        if client_id in self._images:
-            return self._images[client_id]
-        pixels = device_examples(self.client_data, client_id, self.classes)["pixels"]
-        images = to_gan_range(pixels[self.masks[client_id]])
-        if sum(a.nbytes for a in self._images.values()) + images.nbytes <= SELECTED_IMAGES_CACHE_BYTES:
-            images.setflags(write=False)  # one array for every round: nobody may change it
-            self._images[client_id] = images
-        return images
+        return self._images.get(client_id, lambda: to_gan_range(
+            device_examples(self.client_data, client_id, self.classes)["pixels"][self.masks[client_id]]))
 
     def client_dataset(self, client_id: str) -> tf.data.Dataset:
         return tf.data.Dataset.from_tensor_slices(self.client_images(client_id))
