@@ -94,12 +94,12 @@ def _lm_round_fn(cohort: int, backend: str, population_size: int):
     config = dataclasses.replace(config, dp=dataclasses.replace(config.dp, clients_per_round=cohort))
     process = dp_fedavg.build_process(model_spec(run, devices.num_ids), config, (0, 0), backend=backend)
 
-    def client_ds(cid):
+    def client_ds(cid, round_num):
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(devices.examples[cid]), config)
 
     def one_round(state, size, seed):
         sampled = np.random.default_rng(seed).choice(population, size, replace=False)
-        return process.next(state, round_datasets(process, sampled, client_ds)).state
+        return process.next(state, round_datasets(process, sampled, client_ds, 0)).state
 
     return process.initialize(), one_round
 
@@ -125,7 +125,7 @@ def _gan_round_fn(cohort: int, backend: str, population_size: int):
 
     def one_round(state, size, seed):
         sampled = np.random.default_rng(seed).choice(sorted(images), size, replace=False)
-        return process.next(state, round_datasets(process, sampled, images.get)).state
+        return process.next(state, round_datasets(process, sampled, lambda cid, _: images.get(cid), 0)).state
 
     return process.initialize(), one_round
 

@@ -47,10 +47,10 @@ def main() -> None:
         for backend in ("tff", "tf"):
             process = dpgan.build_gan_process(gen_fn, disc_fn, config, RunSecret(0), backend=backend)
             state = process.initialize()
-            state = process.next(state, round_datasets(process, rounds[0], images.get)).state  # warm-up
+            state = process.next(state, round_datasets(process, rounds[0], lambda cid, _: images.get(cid), 0)).state  # warm-up
             start = time.perf_counter()
             for sampled in rounds[1:]:
-                state = process.next(state, round_datasets(process, sampled, images.get)).state
+                state = process.next(state, round_datasets(process, sampled, lambda cid, _: images.get(cid), 0)).state
             seconds[backend] = (time.perf_counter() - start) / args.rounds
         tff_seconds, tf_seconds = seconds["tff"], seconds["tf"]
         g, d = gen_fn(), disc_fn()

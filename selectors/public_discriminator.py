@@ -54,7 +54,7 @@ def train_public_discriminator(private, public_pixels: np.ndarray, config: Train
     if len(public_pixels) == 0:
         raise ValueError("the public image set is empty.")
 
-    def client_dataset(cid):
+    def client_dataset(cid, round_num):
         x, y = device_training_data(cd.client_numpy(private, cid)["pixels"], public_pixels, cid, config.seed)
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices((x, y)), config)
 

@@ -48,7 +48,7 @@ def _config(clients, z=1.0, rounds=1):
 def _train(run_dir, data, config, secret=None):
     return loop.train(lambda s: dp_fedavg.build_process(SPEC, config, s.tf_seed("dp-noise")),
                       loop.Population("attack-population", tuple(data)),
-                      lambda cid: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir), secret=secret)
+                      lambda cid, round_num: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir), secret=secret)
 
 
 def _released_update(run_dir) -> np.ndarray:

@@ -98,10 +98,40 @@ def test_dp_config_has_no_default_noise():
     (lambda: ClientConfig(learning_rate=-1), r"client learning_rate must be > 0. Found -1."),
     (lambda: ServerConfig(optimizer="adagrad"), r"server optimizer must be one of"),
     (lambda: ServerConfig(momentum=1.0), r"server momentum must be in \[0, 1\). Found 1.0."),
+    (lambda: ClientConfig(max_examples=0), r"client max_examples must be >= 1 \(None: no cap\). Found 0."),
 ])
 def test_training_config_validation(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_a_capped_client_config_is_saved_and_an_uncapped_one_saves_as_before():
+    capped = TrainingConfig(rounds=2, dp=DPConfig(2, 0.0, None), client=ClientConfig(2, 16, 1.0, max_examples=64))
+    assert capped.to_json()["client"]["max_examples"] == 64
+    assert TrainingConfig.from_json(capped.to_json()) == capped
+    plain = TrainingConfig(rounds=2, dp=DPConfig(2, 0.0, None))
+    assert "max_examples" not in plain.to_json()["client"]  # a run from before the option resumes
+    assert TrainingConfig.from_json(plain.to_json()) == plain
+
+
+def test_a_round_trains_on_a_fresh_uniform_subset_of_at_most_max_examples():
+    x = np.arange(10)[:, None]
+    examples = (x, x * 10)
+
+    def kept(round_num, cap=4):
+        return dp_fedavg.round_examples(examples, cap, np.random.default_rng([7, round_num]))
+
+    first = kept(0)
+    assert first[0].shape == (4, 1) and len(set(first[0].ravel())) == 4
+    np.testing.assert_array_equal(first[1], first[0] * 10)  # rows stay paired
+    np.testing.assert_array_equal(kept(0)[0], first[0])    # the same (round, client) stream: the same rows
+    assert any(not np.array_equal(kept(r)[0], first[0]) for r in range(1, 4))
+    # Uniform: over 4,000 rounds each row is kept in 4/10 of them (sd of a count ~31).
+    counts = np.bincount(np.concatenate([kept(r)[0].ravel() for r in range(4000)]), minlength=10)
+    assert np.all(np.abs(counts - 1600) < 150), counts
+    # A device with no more than the cap, or no cap: all its rows, in order.
+    assert dp_fedavg.round_examples(examples, 10, np.random.default_rng(0)) is examples
+    assert dp_fedavg.round_examples(examples, None, np.random.default_rng(0)) is examples
 
 
 # ---- sampling ------------------------------------------------------------------------------------

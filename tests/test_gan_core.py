@@ -265,7 +265,7 @@ def tiny_config(noise_multiplier, clip, rounds=12, checkpoint_every=10):
         disc_steps=8, gen_steps=2, gen_batch_size=32, gen_learning_rate=0.02, gradient_penalty=1.0)
 
 
-def client_dataset(cid):
+def client_dataset(cid, round_num=None):
     return tf.data.Dataset.from_tensor_slices(CLIENTS[cid]).batch(16)
 
 

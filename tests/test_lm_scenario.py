@@ -85,8 +85,9 @@ def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     for fraction in (0.0, 0.5):
         runs[fraction] = str(tmp_path / f"word-{fraction}")
         provision_secret(runs[fraction], f"test_lm_scenario/word-{fraction}")
+        # 12 rounds: with a round's examples capped (32 a device) 8 rounds left z at 2.1-2.4.
         train_lm(LMRun(kind="word", data="synthetic-text:users=40,seed=1", bug_fraction=fraction, preset="test",
-                       rounds=8, vocab_size=400), runs[fraction])
+                       rounds=12, vocab_size=400), runs[fraction])
     report = analyze_lm(runs[0.5], runs[0.0], samples=2500)
     position_one = {name: report[name]["oov_by_position"][0] for name in ("current", "baseline")}
     rate = {k: v["oov"] / v["tokens"] for k, v in position_one.items()}
@@ -95,3 +96,36 @@ def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     assert report["evidence"]["test"] == "position 1's share of sampled OOV tokens vs baseline"
     assert os.path.getsize(store.released(runs[0.5], store.ANALYSIS_PNG)) > 1000
     assert analyze_lm(runs[0.0], samples=2500)["tokenization_bug_suspected"] is False
+
+
+def test_a_capped_round_trains_each_device_on_its_subset_drawn_from_the_run_secret(tmp_path, monkeypatch):
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.runs import secret as secret_lib
+    from fedgen_debug.training import dp_fedavg
+    from fedgen_debug.training.sampling import sample_clients
+
+    drawn = []
+    real = dp_fedavg.round_examples
+
+    def spy(examples, cap, rng):
+        drawn.append((len(examples[0]), cap, rng.bit_generator.state["state"]["state"]))
+        kept = real(examples, cap, rng)
+        assert len(kept[0]) == min(len(examples[0]), cap)
+        return kept
+
+    monkeypatch.setattr(dp_fedavg, "round_examples", spy)
+    run = LMRun(kind="char", data="synthetic-text:users=30,seed=3", preset="test", rounds=2, vocab_size=1000)
+    run_dir = str(tmp_path / "capped")
+    provision_secret(run_dir, "test_lm_scenario/capped")
+    train_lm(run, run_dir)
+    config = run.training_config(30)
+    cap = config.client.max_examples
+    assert cap is not None and {c for _, c, _ in drawn} == {cap}  # the preset caps a round's examples
+    assert any(n > cap for n, _, _ in drawn)                      # and some device holds more than the cap
+    # Each sampled device of round r drew from secret.rng("client-examples", r, device): nothing public,
+    # another stream every round, and the same on a resume.
+    secret = secret_lib.load(run_dir)
+    population = sorted(data_spec.load_client_data(run.data).client_ids)
+    expected = [secret.rng("client-examples", r, cid).bit_generator.state["state"]["state"] for r in range(2)
+                for cid in sample_clients(population, config.dp.clients_per_round, secret.rng("sampling", r))]
+    assert sorted(s for _, _, s in drawn) == sorted(expected)

@@ -157,7 +157,7 @@ def test_a_tiny_dp_fedavg_char_lm_learns_a_three_word_vocabulary(tmp_path):
                                lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                                (tf.TensorSpec([None, 8], tf.int32), tf.TensorSpec([None, 8], tf.int32)))
 
-    def client_dataset(cid):
+    def client_dataset(cid, round_num):
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(word_sequences(clients[cid], 8)), config)
 
     result = loop.train(lambda secret: dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise")),

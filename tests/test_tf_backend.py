@@ -150,7 +150,7 @@ def gan_rounds(backend, config, rounds, client_dataset=gan_fixtures.client_datas
     states = [state]
     for r in range(rounds):
         sampled = sample_clients(sorted(gan_fixtures.CLIENTS), 4, SECRET.rng("sampling", r))
-        state = process.next(state, loop.round_datasets(process, sampled, client_dataset)).state
+        state = process.next(state, loop.round_datasets(process, sampled, client_dataset, r)).state
         states.append(state)
     return states
 
@@ -177,7 +177,7 @@ def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backen
     original = tf_backend.vectorized_gan.rows_to_compute
     monkeypatch.setattr(tf_backend.vectorized_gan, "rows_to_compute", rows_to_compute)
 
-    def client_dataset(cid):
+    def client_dataset(cid, round_num=None):
         keep = 0 if cid in ("c1", "c4", "c6") else (5 if cid == "c2" else 64)
         return tf.data.Dataset.from_tensor_slices(gan_fixtures.CLIENTS[cid][:keep]).batch(16)
 
@@ -214,7 +214,7 @@ def test_the_tf_backend_builds_a_gan_cohort_chunk_by_chunk(monkeypatch):
     monkeypatch.setattr(tf_backend.vectorized_gan, "rows_to_compute",
                         lambda mask, multiple=8: built_at_chunk.append(len(built)) or original(mask, multiple))
 
-    def client_dataset(cid):
+    def client_dataset(cid, round_num=None):
         built.append(cid)
         return gan_fixtures.client_dataset(cid)
 
@@ -224,7 +224,7 @@ def test_the_tf_backend_builds_a_gan_cohort_chunk_by_chunk(monkeypatch):
     built.clear()
     toy_config = toy_training.train_config(rounds=1)
     lm_on_tff = dp_fedavg.build_process(toy_training.SPEC, toy_config, (0, 0), backend="tff")
-    assert isinstance(loop.round_datasets(lm_on_tff, ["c1", "c2"], client_dataset), list)
+    assert isinstance(loop.round_datasets(lm_on_tff, ["c1", "c2"], client_dataset, 0), list)
     assert built == ["c1", "c2"]
 
 
@@ -244,7 +244,7 @@ def test_a_run_started_on_tff_resumes_on_tf_with_the_weights_of_an_uninterrupted
         return loop.train(lambda s: dp_fedavg.build_process(toy_training.SPEC, config, s.tf_seed("dp-noise"),
                                                             backend=backend),
                           loop.Population("toy-population", tuple(data)),
-                          lambda cid: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir),
+                          lambda cid, round_num: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir),
                           after_round=after_round, secret=SECRET)
 
     uninterrupted = train(tmp_path / "a", "tff")

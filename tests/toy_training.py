@@ -34,7 +34,7 @@ def run(run_dir, config, after_round=None, data=None, secret=None):
     data = data or client_data(n_clients=5)
     return loop.train(lambda s: dp_fedavg.build_process(SPEC, config, s.tf_seed("dp-noise")),
                       loop.Population("toy-population", tuple(data)),
-                      lambda cid: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir),
+                      lambda cid, round_num: dp_fedavg.client_dataset(data[cid], config), config, str(run_dir),
                       evaluate_fn=lambda w, _: {"kernel_norm": float(np.linalg.norm(w.trainable[0]))},
                       after_round=after_round, secret=secret)
 

@@ -298,7 +298,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
         store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(selected.client_ids)})
     gan = gan_config(run.preset)
 
-    def client_examples(cid):
+    def client_examples(cid, round_num):
         # On the device: its selected images (none if it does not qualify), shuffled (seeded by client);
         # the process takes them in batches of B, at most n (`dp_fedavg_gan.client_batches`).
         images = selected.client_images(cid)

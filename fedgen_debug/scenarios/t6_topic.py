@@ -114,7 +114,7 @@ def _train_auxiliary(name, kept: dict, vocab, config, run_root, population: str)
         (tf.TensorSpec([None, config.max_length], tf.int32), tf.TensorSpec([None, config.max_length], tf.int32)),
     )
 
-    def client_dataset(cid):
+    def client_dataset(cid, round_num):
         x, y = sequences(kept[cid], vocab, config.max_length)
         return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices((x, y)), training)
 

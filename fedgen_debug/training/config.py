@@ -71,9 +71,15 @@ class DPConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ClientConfig:
+    """A device's local training in a round: `epochs` passes in batches of `batch_size` at SGD rate
+    `learning_rate`, over all its examples or, with `max_examples`, over a random subset of at most that
+    many drawn afresh each round (`dp_fedavg.round_examples`): a round's cost is bounded by the cap, not
+    by the device with the most data, whose extra steps the clip would mostly cut anyway."""
+
     epochs: int = 1
     batch_size: int = 16
     learning_rate: float = 0.5
+    max_examples: int | None = None
 
     def __post_init__(self):
         if self.epochs < 1:
@@ -81,6 +87,8 @@ class ClientConfig:
         if self.batch_size < 1:
             raise ValueError(f"client batch_size must be >= 1. Found {self.batch_size}.")
         _positive("client learning_rate", self.learning_rate)
+        if self.max_examples is not None and self.max_examples < 1:
+            raise ValueError(f"client max_examples must be >= 1 (None: no cap). Found {self.max_examples}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +128,10 @@ class TrainingConfig:
             raise ValueError(f"checkpoint_every must be >= 1. Found {self.checkpoint_every}.")
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.client.max_examples is None:  # runs from before the option resume with the config they saved
+            del out["client"]["max_examples"]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "TrainingConfig":

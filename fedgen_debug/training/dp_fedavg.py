@@ -12,6 +12,7 @@ import collections
 import dataclasses
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -42,6 +43,18 @@ class ModelSpec:
 def client_dataset(dataset: tf.data.Dataset, config: TrainingConfig) -> tf.data.Dataset:
     """The on-device training pipeline: E epochs of batches of B examples."""
     return dataset.batch(config.client.batch_size).repeat(config.client.epochs)
+
+
+def round_examples(examples: tuple, max_examples: int | None, rng: np.random.Generator) -> tuple:
+    """What a device trains on in one round: all its `examples` (a tuple of arrays, one row per
+    example), or with `max_examples` a uniformly random subset of at most that many rows, in the order
+    drawn. `rng` is the device's randomness for the round (the run secret's, keyed by round and client:
+    nothing public, and a resumed run draws the same subsets). Devices with fewer rows keep all, in order."""
+    count = len(examples[0])
+    if max_examples is None or count <= max_examples:
+        return examples
+    keep = rng.choice(count, max_examples, replace=False)
+    return tuple(np.asarray(a)[keep] for a in examples)
 
 
 # ---- pure TF -------------------------------------------------------------------------------------

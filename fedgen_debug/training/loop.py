@@ -71,22 +71,22 @@ class SampledClients(Sequence):
     (`benchmarks/cohort_scaling.py`); its LM threads are handed every client at once (small text
     datasets). TFF's computations take a list (`list(...)` builds them all)."""
 
-    def __init__(self, client_ids, client_dataset_fn: Callable):
-        self._ids, self._fn = tuple(client_ids), client_dataset_fn
+    def __init__(self, client_ids, client_dataset_fn: Callable, round_num: int):
+        self._ids, self._fn, self._round = tuple(client_ids), client_dataset_fn, round_num
 
     def __len__(self) -> int:
         return len(self._ids)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return [self._fn(cid) for cid in self._ids[index]]
-        return self._fn(self._ids[index])
+            return [self._fn(cid, self._round) for cid in self._ids[index]]
+        return self._fn(self._ids[index], self._round)
 
 
-def round_datasets(process, client_ids, client_dataset_fn: Callable):
-    """What `process.next` takes for the sampled clients: TFF's learning process gets the list it types,
-    our processes (tf backend, `GANProcess`) a `SampledClients` they stream."""
-    clients = SampledClients(client_ids, client_dataset_fn)
+def round_datasets(process, client_ids, client_dataset_fn: Callable, round_num: int):
+    """What `process.next` takes for the sampled clients of round `round_num` (0-based): TFF's learning
+    process gets the list it types, our processes (tf backend, `GANProcess`) a `SampledClients` they stream."""
+    clients = SampledClients(client_ids, client_dataset_fn, round_num)
     return list(clients) if isinstance(process, tff.templates.IterativeProcess) else clients
 
 
@@ -139,8 +139,8 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
     """Runs (or resumes) `config.rounds` rounds and writes `run_dir`.
 
     `build_process(secret)` builds the learning process (`initialize`, `next`, `get_model_weights`)
-    with its randomness from `secret`. `client_dataset_fn(client_id)` builds a sampled client's
-    training dataset on its device (empty if the device does not qualify). `evaluate_fn(model_weights,
+    with its randomness from `secret`. `client_dataset_fn(client_id, round_num)` builds a sampled
+    client's training dataset on its device for that round (empty if the device does not qualify). `evaluate_fn(model_weights,
     round_num) -> dict` runs every `config.eval_every` rounds and at the end; it sees the weights after
     `round_num` rounds (post-processing of DP releases the run's ε covers) and must only read public data. `delta`: the δ this run's own ε is reported at (default: the population
     budget's). `secret`: the run's, when the caller opened the run to charge other
@@ -228,7 +228,7 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         started = time.perf_counter()
         sampled = sample_clients(population.client_ids, config.dp.clients_per_round,
                                  secret.rng("sampling", round_num), config.sampling)
-        output = process.next(state, round_datasets(process, sampled, client_dataset_fn))
+        output = process.next(state, round_datasets(process, sampled, client_dataset_fn, round_num))
         state = output.state
         if round_num == start and not _same_event(event_to_json(released_event(_aggregator_state(state))),
                                                   charged_round_event):
