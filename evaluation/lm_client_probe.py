@@ -1,0 +1,94 @@
+"""Probe of an LM's client training settings (issue 15: a round's examples capped, the client rate):
+one demo-preset run before the bug (0%, seed 2S) and one after (`--fraction`, seed 2S + 1) on synthetic
+text of 300 users, trained with the given local settings instead of the preset's, analysed with
+`analyze_lm` (the verdict's z, the top 20, the most probable words with a space) and, for the char-LM,
+the mean log-probability of the after-devices' OOV words under the after-model (how well it fits; a
+simulation-side number, read from the devices' data, never released). Prints one JSON row.
+
+  .venv/bin/python evaluation/lm_client_probe.py --kind char --cap 64 --lr 2.0 --seed 0 --out runs/probe-c64
+  .venv/bin/python evaluation/lm_client_probe.py --kind word --cap 32 --out runs/probe-w32
+
+`--cap 0` trains on every example (the demo preset until issue 15). `--only none` analyses existing
+run directories (`OUT/char-before`, `OUT/char-after`) without training. Runs are charged to the ledger
+($FEDGEN_DEBUG_LEDGER) as any run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+from fedgen_debug.bugs.tokenization import TokenizationBug  # noqa: E402
+from fedgen_debug.data import spec as data_spec  # noqa: E402
+from fedgen_debug.models.char_lm import joint_log_prob  # noqa: E402
+from fedgen_debug.scenarios import lm, lm_data  # noqa: E402
+from fedgen_debug.scenarios.lm_analysis import analyze_lm  # noqa: E402
+from fedgen_debug.training.config import ClientConfig, ServerConfig  # noqa: E402
+
+DATA = "synthetic-text:users=300,seed=0"
+
+
+def train_seconds(run_dir: str) -> float | None:
+    try:
+        with open(os.path.join(run_dir, "server", "timing.csv"), newline="") as f:
+            return round(sum(float(r["seconds"]) for r in csv.DictReader(f)), 1)
+    except FileNotFoundError:
+        return None
+
+
+def mean_oov_log_prob(run_dir: str, fraction: float, words_max: int = 3000) -> float:
+    """Mean log p of the OOV words of every third device (with the run's bug) under the run's model."""
+    model, vocab, run = lm.load_lm(run_dir)
+    client_data = data_spec.load_client_data(DATA)
+    words = []
+    for cid in sorted(client_data.client_ids)[::3]:
+        tokens = lm_data.device_tokens(client_data, cid, TokenizationBug(fraction, seed=run.seed))
+        words += lm_data.device_oov_words(tokens, vocab, cid)
+    words = words[:words_max]
+    return float(np.concatenate([joint_log_prob(model, words[i:i + 512]) for i in range(0, len(words), 512)]).mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kind", default="char", choices=lm.KINDS)
+    parser.add_argument("--rounds", type=int, help="default: the demo preset's")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1.0, help="client learning rate")
+    parser.add_argument("--cap", type=int, default=0, help="max examples a device trains on a round (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fraction", type=float, default=0.1)
+    parser.add_argument("--samples", type=int, default=5000)
+    parser.add_argument("--only", default="before,after", help="which runs to train ('none': analyse only)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    preset = lm.TRAINING_PRESETS[("demo", args.kind)]
+    lm.TRAINING_PRESETS[("demo", args.kind)] = {
+        **preset, **({"rounds": args.rounds} if args.rounds else {}),
+        "client": ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)}
+    dirs = {}
+    for name, fraction, seed in (("before", 0.0, 2 * args.seed), ("after", args.fraction, 2 * args.seed + 1)):
+        dirs[name] = os.path.join(args.out, f"{args.kind}-{name}")
+        if name in args.only.split(","):
+            lm.train_lm(lm.LMRun(args.kind, DATA, fraction, "demo", seed=seed), dirs[name])
+    report = analyze_lm(dirs["after"], dirs["before"], samples=args.samples)
+    row = {**vars(args), "z": report["evidence"]["z"], "suspected": report["tokenization_bug_suspected"],
+           "train_s": {name: train_seconds(d) for name, d in dirs.items()}}
+    if args.kind == "char":
+        current = report["current"]
+        row.update(space_mass=[current["space_mass"], report["baseline"]["space_mass"]],
+                   top20_with_space=[current["top_k_with_space"], report["baseline"]["top_k_with_space"]],
+                   top8=[t["word"] for t in current["top_k"][:8]],
+                   space_top8=[t["word"] for t in current["space_top_k"][:8]],
+                   mean_oov_log_prob=mean_oov_log_prob(dirs["after"], args.fraction))
+    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
