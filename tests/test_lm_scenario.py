@@ -85,9 +85,8 @@ def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     for fraction in (0.0, 0.5):
         runs[fraction] = str(tmp_path / f"word-{fraction}")
         provision_secret(runs[fraction], f"test_lm_scenario/word-{fraction}")
-        # 12 rounds: with a round's examples capped (32 a device) 8 rounds left z at 2.1-2.4.
         train_lm(LMRun(kind="word", data="synthetic-text:users=40,seed=1", bug_fraction=fraction, preset="test",
-                       rounds=12, vocab_size=400), runs[fraction])
+                       rounds=8, vocab_size=400), runs[fraction])
     report = analyze_lm(runs[0.5], runs[0.0], samples=2500)
     position_one = {name: report[name]["oov_by_position"][0] for name in ("current", "baseline")}
     rate = {k: v["oov"] / v["tokens"] for k, v in position_one.items()}

@@ -28,8 +28,8 @@ def _train(run, run_dir: str) -> None:
 def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str = "demo",
                  vocab_size: int = 10_000, samples: int = 5000, parallel_runs: int = 2) -> dict:
     """`parallel_runs` > 1: each kind's before- and after-run train side by side, in processes of their
-    own (`runs.side_by_side`). `samples` per model: post-processing (no ε); at 2,000 the word-LM's z
-    fell to 3.8 in one demo run, 5,000 gave it 8.5-12.6 in probes (README, Scenario 1)."""
+    own (`runs.side_by_side`). `samples` per model: post-processing (no ε); more samples, a
+    sharper z (the verdicts' statistics are sampled shares)."""
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.runs.side_by_side import run_side_by_side
