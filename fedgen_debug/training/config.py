@@ -74,7 +74,7 @@ class ClientConfig:
     """A device's local training in a round: `epochs` passes in batches of `batch_size` at SGD rate
     `learning_rate`, over all its examples or, with `max_examples`, over a random subset of at most that
     many drawn afresh each round (`dp_fedavg.round_examples`): a round's cost is bounded by the cap, not
-    by the device with the most data, whose extra steps the clip would mostly cut anyway."""
+    by the device with the most data."""
 
     epochs: int = 1
     batch_size: int = 16
