@@ -16,7 +16,6 @@ run directories (`OUT/char-before`, `OUT/char-after`) without training. Runs are
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 
@@ -27,6 +26,7 @@ import numpy as np  # noqa: E402
 from fedgen_debug.bugs.tokenization import TokenizationBug  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models.char_lm import joint_log_prob  # noqa: E402
+from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.scenarios import lm, lm_data  # noqa: E402
 from fedgen_debug.scenarios.lm_analysis import analyze_lm  # noqa: E402
 from fedgen_debug.training.config import ClientConfig, ServerConfig  # noqa: E402
@@ -35,11 +35,8 @@ DATA = "synthetic-text:users=300,seed=0"
 
 
 def train_seconds(run_dir: str) -> float | None:
-    try:
-        with open(os.path.join(run_dir, "server", "timing.csv"), newline="") as f:
-            return round(sum(float(r["seconds"]) for r in csv.DictReader(f)), 1)
-    except FileNotFoundError:
-        return None
+    rows = store.read_csv(store.server(run_dir, store.TIMING))
+    return round(sum(float(r["seconds"]) for r in rows), 1) if rows else None
 
 
 def mean_oov_log_prob(run_dir: str, fraction: float, words_max: int = 3000) -> float:
