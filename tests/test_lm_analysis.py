@@ -51,3 +51,23 @@ def test_a_model_that_only_generates_vocabulary_words_lists_nothing(fake_model):
     report = lm_analysis.analyze_char(None, vocab, _Run(), samples=20, top_k=20, seed=0)
     assert report["top_k"] == report["space_top_k"] == [] and report["top_k_with_space"] == 0
     assert report["in_vocabulary_mass"] == pytest.approx(17 / 20)
+
+
+def _word_body(oov_by_position):
+    return {"oov_by_position": [{"position": p + 1, "tokens": 1000, "oov": k} for p, k in enumerate(oov_by_position)]}
+
+
+def test_the_word_verdict_compares_position_one_shares_not_overall_oov_rates():
+    from fedgen_debug.stats import z_two_proportions
+
+    # The bug's run: 30 of its 150 sampled OOV tokens at position 1 (20%); the baseline: 10 of 200 (5%).
+    current = _word_body([30, 20, 20, 20, 20, 20, 10, 10])
+    baseline = _word_body([10, 30, 30, 30, 30, 30, 20, 20])
+    evidence = lm_analysis.verdict("word", current, baseline)
+    assert evidence["statistic"] == "position_1_share_of_oov"
+    assert math.isclose(evidence["z"], z_two_proportions(30, 150, 10, 200)) and evidence["z"] > 3
+    assert evidence["suspected"] is True
+    # A baseline sampling twice as much OOV everywhere, position 1 included, is no bug: the same share.
+    doubled = _word_body([60, 40, 40, 40, 40, 40, 20, 20])
+    assert lm_analysis.verdict("word", current, doubled)["z"] == 0.0
+    assert lm_analysis.verdict("word", current, doubled)["suspected"] is False

@@ -88,12 +88,20 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
         # Position 1's share of the OOV tokens sampled at positions 1-8, vs the baseline's. Independently
         # trained runs differ in how much OOV they sample overall (measured: 3% vs 9% at positions 3-8
         # for two 0% runs, so raw position-1 rates gave z = 8.2); glued first tokens raise position 1 alone.
+        # z counts the noise of the two models' samples, not the spread between trainings of the same
+        # settings: how often 0% runs differ by more is measured by evaluation/lm_replicates.py.
         k1, n1 = first["oov"], sum(p["oov"] for p in current["oov_by_position"])
         k2, n2 = baseline["oov_by_position"][0]["oov"], sum(p["oov"] for p in baseline["oov_by_position"])
         test = "position 1's share of sampled OOV tokens vs baseline"
         z = z_two_proportions(k1, max(n1, 1), k2, max(n2, 1))
     statistic = "position_1_oov_rate" if baseline is None else "position_1_share_of_oov"
     return {"statistic": statistic, "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
+
+
+def verdict(kind: str, current: dict, baseline: dict | None) -> dict:
+    """The verdict's evidence for one model's analysis body (`analyze_char` / `analyze_word`), against a
+    baseline's or alone."""
+    return (_char_verdict if kind == "char" else _word_verdict)(current, baseline)
 
 
 def char_bars(report: dict) -> tuple[list[str], dict[str, list[float]]]:
@@ -166,8 +174,8 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
         scored = joint_log_prob(models["baseline"], [t["word"] for t in current["top_k"]])
         for t, log_prob in zip(current["top_k"], scored):
             t["baseline_probability"] = float(np.exp(log_prob))
-    verdict = (_char_verdict if current["kind"] == "char" else _word_verdict)(current, baseline)
-    report = {"tokenization_bug_suspected": bool(verdict["suspected"]), "evidence": verdict, **reports}
+    evidence = verdict(current["kind"], current, baseline)
+    report = {"tokenization_bug_suspected": bool(evidence["suspected"]), "evidence": evidence, **reports}
     store.write_json(store.released(run_dir, store.ANALYSIS), report)
     _plot(report, store.released(run_dir, store.ANALYSIS_PNG))
     if current["kind"] == "char":
