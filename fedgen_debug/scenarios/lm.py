@@ -55,7 +55,7 @@ PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qua
 # its top 20 shows whole glued words). A demo char-LM device trains on at most 64 of its OOV words a
 # round, a fresh random subset each round: a round costs half the steps (a device held 105 on average, up
 # to 524), and the client rate 2.0 makes up for them (README, Scenario 1: same fit and verdicts). The
-# word-LM trains 60 rounds on at most 32 sentences a device (1.2x the time of 30 rounds on every
+# word-LM trains 60 rounds on at most 32 sentences a device (1.25x the time of 30 rounds on every
 # sentence): at 30 its position-1 statistic varied so much between trainings that a 0% run tested
 # against another 0% run said YES in 13 of 42 pairs (`evaluation/lm_replicates.py`; 60 capped rounds:
 # 1 of 20, and 25 of 25 10%-vs-0% pairs found).
