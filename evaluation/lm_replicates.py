@@ -41,12 +41,8 @@ def train(kind: str, fraction: float, seed: int, run_dir: str, overrides: dict) 
 
 
 def analysed(run_dir: str, samples: int) -> dict:
-    """The verdict's body of one model (`lm_analysis.analyze_word` / `analyze_char`, seed 0 as
-    `analyze_lm` samples both models)."""
-    model, vocab, run = lm.load_lm(run_dir)
-    if run.kind == "word":
-        return lm_analysis.analyze_word(model, vocab, run, samples, 0)
-    return lm_analysis.analyze_char(model, vocab, run, samples, 20, 0)
+    """The verdict's body of one model (seed 0, as `analyze_lm` samples both models)."""
+    return lm_analysis.analyze_model(*lm.load_lm(run_dir), samples, 20, 0)
 
 
 def statistic(kind: str, body: dict) -> float:

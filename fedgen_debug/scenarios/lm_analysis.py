@@ -98,6 +98,14 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
     return {"statistic": statistic, "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
 
 
+def analyze_model(model, vocab, run, samples: int, top_k: int, seed: int) -> dict:
+    """One model's analysis body (`analyze_char` or `analyze_word`, by the run's kind): what `verdict`
+    compares."""
+    if run.kind == "char":
+        return analyze_char(model, vocab, run, samples, top_k, seed)
+    return analyze_word(model, vocab, run, samples, seed)
+
+
 def verdict(kind: str, current: dict, baseline: dict | None) -> dict:
     """The verdict's evidence for one model's analysis body (`analyze_char` / `analyze_word`), against a
     baseline's or alone."""
@@ -160,8 +168,7 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
         models[name] = model
         if name == "baseline" and run.kind != reports["current"]["kind"]:
             raise ValueError(f"baseline {directory} is a {run.kind}-LM; {run_dir} is a {reports['current']['kind']}-LM.")
-        body = (analyze_char(model, vocab, run, samples, top_k, seed) if run.kind == "char"
-                else analyze_word(model, vocab, run, samples, seed))
+        body = analyze_model(model, vocab, run, samples, top_k, seed)
         oov = store.read_json(store.released(directory, store.DEVICE_METRICS))["oov_rate"]
         privacy = run_privacy(directory)
         (training,) = [r for k, r in privacy["releases"].items() if k.endswith("/training")]
