@@ -47,8 +47,8 @@ def analysed(run_dir: str, samples: int) -> dict:
 
 def statistic(kind: str, body: dict) -> float:
     if kind == "word":
-        counts = [p["oov"] for p in body["oov_by_position"]]
-        return counts[0] / max(sum(counts), 1)
+        first, oov = lm_analysis.position_one_share(body)
+        return first / max(oov, 1)
     return body["space_mass"]
 
 

@@ -6,6 +6,7 @@ periods of the fix; on clean fleets it must not alert at all.
   .venv/bin/python evaluation/monitor_fleet.py --scenario femnist --out runs/eval-monitor      # ../shared data
   .venv/bin/python evaluation/monitor_fleet.py --scenario text --concat 0.01 --first-rounds 120 --samples 40000 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario images --clean --seeds 0,1,2 --out runs/eval-monitor
+  .venv/bin/python evaluation/monitor_fleet.py --scenario text --kind word-lm --first-rounds 120 --samples 5000 --out runs/eval-monitor
 
 Each scenario writes a plan (JSON, beside its monitor directory) and runs `fedgen-debug monitor`'s
 runner on it; monitors resume, so an interrupted evaluation continues. Every period is charged to the
@@ -43,8 +44,10 @@ def scenario_plan(args, seed: int) -> dict:
         rollout = f"concat:{args.rollout_start}={args.concat},{args.fix}=0"
     data = {"images": f"synthetic-images:writers={args.devices},seed={100 + seed}", "femnist": FEMNIST,
             "text": f"synthetic-text:users={args.devices},seed={100 + seed}"}[args.scenario]
-    auxiliaries = ([{"kind": "gan", "select": args.select, "preset": args.preset}] if images
-                   else [{"kind": "char-lm", "preset": args.preset}])
+    auxiliary = ({"kind": "gan", "select": args.select, "preset": args.preset} if images
+                 else {"kind": args.kind, "preset": args.preset})
+    if args.warm_start:
+        auxiliary["warm_start"] = args.warm_start
     primary = {}
     if images and args.primary_from_data:   # the modeler's pre-update model, as gan_pixel_inversion.py trains it
         path = os.path.join(args.out, f"primary-{args.scenario}-seed{seed}.npz")
@@ -64,7 +67,7 @@ def scenario_plan(args, seed: int) -> dict:
                         "clip": 0.1 if images else 1.0},
             "budget": {"epsilon": 1e15}, "alerts": {"calibration_periods": args.calibration, "persistence": 2,
                                                      "window": 3},
-            "auxiliaries": auxiliaries}
+            "auxiliaries": [auxiliary]}
 
 
 def summarize(plan, records: list[dict], seconds: float) -> dict:
@@ -97,6 +100,8 @@ def main() -> None:
     parser.add_argument("--scenario", choices=("images", "femnist", "text"), required=True)
     parser.add_argument("--clean", action="store_true", help="no rollout: count false alarms")
     parser.add_argument("--concat", type=float, default=0.1, help="text: the share of sentences glued")
+    parser.add_argument("--kind", choices=("char-lm", "word-lm"), default="char-lm", help="text: the auxiliary")
+    parser.add_argument("--warm-start", choices=("previous", "last-clean"), help="default: the kind's")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--devices", type=int, default=100)
     parser.add_argument("--periods", type=int, default=12)
@@ -119,7 +124,8 @@ def main() -> None:
     runtime.install_shutdown_hooks()
     for seed in (int(s) for s in args.seeds.split(",")):
         name = (f"{args.scenario}{'-clean' if args.clean else ''}"
-                f"{'' if args.scenario != 'text' or args.clean else f'-concat{args.concat:g}'}-seed{seed}{args.tag}")
+                f"{'' if args.scenario != 'text' or args.clean else f'-concat{args.concat:g}'}"
+                f"{'-word' if args.scenario == 'text' and args.kind == 'word-lm' else ''}-seed{seed}{args.tag}")
         out = os.path.join(args.out, name)
         os.makedirs(args.out, exist_ok=True)
         raw = scenario_plan(args, seed)

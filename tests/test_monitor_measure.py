@@ -12,7 +12,7 @@ def test_signal_names_are_per_auxiliary_and_kind():
     assert measure.signal_names(Auxiliary("gan", "by-user-accuracy:low")) == [
         "gan-by-user-accuracy-low/dark_background_share", "gan-by-user-accuracy-low/frechet_drift"]
     assert measure.signal_names(Auxiliary("char-lm")) == ["char-lm/space_mass", "char-lm/oov_js_drift"]
-    assert measure.signal_names(Auxiliary("word-lm")) == ["word-lm/position_1_oov_rate"]
+    assert measure.signal_names(Auxiliary("word-lm")) == ["word-lm/position_1_share_of_oov"]
     assert set(measure.DRIFT) <= set(measure.SIGNALS)
 
 
@@ -28,6 +28,22 @@ def test_char_lm_signals_are_the_seeded_draw_of_the_released_model(monitor_store
     assert again["signals"]["space_mass"] == pytest.approx(with_space / MONITOR_PLAN["samples"])
     assert with_space > 0   # period 3 glues every sentence
     assert again["thumbnail"]["top_oov_words"] and again["samples"] == MONITOR_PLAN["samples"]
+
+
+def test_word_lm_signal_is_position_ones_share_of_the_sampled_oov_not_its_raw_rate():
+    """Two bodies with the same OOV structure at twice the overall OOV rate (what DP noise does between
+    periods) give the same signal; glued first tokens (position 1's OOV doubled) raise it."""
+    def body(oov, tokens=(500, 480, 450, 400, 350, 300, 250, 200)):
+        return {"oov_by_position": [{"position": p + 1, "tokens": t, "oov": k}
+                                    for p, (t, k) in enumerate(zip(tokens, oov))]}
+
+    clean = [10, 20, 20, 20, 10, 10, 5, 5]
+    measured = measure.word_signals(body(clean))
+    assert measured == {"signals": {"position_1_share_of_oov": 10 / 100}, "samples": 100}
+    assert measure.word_signals(body([2 * k for k in clean]))["signals"] == measured["signals"]
+    glued = measure.word_signals(body([20] + clean[1:]))
+    assert glued == {"signals": {"position_1_share_of_oov": 20 / 110}, "samples": 110}
+    assert measure.word_signals(body([0] * 8))["samples"] == 1   # nothing sampled: a share of 0, not 0/0
 
 
 @pytest.mark.parametrize("quality, says", [

@@ -296,6 +296,25 @@ def test_a_finished_monitor_goes_on_for_more_periods_when_only_its_periods_chang
     assert {r.release_id for r in ledger.records()} == charged | set(period_five)   # period 5's, once
 
 
+def test_a_monitor_measured_with_other_signals_is_refused_before_it_resumes(gan_restart_monitor):
+    """A store whose periods were measured with signals this version no longer measures (issue 15 renamed
+    the word-LM's) has no calibration values for the new ones: refused by name, nothing changed."""
+    from fedgen_debug.monitor.plan import plan_from_dict
+    from fedgen_debug.monitor.runner import run_monitor
+
+    out = gan_restart_monitor[0]
+    path = store.released(str(out), store.MONITOR)
+    saved = store.read_json(path)
+    store.write_json(path, {**saved, "signals": ["gan-random/an_older_signal"]})
+    try:
+        with pytest.raises(ValueError, match=r"measured with the signals \['gan-random/an_older_signal'\]; this "
+                                             r"version measures \['gan-random/dark_background_share'"):
+            run_monitor(plan_from_dict({**GAN_PLAN, "periods": 6, "first_period_rounds": 3, "rollout": None}), str(out))
+        assert store.read_json(path)["plan"] == saved["plan"]   # not extended to 6 periods
+    finally:
+        store.write_json(path, saved)
+
+
 def test_an_alert_from_an_auxiliary_that_had_not_learned_its_data_says_so(tmp_path):
     from fedgen_debug.monitor.alerts import Alert
     from fedgen_debug.monitor.plan import plan_from_dict

@@ -177,6 +177,11 @@ class Monitor:
         meta = self._meta()
         if meta:
             plan = json.loads(json.dumps(self.plan.to_json()))
+            if meta.get("signals", self.names) != self.names:
+                # Thresholds are calibrated on the first periods' values of each signal: a signal this version
+                # measures and the saved periods do not hold (a renamed word-LM signal) cannot be calibrated.
+                raise ValueError(f"{self.out_dir} was measured with the signals {meta['signals']}; this version "
+                                 f"measures {self.names}. Start a new --out to monitor with them.")
             done = self._saved_state()
             if meta.get("plan") != plan:
                 if {**meta.get("plan", {}), "periods": plan["periods"]} != plan:

@@ -77,6 +77,13 @@ def _char_verdict(current: dict, baseline: dict | None) -> dict:
     return {"statistic": "space_mass", "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
 
 
+def position_one_share(body: dict) -> tuple[int, int]:
+    """(OOV tokens sampled at position 1, OOV tokens sampled at positions 1-8) of an `analyze_word` body:
+    the word-LM's statistic, their ratio (the verdict's against a baseline, the monitor's signal)."""
+    counts = [p["oov"] for p in body["oov_by_position"]]
+    return counts[0], sum(counts)
+
+
 def _word_verdict(current: dict, baseline: dict | None) -> dict:
     first = current["oov_by_position"][0]
     if baseline is None:
@@ -90,8 +97,7 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
         # for two 0% runs, so raw position-1 rates gave z = 8.2); glued first tokens raise position 1 alone.
         # z counts the noise of the two models' samples, not the spread between trainings of the same
         # settings: how often 0% runs differ by more is measured by evaluation/lm_replicates.py.
-        k1, n1 = first["oov"], sum(p["oov"] for p in current["oov_by_position"])
-        k2, n2 = baseline["oov_by_position"][0]["oov"], sum(p["oov"] for p in baseline["oov_by_position"])
+        (k1, n1), (k2, n2) = position_one_share(current), position_one_share(baseline)
         test = "position 1's share of sampled OOV tokens vs baseline"
         z = z_two_proportions(k1, max(n1, 1), k2, max(n2, 1))
     statistic = "position_1_oov_rate" if baseline is None else "position_1_share_of_oov"
