@@ -39,10 +39,7 @@ def verdict_signal(kind: str, run_dir: str, samples: int, seed: int) -> tuple[st
     from fedgen_debug.scenarios.lm import load_lm
     from fedgen_debug.scenarios.lm_analysis import analyze_model
 
-    body = analyze_model(*load_lm(run_dir), samples, 20, seed)
-    if kind == "char-lm":
-        return "space_mass", body["space_mass"], samples
-    measured = measure.word_signals(body)
+    measured = measure.verdict_signals(kind, analyze_model(*load_lm(run_dir), samples, 20, seed))
     ((name, value),) = measured["signals"].items()
     return name, value, measured["samples"]
 

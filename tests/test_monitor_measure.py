@@ -38,12 +38,12 @@ def test_word_lm_signal_is_position_ones_share_of_the_sampled_oov_not_its_raw_ra
                                     for p, (t, k) in enumerate(zip(tokens, oov))]}
 
     clean = [10, 20, 20, 20, 10, 10, 5, 5]
-    measured = measure.word_signals(body(clean))
+    measured = measure.verdict_signals("word-lm", body(clean))
     assert measured == {"signals": {"position_1_share_of_oov": 10 / 100}, "samples": 100}
-    assert measure.word_signals(body([2 * k for k in clean]))["signals"] == measured["signals"]
-    glued = measure.word_signals(body([20] + clean[1:]))
+    assert measure.verdict_signals("word-lm", body([2 * k for k in clean]))["signals"] == measured["signals"]
+    glued = measure.verdict_signals("word-lm", body([20] + clean[1:]))
     assert glued == {"signals": {"position_1_share_of_oov": 20 / 110}, "samples": 110}
-    assert measure.word_signals(body([0] * 8))["samples"] == 1   # nothing sampled: a share of 0, not 0/0
+    assert measure.verdict_signals("word-lm", body([0] * 8))["samples"] == 1   # nothing sampled: a share of 0, not 0/0
 
 
 @pytest.mark.parametrize("quality, says", [

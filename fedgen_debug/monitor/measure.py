@@ -97,22 +97,25 @@ def _measure_char(run_dir: str, samples: int, seed: int) -> dict:
     # The same seeded draw analyze_lm made: its counts, for the divergence between periods.
     counts = collections.Counter(w.strip() for w in sample_words(model, samples, run.max_length, seed) if w.strip())
     top = [{"word": t["word"], "probability": t["probability"]} for t in report["current"]["top_k"][:10]]
-    return {"signals": {"space_mass": report["current"]["space_mass"]}, "word_counts": dict(counts),
-            "thumbnail": {"top_oov_words": top}, "samples": samples}
+    return {**verdict_signals("char-lm", report["current"]), "word_counts": dict(counts),
+            "thumbnail": {"top_oov_words": top}}
 
 
 def _measure_word(run_dir: str, samples: int, seed: int) -> dict:
     from fedgen_debug.scenarios.lm_analysis import analyze_lm
 
     report = analyze_lm(run_dir, samples=samples, seed=seed)
-    return {**word_signals(report["current"]),
+    return {**verdict_signals("word-lm", report["current"]),
             "thumbnail": {"phrases_with_unk": report["current"]["phrases_with_unk"][:5]}}
 
 
-def word_signals(body: dict) -> dict:
-    """The word-LM's signal from an `analyze_word` body, and the draws its share is of (the OOV tokens
-    sampled at positions 1-8: what the threshold's sampling sd counts)."""
+def verdict_signals(kind: str, body: dict) -> dict:
+    """{"signals": {name: value}, "samples": n} of an LM's analysis body (`lm_analysis.analyze_model`):
+    its verdict statistic and the draws that share is of, which the threshold's sampling sd counts
+    (char-LM: the sampled words; word-LM: the OOV tokens sampled at positions 1-8)."""
     from fedgen_debug.scenarios.lm_analysis import position_one_share
 
+    if kind == "char-lm":
+        return {"signals": {"space_mass": body["space_mass"]}, "samples": body["samples"]}
     first, oov = position_one_share(body)
     return {"signals": {"position_1_share_of_oov": first / max(oov, 1)}, "samples": max(oov, 1)}
