@@ -1,11 +1,12 @@
 """Probe of an LM's client training settings (issue 15: a round's examples capped, the client rate):
 one demo-preset run before the bug (0%, seed 2S) and one after (`--fraction`, seed 2S + 1) on synthetic
-text of 300 users, trained with the given local settings instead of the preset's, analysed with
+text of 300 users, trained with the given local settings (each flag left out: the preset's), analysed with
 `analyze_lm` (the verdict's z, the top 20, the most probable words with a space) and, for the char-LM,
 the mean log-probability of the after-devices' OOV words under the after-model (how well it fits; a
 simulation-side number, read from the devices' data, never released). Prints one JSON row.
 
-  .venv/bin/python evaluation/lm_client_probe.py --kind char --cap 64 --lr 2.0 --seed 0 --out runs/probe-c64
+  .venv/bin/python evaluation/lm_client_probe.py --kind char --seed 0 --out runs/probe-char    # the demo preset
+  .venv/bin/python evaluation/lm_client_probe.py --kind char --epochs 2 --rounds 120 --out runs/probe-c2x120
   .venv/bin/python evaluation/lm_client_probe.py --kind word --cap 32 --out runs/probe-w32
 
 `--cap 0` trains on every example (the demo preset until issue 15). `--only none` analyses existing
@@ -55,10 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kind", default="char", choices=lm.KINDS)
     parser.add_argument("--rounds", type=int, help="default: the demo preset's")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=1.0, help="client learning rate")
-    parser.add_argument("--cap", type=int, default=0, help="max examples a device trains on a round (0: all)")
+    parser.add_argument("--epochs", type=int, help="default (as every client flag): the demo preset's")
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--lr", type=float, help="client learning rate")
+    parser.add_argument("--cap", type=int, help="max examples a device trains on a round (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fraction", type=float, default=0.1)
     parser.add_argument("--samples", type=int, default=5000)
@@ -66,9 +67,14 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     preset = lm.TRAINING_PRESETS[("demo", args.kind)]
+    client = preset["client"]
+    # The settings used, in the printed row too.
+    args.rounds = args.rounds or preset["rounds"]
+    args.epochs, args.batch, args.lr = (args.epochs or client.epochs, args.batch or client.batch_size,
+                                        args.lr or client.learning_rate)
+    args.cap = (client.max_examples or 0) if args.cap is None else args.cap
     lm.TRAINING_PRESETS[("demo", args.kind)] = {
-        **preset, **({"rounds": args.rounds} if args.rounds else {}),
-        "client": ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)}
+        **preset, "rounds": args.rounds, "client": ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)}
     dirs = {}
     for name, fraction, seed in (("before", 0.0, 2 * args.seed), ("after", args.fraction, 2 * args.seed + 1)):
         dirs[name] = os.path.join(args.out, f"{args.kind}-{name}")
