@@ -33,29 +33,28 @@ from fedgen_debug.monitor import alerts as alerts_lib, measure  # noqa: E402
 from fedgen_debug.monitor.plan import plan_from_dict  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
 
-def verdict_signal(kind: str, run_dir: str, samples: int, seed: int) -> tuple[str, float, int]:
-    """(name, value, draws its share is of) of a period's LM, as `measure` computes it, without writing
-    the analysis files into the monitor's store."""
+
+def verdict_signals(kind: str, run_dir: str, samples: int, seed: int) -> dict:
+    """`measure.verdict_signals` of a period's LM, as the monitor computes it, without writing the
+    analysis files into the monitor's store."""
     from fedgen_debug.scenarios.lm import load_lm
     from fedgen_debug.scenarios.lm_analysis import analyze_model
 
-    measured = measure.verdict_signals(kind, analyze_model(*load_lm(run_dir), samples, 20, seed))
-    ((name, value),) = measured["signals"].items()
-    return name, value, measured["samples"]
+    return measure.verdict_signals(kind, analyze_model(*load_lm(run_dir), samples, 20, seed))
 
 
 def resampled(monitor_dir: str, samples: int) -> list[dict]:
     plan = plan_from_dict(store.read_json(monitor_dir.rstrip("/") + ".plan.json"))   # monitor_fleet.py's plan file
     records = store.period_records(monitor_dir)
     (auxiliary,) = [a for a in plan.auxiliaries if a.kind in ("char-lm", "word-lm")]
-    measured = {r["period"]: verdict_signal(auxiliary.kind, os.path.join(monitor_dir, f"period_{r['period']:03d}",
-                                                                         auxiliary.name), samples, plan.seed)
+    measured = {r["period"]: verdict_signals(auxiliary.kind, os.path.join(monitor_dir, f"period_{r['period']:03d}",
+                                                                          auxiliary.name), samples, plan.seed)
                 for r in records}
-    signal = measured[1][0]
-    name, values = f"{auxiliary.name}/{signal}", {p: v for p, (_, v, _) in measured.items()}
+    (signal, _), *_ = measure.SIGNALS[auxiliary.kind]   # the verdict statistic comes first
+    name, values = f"{auxiliary.name}/{signal}", {p: m["signals"][signal] for p, m in measured.items()}
     calibration = list(range(1, plan.alerts.calibration_periods + 1))
     clean = [values[p] for p in calibration]
-    threshold = alerts_lib.calibrate(name, clean, calibration, measured[calibration[0]][2])   # as the runner
+    threshold = alerts_lib.calibrate(name, clean, calibration, measured[calibration[0]]["samples"])   # as the runner
     history = {p: {name: v} for p, v in values.items()}
     active = alerts_lib.active_alerts(history, {name: threshold}, plan.alerts.persistence, plan.alerts.window)
     shaped = [{**r, "alerts": [{"signal": a.signal} for a in active[r["period"]]],
