@@ -22,8 +22,6 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
-
 from fedgen_debug.bugs.tokenization import TokenizationBug  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models.char_lm import joint_log_prob  # noqa: E402
@@ -49,7 +47,7 @@ def mean_oov_log_prob(run_dir: str, fraction: float, words_max: int = 3000) -> f
         tokens = lm_data.device_tokens(client_data, cid, TokenizationBug(fraction, seed=run.seed))
         words += lm_data.device_oov_words(tokens, vocab, cid)
     words = words[:words_max]
-    return float(np.concatenate([joint_log_prob(model, words[i:i + 512]) for i in range(0, len(words), 512)]).mean())
+    return float(joint_log_prob(model, words).mean())
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.models.lm import BOW, EOW
-from fedgen_debug.models.sampling import sample_until
+from fedgen_debug.models.sampling import compiled_logits, sample_until
 
 
 def encode_word(word: str) -> list[int]:
@@ -33,18 +33,33 @@ def word_sequences(words, max_length: int) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+# Words scored in one call: the model's output is words × symbols × 258 floats.
+JOINT_BATCH = 512
+
+
 def joint_log_prob(model: tf.keras.Model, words) -> np.ndarray:
-    """log p(word) = Σ_t log p(s_{t+1} | s_0..s_t), over bytes and the end-of-word (Eq. 1)."""
+    """log p(word) = Σ_t log p(s_{t+1} | s_0..s_t), over bytes and the end-of-word (Eq. 1);
+    `JOINT_BATCH` words at a time through one traced graph of the model."""
+    words = list(words)
+    if not words:
+        return np.zeros(0)
+    logits_of = compiled_logits(model)
+    return np.concatenate([_joint_log_prob(logits_of, words[first: first + JOINT_BATCH])
+                           for first in range(0, len(words), JOINT_BATCH)])
+
+
+def _joint_log_prob(logits_of, words) -> np.ndarray:
     encoded = [encode_word(w) for w in words]
-    length = max(len(e) for e in encoded)
-    x = np.full((len(words), length - 1), EOW, np.int32)
+    length = max(len(e) for e in encoded) - 1
+    x = np.full((len(words), length), EOW, np.int32)
+    y = np.full((len(words), length), EOW, np.int32)
     for i, e in enumerate(encoded):
         x[i, : len(e) - 1] = e[:-1]
-    log_probs = tf.nn.log_softmax(model(x, training=False), axis=-1).numpy()
-    out = np.zeros(len(words))
-    for i, e in enumerate(encoded):
-        out[i] = sum(log_probs[i, t, e[t + 1]] for t in range(len(e) - 1))
-    return out
+        y[i, : len(e) - 1] = e[1:]
+    log_probs = tf.nn.log_softmax(logits_of(x), axis=-1).numpy()
+    scored = np.take_along_axis(log_probs, y[..., None], axis=-1)[..., 0]
+    made = np.arange(length)[None, :] < np.array([len(e) - 1 for e in encoded])[:, None]
+    return (scored * made).sum(axis=1, dtype=np.float64)
 
 
 def sample_words(model: tf.keras.Model, count: int, max_length: int, seed: int) -> list[str]:

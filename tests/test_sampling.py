@@ -92,3 +92,61 @@ def test_sampling_only_the_last_position_of_unfinished_sequences_draws_what_the_
         assert sample_until(model, 1, 2, [1], 300, 7, 11) == want
         assert any(0 in s[:-1] for s in want)
         assert len({len(s) for s in want}) > 3  # sequences finished at different steps
+
+
+def _sequential_inverse_cdf(logits, banned, uniforms):
+    """The draw as the sampler first made it: float64 softmax, one cumulative sum over every symbol."""
+    logits = np.asarray(logits, np.float64).copy()
+    logits[:, banned] = -np.inf
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    return (probs.cumsum(axis=1) < np.asarray(uniforms)[:, None]).sum(axis=1)
+
+
+def test_inverse_cdf_by_blocks_draws_what_one_cumulative_sum_draws():
+    from fedgen_debug.models.sampling import CDF_BLOCK, inverse_cdf
+
+    rng = np.random.default_rng(0)
+    symbols = 3 * CDF_BLOCK + 5  # the last block padded
+    logits = rng.normal(scale=3.0, size=(400, symbols)).astype(np.float32)
+    banned = [0, CDF_BLOCK - 1, CDF_BLOCK, symbols - 1]  # at block edges and the very end
+    uniforms = rng.random(400)
+    drawn = inverse_cdf(tf.constant(logits), tf.constant(banned), tf.constant(uniforms)).numpy()
+    np.testing.assert_array_equal(drawn, _sequential_inverse_cdf(logits, banned, uniforms))
+    assert len(set(drawn) & set(banned)) == 0 and len(set(drawn)) > 100
+
+
+def test_inverse_cdf_hand_built_rows_and_extreme_uniforms_never_draw_a_banned_symbol():
+    from fedgen_debug.models.sampling import CDF_BLOCK, inverse_cdf
+
+    # Two symbols of mass 1/4 and 3/4 (the rest banned or -inf), in blocks 1 and 2; block 0 has no mass.
+    symbols = 3 * CDF_BLOCK
+    first, second = CDF_BLOCK + 7, 2 * CDF_BLOCK + 3
+    row = np.full(symbols, -np.inf, np.float32)
+    row[[first, second]] = np.log([0.25, 0.75])
+    row[[1, symbols - 1]] = 5.0  # likely, but banned
+    uniforms = np.array([0.0, 0.1, 0.2499, 0.2501, 0.9, 1.0 - 2.0 ** -53])
+    drawn = inverse_cdf(tf.constant(np.tile(row, (len(uniforms), 1))), tf.constant([1, symbols - 1]),
+                        tf.constant(uniforms)).numpy()
+    np.testing.assert_array_equal(drawn, [first, first, first, second, second, second])
+    # The largest uniform on rows whose last block has no mass: rounding puts the threshold at or just
+    # past the last allowed symbol's cumulative sum (without the clip, about 1 row in 8 drew past it).
+    rng = np.random.default_rng(0)
+    logits = rng.normal(scale=3.0, size=(2000, symbols)).astype(np.float32)
+    logits[:, 2 * CDF_BLOCK:] = -np.inf
+    banned = [CDF_BLOCK - 1, 2 * CDF_BLOCK - 1]
+    drawn = inverse_cdf(tf.constant(logits), tf.constant(banned), tf.constant(np.full(2000, 1.0 - 2.0 ** -53))).numpy()
+    allowed_last = 2 * CDF_BLOCK - 2
+    assert (drawn == allowed_last).all()
+
+
+def test_joint_log_prob_in_batches_equals_one_call(monkeypatch):
+    from fedgen_debug.models import char_lm
+    from fedgen_debug.models.lm import build_lm, char_lm_config
+
+    model = build_lm(char_lm_config("test"), seed=5)
+    words = ["a", "i have", "regex", "ü", "dog", "x y z"]
+    whole = char_lm.joint_log_prob(model, words)
+    monkeypatch.setattr(char_lm, "JOINT_BATCH", 4)  # two batches of different lengths
+    np.testing.assert_allclose(char_lm.joint_log_prob(model, words), whole, rtol=1e-6)
+    assert char_lm.joint_log_prob(model, []).shape == (0,)

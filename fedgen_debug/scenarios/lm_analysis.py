@@ -36,8 +36,7 @@ def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict
     # string the vocabulary holds is no OOV token (an under-trained model ends words early: `a`, `in`).
     # Both count in the sampled mass, not in the table.
     listed = [w for w in unique if w.strip() and w not in vocab]
-    log_probs = (np.concatenate([joint_log_prob(model, listed[i:i + 512]) for i in range(0, len(listed), 512)])
-                 if listed else np.zeros(0))
+    log_probs = joint_log_prob(model, listed)
     ranked = sorted(zip(listed, log_probs), key=lambda x: -x[1])
     with_space = sum(c for w, c in counts.items() if " " in w.strip())
     splits = sum(c for w, c in counts.items() if " " in w.strip() and all(p in vocab for p in w.split()))
