@@ -1,5 +1,6 @@
-"""Runs side by side: each call in a spawned process of its own, results in call order, errors raised,
-progress rows of their own, and no child outlives a killed parent."""
+"""Runs side by side: calls on spawned worker processes that run at the same time and take the next
+call when free (keeping their state and progress row), results in call order, errors raised, and no
+worker outlives a killed parent."""
 
 import os
 import signal
@@ -22,15 +23,57 @@ def fail(message):
     raise ValueError(message)
 
 
-def test_each_call_runs_in_a_process_of_its_own_and_results_come_in_call_order():
-    results = run_side_by_side([(where, "a"), (where, "b")], processes=2)
-    assert [tag for tag, _, _ in results] == ["a", "b"]
-    pids = {pid for _, pid, _ in results}
+_CALLS_HERE = []  # what a worker process ran before: its in-process state between calls
+
+
+def counted(tag):
+    _CALLS_HERE.append(tag)
+    return (*where(tag), list(_CALLS_HERE))
+
+
+def meet(tag, directory, parties):
+    """Returns once `parties` calls have entered: proof that they run at the same time."""
+    open(os.path.join(directory, f"{tag}-{os.getpid()}"), "w").close()
+    deadline = time.time() + 120
+    while len(os.listdir(directory)) < parties:
+        if time.time() > deadline:
+            raise TimeoutError(f"{tag}: the other calls did not start beside it")
+        time.sleep(0.05)
+    return counted(tag)
+
+
+def test_calls_run_side_by_side_in_spawned_processes_and_results_come_in_call_order(tmp_path):
+    results = run_side_by_side([(meet, "a", str(tmp_path), 2), (meet, "b", str(tmp_path), 2)], processes=2)
+    assert [tag for tag, *_ in results] == ["a", "b"]
+    pids = {pid for _, pid, _, _ in results}
     assert len(pids) == 2 and os.getpid() not in pids
-    assert sorted(row for _, _, row in results) == ["0", "1"]  # each draws its bars on its own row
+    assert sorted(row for _, _, row, _ in results) == ["0", "1"]  # each draws its bars on its own row
+
+
+def test_workers_take_the_next_call_and_keep_their_state_and_row(tmp_path):
+    from fedgen_debug.runs.side_by_side import SideBySide
+
+    with SideBySide(2) as workers:
+        first = [workers.submit(meet, tag, str(tmp_path), 2) for tag in ("a", "b")]
+        later = [workers.submit(counted, tag) for tag in ("c", "d")]
+        results = [f.result() for f in first + later]
+    assert [tag for tag, *_ in results] == ["a", "b", "c", "d"]
+    assert len({pid for _, pid, _, _ in results}) == 2  # no worker spawned for the later calls
+    row_of = {pid: row for _, pid, row, _ in results[:2]}
+    first_of = {pid: tag for tag, pid, _, _ in results[:2]}
+    for tag, pid, row, history in results[2:]:
+        assert row == row_of[pid]  # a worker keeps its row
+        assert history[0] == first_of[pid] and history[-1] == tag  # and what it ran before (imports, caches)
+    assert _CALLS_HERE == []  # nothing ran in this process
 
 
 def test_one_process_runs_the_calls_here_one_after_another():
+    from fedgen_debug.runs.side_by_side import SideBySide
+
+    with SideBySide(1) as here:
+        assert here.submit(where, "a").result() == ("a", os.getpid(), os.environ.get(PROGRESS_ROW_ENV))
+        with pytest.raises(ValueError, match="at once"):
+            here.submit(fail, "raised at once")
     assert run_side_by_side([(where, "a"), (where, "b")], processes=1) == [
         ("a", os.getpid(), os.environ.get(PROGRESS_ROW_ENV)), ("b", os.getpid(), os.environ.get(PROGRESS_ROW_ENV))]
     with pytest.raises(ValueError, match="processes must be >= 1"):

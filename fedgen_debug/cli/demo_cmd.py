@@ -4,7 +4,8 @@ Stage `data`: generate both synthetic federated datasets, apply both bugs as on-
 and print what a modeler can see of them: DP counts and DP aggregates that signal trouble without
 showing any example (the OOV rate of paper Table 6; the mean pixel intensity).
 Stage `lm` (paper §5): DP char- and word-LMs before and after the tokenization bug, and the verdict;
-each before/after pair trains side by side, in two processes (`--parallel-runs`, `runs.side_by_side`).
+each before/after pair trains side by side on two worker processes, the char pair and then the word
+pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_by_side`).
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
@@ -38,7 +39,8 @@ def register(sub) -> None:
     demo.add_argument("--preset", choices=("demo", "test"), default="demo",
                       help="model/training sizes of the auxiliaries (test: seconds, for CI; not meaningful)")
     demo.add_argument("--parallel-runs", type=int, default=2,
-                      help="LM runs trained at once, each in a process of its own (1: one after another)")
+                      help="LM runs trained at once, on as many worker processes "
+                           "(1: one after another, in this process)")
     demo.add_argument("--stages", default=",".join(STAGES),
                       help=f"comma-separated subset of {','.join(STAGES)} (default: all)")
     demo.set_defaults(handler=run)

@@ -27,35 +27,39 @@ def _train(run, run_dir: str) -> None:
 
 def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str = "demo",
                  vocab_size: int = 10_000, samples: int = 5000, parallel_runs: int = 2) -> dict:
-    """`parallel_runs` > 1: each kind's before- and after-run train side by side, in processes of their
-    own (`runs.side_by_side`). `samples` per model: post-processing (no ε); more samples, a
-    sharper z (the verdicts' statistics are sampled shares)."""
+    """`parallel_runs` > 1: each kind's before- and after-run train side by side, on worker processes
+    (`runs.side_by_side`) that then train the word pair while this process analyses the char pair.
+    `samples` per model: post-processing (no ε); more samples, a sharper z (the verdicts' statistics
+    are sampled shares)."""
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
-    from fedgen_debug.runs.side_by_side import run_side_by_side
+    from fedgen_debug.runs.side_by_side import SideBySide
     from fedgen_debug.scenarios.lm_analysis import analyze_lm
 
     runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
+    order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
     summary = {}
-    for kind in ("char", "word"):
-        together = " side by side" if parallel_runs > 1 else ""
-        print(f"\n[text]   training the DP-FedAvg {kind}-LM before the bug (0%) and after it "
-              f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
-        run_side_by_side([(_train, *runs[kind, name]) for name in ("before", "after")], parallel_runs)
-        for name in ("before", "after"):
-            run_dir = runs[kind, name][1]
-            print(f"         {kind}-LM {name}:")
-            print("\n".join("       " + line for line in privacy_lines(run_dir)))
-        before, after = runs[kind, "before"][1], runs[kind, "after"][1]
-        report = analyze_lm(after, before, samples=samples)
-        for line in format_report(report, after, 20):
-            print("         " + line.replace("current", "after (bug)").replace("baseline", "before"))
-        summary[kind] = {"run_dirs": {"before": before, "after": after},
-                         "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
-                                     "after": report["current"]["privacy"]["run"]["epsilon"]},
-                         "tokenization_bug_suspected": report["tokenization_bug_suspected"],
-                         "evidence": report["evidence"]}
-        if kind == "char":
-            summary[kind]["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
-                                                 "after": report["current"]["top_k_with_space"]}
+    together = " side by side" if parallel_runs > 1 else ""
+    print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
+          f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
+    with SideBySide(parallel_runs) as workers:
+        trained = {key: workers.submit(_train, *runs[key]) for key in order}
+        for kind in ("char", "word"):
+            for name in ("before", "after"):
+                trained[kind, name].result()
+            for name in ("before", "after"):
+                print(f"         {kind}-LM {name}:")
+                print("\n".join("       " + line for line in privacy_lines(runs[kind, name][1])))
+            before, after = runs[kind, "before"][1], runs[kind, "after"][1]
+            report = analyze_lm(after, before, samples=samples)
+            for line in format_report(report, after, 20):
+                print("         " + line.replace("current", "after (bug)").replace("baseline", "before"))
+            summary[kind] = {"run_dirs": {"before": before, "after": after},
+                             "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
+                                         "after": report["current"]["privacy"]["run"]["epsilon"]},
+                             "tokenization_bug_suspected": report["tokenization_bug_suspected"],
+                             "evidence": report["evidence"]}
+            if kind == "char":
+                summary[kind]["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
+                                                     "after": report["current"]["top_k_with_space"]}
     return summary

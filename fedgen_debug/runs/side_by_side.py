@@ -7,9 +7,12 @@ throughput on 2 EPYC cores, more where there are more cores. A GAN round already
 (two at once took 2.66 s a call each against 1.33 s alone), so the GAN pairs stay one after another.
 
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
-locks its file across processes). The children are spawned (TensorFlow cannot be forked), log at the
+locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the
 parent's level, draw their progress bars on rows of their own, and die with the parent (the kernel's
-PR_SET_PDEATHSIG: a killed demo leaves no run training on).
+PR_SET_PDEATHSIG: a killed demo leaves no run training on). A worker takes the next call when it is
+free and keeps its imports and in-process caches between calls: the demo's char- and word-LM of the
+same users import TensorFlow, generate the synthetic users and build the public vocabulary once a
+worker, and the parent analyses the char pair while the word pair trains.
 """
 
 from __future__ import annotations
@@ -27,23 +30,54 @@ from fedgen_debug.progress import PROGRESS_ROW_ENV
 _PR_SET_PDEATHSIG = 1
 
 
+class SideBySide:
+    """`with SideBySide(processes) as workers: future = workers.submit(fn, *args)`: calls start in
+    submission order on the first free of `processes` spawned workers, which live for the `with` block
+    (`fn` must be importable, `args` and results picklable). With one process each call runs here, when
+    submitted, and an error is raised at once. Leaving the block waits for every call; leaving it by an
+    error drops the calls not yet started (running ones end with this process)."""
+
+    def __init__(self, processes: int):
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1. Found {processes}.")
+        self._processes, self._pool = processes, None
+
+    def __enter__(self) -> "SideBySide":
+        if self._processes > 1:
+            context = multiprocessing.get_context("spawn")
+            rows = context.Queue()
+            for row in range(self._processes):
+                rows.put(row)
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self._processes, mp_context=context, initializer=_child_setup,
+                initargs=(os.getpid(), logging.getLogger().level, rows))
+        return self
+
+    def submit(self, fn, *args) -> concurrent.futures.Future:
+        if self._pool is not None:
+            return self._pool.submit(fn, *args)
+        future = concurrent.futures.Future()
+        future.set_result(fn(*args))
+        return future
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=error is None, cancel_futures=error is not None)
+
+
 def run_side_by_side(calls: list[tuple], processes: int) -> list:
-    """`[fn(*args) for fn, *args in calls]`, at most `processes` at a time, each in a spawned process of
-    its own when `processes` > 1 and there is more than one call (`fn` must be importable, `args` and
-    the results picklable). Results come back in call order; the first call's error is raised once every
-    call has ended. Call k draws its progress bars on terminal row k mod `processes`."""
+    """`[fn(*args) for fn, *args in calls]`, at most `processes` at a time on `SideBySide` workers (here,
+    one after another, when `processes` is 1 or there is one call). Results come back in call order; the
+    first call's error is raised once every call has ended."""
     if processes < 1:
         raise ValueError(f"processes must be >= 1. Found {processes}.")
-    if processes == 1 or len(calls) < 2:
-        return [fn(*args) for fn, *args in calls]
-    with concurrent.futures.ProcessPoolExecutor(
-            min(processes, len(calls)), mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1,
-            initializer=_child_setup, initargs=(os.getpid(), logging.getLogger().level)) as pool:
-        futures = [pool.submit(_on_row, k % processes, fn, *args) for k, (fn, *args) in enumerate(calls)]
+    with SideBySide(min(processes, len(calls)) or 1) as workers:
+        futures = [workers.submit(fn, *args) for fn, *args in calls]
+        concurrent.futures.wait(futures)
     return [future.result() for future in futures]
 
 
-def _child_setup(parent: int, log_level: int) -> None:
+def _child_setup(parent: int, log_level: int, rows) -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
@@ -52,8 +86,4 @@ def _child_setup(parent: int, log_level: int) -> None:
         if os.getppid() != parent:  # the parent died before the tie was made
             os._exit(1)
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
-
-
-def _on_row(row: int, fn, *args):
-    os.environ[PROGRESS_ROW_ENV] = str(row)  # the process is this call's alone (max_tasks_per_child=1)
-    return fn(*args)
+    os.environ[PROGRESS_ROW_ENV] = str(rows.get())  # the worker's terminal row, for every call it runs
