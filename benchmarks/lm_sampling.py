@@ -18,8 +18,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from fedgen_debug.models.lm import BOW, EOW, build_lm, char_lm_config, word_lm_config  # noqa: E402
+from fedgen_debug.models import sampling  # noqa: E402
 from fedgen_debug.models.sampling import SAMPLING_BATCH, sample_until  # noqa: E402
 from fedgen_debug.scenarios.lm import load_lm  # noqa: E402
 
@@ -27,34 +29,22 @@ WORD_IDS = 10_004  # the demo's 10K words + pad, oov, bos, eos
 
 
 def eager_samples(model, start_id, stop_id, banned_ids, count, max_steps, seed) -> list[list[int]]:
-    """The sampler before the traced graphs: the same draws from the same stream, called eagerly."""
+    """The sampler before the traced graphs: the same loop and random stream, each step's draw eager."""
+    def draw(prefix, uniforms):
+        x = prefix
+        for i, layer in enumerate(model.layers):  # the last-position path: output layer on the last step
+            x = layer(x, training=False)
+            if i == len(model.layers) - 2:
+                x = x[:, -1]
+        logits = x.numpy().astype(np.float64)
+        logits[:, list(banned_ids)] = -np.inf
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        return tf.constant((probs.cumsum(axis=1) < uniforms[:, None]).sum(axis=1).clip(0, probs.shape[1] - 1))
+
     rng, out = np.random.default_rng(seed), []
     for first in range(0, count, SAMPLING_BATCH):
-        n = min(SAMPLING_BATCH, count - first)
-        prefix, done, batch = np.full((n, 1), start_id, np.int32), np.zeros(n, bool), [[] for _ in range(n)]
-        for _ in range(max_steps):
-            active = np.flatnonzero(~done)
-            uniforms = rng.random((n, 1))[active]
-            x = prefix[active]
-            for i, layer in enumerate(model.layers):  # the last-position path: output layer on the last step
-                x = layer(x, training=False)
-                if i == len(model.layers) - 2:
-                    x = x[:, -1]
-            logits = x.numpy().astype(np.float64)
-            logits[:, list(banned_ids)] = -np.inf
-            probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-            probs /= probs.sum(axis=1, keepdims=True)
-            draws = np.full(n, stop_id)
-            draws[active] = (probs.cumsum(axis=1) < uniforms).sum(axis=1).clip(0, probs.shape[1] - 1)
-            for i in active:
-                if draws[i] == stop_id:
-                    done[i] = True
-                else:
-                    batch[i].append(int(draws[i]))
-            if done.all():
-                break
-            prefix = np.concatenate([prefix, draws[:, None].astype(np.int32)], axis=1)
-        out.extend(batch)
+        out.extend(sampling._sample_batch(draw, start_id, stop_id, min(SAMPLING_BATCH, count - first), max_steps, rng))
     return out
 
 
