@@ -1,7 +1,8 @@
 """Benchmark: seconds to draw an LM analysis' Monte-Carlo samples, the sampler as it ran before (each step
 called eagerly: Keras drives the recurrent loop from Python, then a float64 softmax and one cumulative sum
-over every symbol in NumPy) against `models.sampling.sample_until` (one traced graph a step, the inverse
-CDF by blocks), with the ratio and whether both drew the same samples. Prints numbers, not pass/fail:
+over every symbol in NumPy) against the traced draw (one graph a step, the inverse CDF by blocks), both
+through the analysis' own `sample_words` / `sample_sentences`, with the ratio and whether both drew the
+same samples. Prints numbers, not pass/fail:
 
   .venv/bin/python benchmarks/lm_sampling.py [--run RUN_DIR | --kind char|word] [--samples 5000]
 
@@ -12,6 +13,8 @@ the demo preset (its samples run to the length limit more often than a trained m
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import os
 import time
 
@@ -20,19 +23,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from fedgen_debug.models.lm import BOW, EOW, build_lm, char_lm_config, word_lm_config  # noqa: E402
+from fedgen_debug.data.text import Vocabulary  # noqa: E402
 from fedgen_debug.models import sampling  # noqa: E402
-from fedgen_debug.models.sampling import SAMPLING_BATCH, sample_until  # noqa: E402
-from fedgen_debug.scenarios.lm import load_lm  # noqa: E402
+from fedgen_debug.models.char_lm import sample_words  # noqa: E402
+from fedgen_debug.models.lm import build_lm  # noqa: E402
+from fedgen_debug.models.word_lm import sample_sentences  # noqa: E402
+from fedgen_debug.scenarios.lm import LMRun, load_lm  # noqa: E402
 
-WORD_IDS = 10_004  # the demo's 10K words + pad, oov, bos, eos
 
-
-def eager_samples(model, start_id, stop_id, banned_ids, count, max_steps, seed) -> list[list[int]]:
-    """The sampler before the traced graphs: the same loop and random stream, each step's draw eager."""
+def eager_draw_next(model, banned_ids):
+    """The draw before the traced graphs: each step called eagerly (the last-position path, then a float64
+    softmax and one cumulative sum over every symbol in NumPy); `sampling._draw_next`'s stand-in, so the
+    same loop and random stream run around it."""
     def draw(prefix, uniforms):
         x = prefix
-        for i, layer in enumerate(model.layers):  # the last-position path: output layer on the last step
+        for i, layer in enumerate(model.layers):  # the output layer on the last step only
             x = layer(x, training=False)
             if i == len(model.layers) - 2:
                 x = x[:, -1]
@@ -42,10 +47,7 @@ def eager_samples(model, start_id, stop_id, banned_ids, count, max_steps, seed) 
         probs /= probs.sum(axis=1, keepdims=True)
         return tf.constant((probs.cumsum(axis=1) < uniforms[:, None]).sum(axis=1).clip(0, probs.shape[1] - 1))
 
-    rng, out = np.random.default_rng(seed), []
-    for first in range(0, count, SAMPLING_BATCH):
-        out.extend(sampling._sample_batch(draw, start_id, stop_id, min(SAMPLING_BATCH, count - first), max_steps, rng))
-    return out
+    return draw
 
 
 def main() -> None:
@@ -57,22 +59,26 @@ def main() -> None:
     args = parser.parse_args()
     if args.run:
         model, vocab, run = load_lm(args.run)
-        kind, max_length = run.kind, run.max_length
-        ids = (BOW, EOW, [BOW]) if kind == "char" else (vocab.bos_id, vocab.eos_id, [vocab.pad_id, vocab.bos_id])
     else:
-        kind = args.kind
-        model = build_lm(char_lm_config("demo") if kind == "char" else word_lm_config("demo", WORD_IDS), seed=0)
+        run = LMRun(args.kind, "synthetic-text:users=300,seed=0", 0.0, "demo")
+        vocab = Vocabulary.from_token_counts(collections.Counter(f"w{i}" for i in range(run.vocab_size)),
+                                             run.vocab_size)
+        model = build_lm(run.model_config(vocab.num_ids), seed=0)
         model.build((None, None))
-        max_length = 16 if kind == "char" else 20
-        ids = (BOW, EOW, [BOW]) if kind == "char" else (2, 3, [0, 2])
-    steps = max_length + 1 if kind == "char" else max_length  # as sample_words / sample_sentences draw
+    if run.kind == "char":
+        draw_samples = functools.partial(sample_words, model, args.samples, run.max_length, args.seed)
+    else:
+        draw_samples = functools.partial(sample_sentences, model, vocab, args.samples, run.max_length, args.seed)
+    traced = sampling._draw_next
     timed = {}
-    for name, sampler in (("eager (before)", eager_samples), ("traced (now)", sample_until)):
+    for name, draw_next in (("eager (before)", eager_draw_next), ("traced (now)", traced)):
+        sampling._draw_next = draw_next
         started = time.perf_counter()
-        samples = sampler(model, *ids, args.samples, steps, args.seed)
+        samples = draw_samples()
         timed[name] = (time.perf_counter() - started, samples)
+    sampling._draw_next = traced
     (before, old), (now, new) = timed.values()
-    print(f"{kind}-LM, {args.samples} samples ({args.run or 'untrained demo preset'}), "
+    print(f"{run.kind}-LM, {args.samples} samples ({args.run or 'untrained demo preset'}), "
           f"mean length {np.mean([len(s) for s in new]):.1f}")
     print(f"{'sampler':<16}{'seconds':>9}")
     for name, (seconds, _) in timed.items():
