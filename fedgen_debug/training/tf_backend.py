@@ -71,7 +71,7 @@ class DPSum:
     def __init__(self, query, specs):
         self._query, self._specs = query, list(specs)
         self._accumulate = tf.function(self._accumulate_impl)
-        self._sum_stacked = tf.function(self._sum_stacked_impl)
+        self._sum_stacked = tf.function(self._sum_stacked_impl, autograph=False)  # a Python loop, unrolled
         self._noised = tf.function(self._query.get_noised_result)
 
     def initialize(self) -> DPAggregatorState:
@@ -225,17 +225,21 @@ class GANRounds:
             return tf.function(lambda ds, dw, gw: dp_fedavg_gan.client_discriminator_update(
                 disc, gen, ds, dw, gw, client.learning_rate, config.disc_steps, config.gradient_penalty).update)
 
-        # All clients of a round in one traced call when the models allow it (`vectorized_gan`).
+        # All clients of a round in one traced call when the models allow it (`vectorized_gan`). Its
+        # loops are graph ops already, as is the server's schedule (whose G steps are a function of their
+        # own, converted): without AutoGraph's conversion of every function they call, a demo GAN run's
+        # first round took 6.8 s instead of 9.9 s, and each new padded client count's trace 1-2 s less.
         self._vectorized = self._clients = None
         if vectorized_gan.supports(self._gen, self._disc) and vectorized_gan.runs_here(self._disc):
             self._vectorized = tf.function(lambda real, mask, seeds, dw, gw: vectorized_gan.vectorized_client_updates(
-                self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty))
+                self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty),
+                autograph=False)
         else:
             self._clients = ClientWorkers(make_update_fn)
         specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
         self._dp = DPSum(dp_query(config.training.dp, secret.tf_seed("dp-noise")), specs)
         self._server = tf.function(lambda server, mean: dp_fedavg_gan.server_round_update(
-            self._gen, self._disc, self._gen_opt, self._disc_opt, config, server, mean))
+            self._gen, self._disc, self._gen_opt, self._disc_opt, config, server, mean), autograph=False)
 
     def initialize(self):
         gen, disc = (fn() for fn in self._model_fns)  # fresh, as TFF's initialize builds them
