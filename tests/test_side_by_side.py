@@ -54,6 +54,7 @@ def test_workers_take_the_next_call_and_keep_their_state_and_row(tmp_path):
     from fedgen_debug.runs.side_by_side import SideBySide
 
     with SideBySide(2) as workers:
+        assert not workers.in_process
         first = [workers.submit(meet, tag, str(tmp_path), 2) for tag in ("a", "b")]
         later = [workers.submit(counted, tag) for tag in ("c", "d")]
         results = [f.result() for f in first + later]
@@ -71,6 +72,7 @@ def test_one_process_runs_the_calls_here_one_after_another():
     from fedgen_debug.runs.side_by_side import SideBySide
 
     with SideBySide(1) as here:
+        assert here.in_process
         assert here.submit(where, "a").result() == ("a", os.getpid(), os.environ.get(PROGRESS_ROW_ENV))
         with pytest.raises(ValueError, match="at once"):
             here.submit(fail, "raised at once")

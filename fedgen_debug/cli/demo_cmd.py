@@ -101,7 +101,10 @@ def settle_budgets(args, stages) -> list[str]:
 
 def run(args) -> int:
     from fedgen_debug.cli.demo_data import print_data_stage, run_data_stage
+    from fedgen_debug.cli.demo_gan import run_gan_stage
+    from fedgen_debug.cli.demo_lm import run_lm_stage
     from fedgen_debug.runs import store
+    from fedgen_debug.runs.side_by_side import SideBySide
 
     if args.writers < 1 or args.users < 1:
         raise ValueError(f"--writers and --users must be >= 1. Found {args.writers}, {args.users}.")
@@ -121,18 +124,16 @@ def run(args) -> int:
                                       args.invert_fraction, args.vocab_size))
         store.write_json(summary_path, summary)
         print_data_stage(summary)
-    if "lm" in stages:
-        from fedgen_debug.cli.demo_lm import run_lm_stage
-
-        summary["lm"] = run_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
-                                     args.preset, args.vocab_size, parallel_runs=args.parallel_runs)
-        store.write_json(summary_path, summary)
-    if "gan" in stages:
-        from fedgen_debug.cli.demo_gan import run_gan_stage
-
-        summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, os.path.join(args.out, "gan"), args.seed,
-                                       args.preset)
-        store.write_json(summary_path, summary)
+    # One set of worker processes for both stages' training runs (they keep TF imported between runs).
+    with SideBySide(args.parallel_runs if {"lm", "gan"} & set(stages) else 1) as workers:
+        if "lm" in stages:
+            summary["lm"] = run_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
+                                         args.preset, args.vocab_size, workers=workers)
+            store.write_json(summary_path, summary)
+        if "gan" in stages:
+            summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, os.path.join(args.out, "gan"),
+                                           args.seed, args.preset, workers=workers)
+            store.write_json(summary_path, summary)
     from fedgen_debug.privacy.ledger import Ledger
 
     print("\nprivacy spent on the demo's populations (all releases in the ledger):")

@@ -3,6 +3,7 @@ bug, the after-run analyzed against the before-run, tables side by side, each mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -26,11 +27,11 @@ def _train(run, run_dir: str) -> None:
 
 
 def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str = "demo",
-                 vocab_size: int = 10_000, samples: int = 5000, parallel_runs: int = 2) -> dict:
-    """`parallel_runs` > 1: each kind's before- and after-run train side by side, on worker processes
-    (`runs.side_by_side`) that then train the word pair while this process analyses the char pair.
-    `samples` per model: post-processing (no ε); more samples, a sharper z (the verdicts' statistics
-    are sampled shares)."""
+                 vocab_size: int = 10_000, samples: int = 5000, workers=None) -> dict:
+    """`workers` (`runs.side_by_side.SideBySide`; default: one, this process): with two, each kind's
+    before- and after-run train side by side, the char pair and then the word pair, while this process
+    analyses the char pair. `samples` per model: post-processing (no ε); more samples, a sharper z (the
+    verdicts' statistics are sampled shares)."""
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.runs.side_by_side import SideBySide
@@ -39,11 +40,11 @@ def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset:
     runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
     order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
     summary = {}
-    together = " side by side" if parallel_runs > 1 else ""
-    print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
-          f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
-    with SideBySide(parallel_runs) as workers:
-        trained = {key: workers.submit(_train, *runs[key]) for key in order}
+    with SideBySide(1) if workers is None else contextlib.nullcontext(workers) as pool:
+        together = "" if pool.in_process else " side by side"
+        print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
+              f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
+        trained = {key: pool.submit(_train, *runs[key]) for key in order}
         for kind in ("char", "word"):
             for name in ("before", "after"):
                 trained[kind, name].result()

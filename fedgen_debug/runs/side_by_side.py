@@ -1,10 +1,12 @@
-"""Training runs side by side, each in a process of its own (the demo's LM pairs).
+"""Training runs side by side, each in a process of its own (the demo's LM and GAN runs).
 
 Why processes: a demo LM round is launch-bound, and one process keeps about 1.3 of 2 cores busy however
 many client threads it runs (two LM runs on threads of one process took twice as long each, 5.1 s a
 round against 2.5 s alone), while two processes ran two char-LMs at 3.4 s a round each: 1.28× the
-throughput on 2 EPYC cores, more where there are more cores. A GAN round already keeps 2 cores busy
-(two at once took 2.66 s a call each against 1.33 s alone), so the GAN pairs stay one after another.
+throughput on 2 EPYC cores, more where there are more cores. The demo's GAN rounds gain too, though a
+large one keeps 2 cores busy (two 32-client calls at once took 2.66 s each against 1.33 s alone): its
+low- and high-accuracy GANs side by side ran at 1.63 and 0.49 s a round against 1.00 and 0.30 s alone,
+1.23× the throughput (the high GAN's rounds are small: few of its sampled users qualify).
 
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
 locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the
@@ -52,6 +54,11 @@ class SideBySide:
                 self._processes, mp_context=context, initializer=_child_setup,
                 initargs=(os.getpid(), logging.getLogger().level, rows))
         return self
+
+    @property
+    def in_process(self) -> bool:
+        """Whether calls run here, when submitted (one process)."""
+        return self._processes == 1
 
     def submit(self, fn, *args) -> concurrent.futures.Future:
         if self._pool is not None:
