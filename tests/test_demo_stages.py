@@ -1,12 +1,13 @@
-"""The demo's stages hand their training runs to the workers they are given: on worker processes every
-GAN run is queued before the first analysis (a free worker takes the next), one process trains a phase's
-pair, then analyses it, before the next phase. The real runs on real workers: test_cli's demo."""
+"""The demo's stages hand their training runs to the workers they are given: on worker processes the LM
+runs, then the primary CNN, then every GAN run are queued before the first analysis (a free worker takes
+the next); one process trains a phase's pair, then analyses it, before the next phase. The real runs on
+real workers: test_cli's demo."""
 
 import concurrent.futures
 
 import pytest
 
-from fedgen_debug.cli import demo_gan
+from fedgen_debug.cli import demo_gan, demo_lm
 
 
 class RecordingPool:
@@ -15,8 +16,8 @@ class RecordingPool:
     def __init__(self, in_process: bool, events: list):
         self.in_process, self.events = in_process, events
 
-    def submit(self, fn, run, run_dir):
-        self.events.append(("train", run_dir.rsplit("/", 1)[-1]))
+    def submit(self, fn, *args):  # recorded by the run directory (or file) it writes
+        self.events.append(("train", next(a for a in args if isinstance(a, str) and "/" in a).rsplit("/", 1)[-1]))
         future = concurrent.futures.Future()
         future.set_result(None)
         return future
@@ -49,8 +50,9 @@ def _stage(tmp_path, pool):
 
 def test_on_workers_every_gan_run_is_queued_before_the_first_analysis(tmp_path, events):
     summary = _stage(tmp_path, RecordingPool(False, events))
-    assert events == [("train", "with_bug-low-accuracy"), ("train", "with_bug-high-accuracy"),
-                      ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy"),
+    # The largest GAN (with the bug, low accuracy) beside the after-fix pair, the smallest last.
+    assert events == [("train", "with_bug-low-accuracy"), ("train", "after_fix-high-accuracy"),
+                      ("train", "after_fix-low-accuracy"), ("train", "with_bug-high-accuracy"),
                       ("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
                       ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
     assert set(summary) == {"with_bug", "after_fix"}
@@ -62,3 +64,22 @@ def test_in_one_process_a_phase_is_trained_and_analysed_before_the_next(tmp_path
                       ("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
                       ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy"),
                       ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
+
+
+def test_the_primary_cnn_is_queued_on_workers_only_when_it_is_missing(tmp_path):
+    events = []
+    assert demo_gan.queue_primary(str(tmp_path / "gan"), "test", 0, RecordingPool(True, events)) is None
+    future = demo_gan.queue_primary(str(tmp_path / "gan"), "test", 0, RecordingPool(False, events))
+    assert future is not None and events == [("train", "primary_cnn.npz")]
+    (tmp_path / "gan" / "primary_cnn.npz").write_bytes(b"")  # trained (or resumed): nothing to queue
+    assert demo_gan.queue_primary(str(tmp_path / "gan"), "test", 0, RecordingPool(False, events)) is None
+    assert len(events) == 1
+
+
+def test_the_lm_runs_are_queued_char_pair_first(tmp_path):
+    events = []
+    queued = demo_lm.queue_lm_stage("synthetic-text:users=4,seed=0", 0.1, str(tmp_path), 0, "test", 100,
+                                    RecordingPool(False, events))
+    assert events == [("train", "char-lm-before"), ("train", "char-lm-after"), ("train", "word-lm-before"),
+                      ("train", "word-lm-after")]
+    assert set(queued["trained"]) == {("char", "before"), ("char", "after"), ("word", "before"), ("word", "after")}

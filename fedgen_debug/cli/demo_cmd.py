@@ -7,7 +7,8 @@ Stage `lm` (paper §5): DP char- and word-LMs before and after the tokenization 
 each before/after pair trains side by side on two worker processes, the char pair and then the word
 pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_by_side`).
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
-after the fix, sample grids and the verdict.
+after the fix, sample grids and the verdict; the primary CNN and the four GANs train on the same
+workers, two runs at a time (`cli.demo_gan.QUEUE_ORDER`).
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
 to the privacy ledger twice.
 
@@ -39,7 +40,7 @@ def register(sub) -> None:
     demo.add_argument("--preset", choices=("demo", "test"), default="demo",
                       help="model/training sizes of the auxiliaries (test: seconds, for CI; not meaningful)")
     demo.add_argument("--parallel-runs", type=int, default=2,
-                      help="LM runs trained at once, on as many worker processes "
+                      help="LM and GAN runs trained at once, on as many worker processes "
                            "(1: one after another, in this process)")
     demo.add_argument("--stages", default=",".join(STAGES),
                       help=f"comma-separated subset of {','.join(STAGES)} (default: all)")
@@ -101,8 +102,8 @@ def settle_budgets(args, stages) -> list[str]:
 
 def run(args) -> int:
     from fedgen_debug.cli.demo_data import print_data_stage, run_data_stage
-    from fedgen_debug.cli.demo_gan import run_gan_stage
-    from fedgen_debug.cli.demo_lm import run_lm_stage
+    from fedgen_debug.cli.demo_gan import queue_primary, run_gan_stage
+    from fedgen_debug.cli.demo_lm import finish_lm_stage, queue_lm_stage
     from fedgen_debug.runs import store
     from fedgen_debug.runs.side_by_side import SideBySide
 
@@ -124,15 +125,22 @@ def run(args) -> int:
                                       args.invert_fraction, args.vocab_size))
         store.write_json(summary_path, summary)
         print_data_stage(summary)
-    # One set of worker processes for both stages' training runs (they keep TF imported between runs).
+    # One set of worker processes for both stages' training runs (they keep TF imported between runs),
+    # taking calls in the order queued: the LM runs, then the primary CNN (while this process analyses
+    # the word-LMs), then the GANs.
+    gan_out = os.path.join(args.out, "gan")
     with SideBySide(args.parallel_runs if {"lm", "gan"} & set(stages) else 1) as workers:
+        lm = None
         if "lm" in stages:
-            summary["lm"] = run_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
-                                         args.preset, args.vocab_size, workers=workers)
+            lm = queue_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
+                                args.preset, args.vocab_size, workers)
+        primary = queue_primary(gan_out, args.preset, args.seed, workers) if "gan" in stages else None
+        if lm is not None:
+            summary["lm"] = finish_lm_stage(lm)
             store.write_json(summary_path, summary)
         if "gan" in stages:
-            summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, os.path.join(args.out, "gan"),
-                                           args.seed, args.preset, workers=workers)
+            summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, gan_out, args.seed, args.preset,
+                                           workers=workers, primary=primary)
             store.write_json(summary_path, summary)
     from fedgen_debug.privacy.ledger import Ledger
 

@@ -3,7 +3,6 @@ bug, the after-run analyzed against the before-run, tables side by side, each mo
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 
@@ -26,41 +25,45 @@ def _train(run, run_dir: str) -> None:
     train_lm(run, run_dir)
 
 
-def run_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str = "demo",
-                 vocab_size: int = 10_000, samples: int = 5000, workers=None) -> dict:
-    """`workers` (`runs.side_by_side.SideBySide`; default: one, this process): with two, each kind's
-    before- and after-run train side by side, the char pair and then the word pair, while this process
-    analyses the char pair. `samples` per model: post-processing (no ε); more samples, a sharper z (the
-    verdicts' statistics are sampled shares)."""
+def queue_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int,
+                   workers) -> dict:
+    """Prints the stage's header and queues its four runs on `workers` (`runs.side_by_side.SideBySide`;
+    in one process they train here, now): char before, char after, word before, word after. With two
+    workers each kind's pair trains side by side. Returns what `finish_lm_stage` takes."""
+    runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
+    together = "" if workers.in_process else " side by side"
+    print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
+          f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
+    order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
+    return {"runs": runs, "trained": {key: workers.submit(_train, *runs[key]) for key in order}}
+
+
+def finish_lm_stage(queued: dict, samples: int = 5000) -> dict:
+    """Waits for each kind's pair and analyses it (the char pair while the word pair trains), prints the
+    tables, each model's ε and the verdict; returns the stage's summary. `samples` per model:
+    post-processing (no ε); more samples, a sharper z (the verdicts' statistics are sampled shares)."""
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
-    from fedgen_debug.runs.side_by_side import SideBySide
     from fedgen_debug.scenarios.lm_analysis import analyze_lm
 
-    runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
-    order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
+    runs, trained = queued["runs"], queued["trained"]
     summary = {}
-    with SideBySide(1) if workers is None else contextlib.nullcontext(workers) as pool:
-        together = "" if pool.in_process else " side by side"
-        print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
-              f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
-        trained = {key: pool.submit(_train, *runs[key]) for key in order}
-        for kind in ("char", "word"):
-            for name in ("before", "after"):
-                trained[kind, name].result()
-            for name in ("before", "after"):
-                print(f"         {kind}-LM {name}:")
-                print("\n".join("       " + line for line in privacy_lines(runs[kind, name][1])))
-            before, after = runs[kind, "before"][1], runs[kind, "after"][1]
-            report = analyze_lm(after, before, samples=samples)
-            for line in format_report(report, after, 20):
-                print("         " + line.replace("current", "after (bug)").replace("baseline", "before"))
-            summary[kind] = {"run_dirs": {"before": before, "after": after},
-                             "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
-                                         "after": report["current"]["privacy"]["run"]["epsilon"]},
-                             "tokenization_bug_suspected": report["tokenization_bug_suspected"],
-                             "evidence": report["evidence"]}
-            if kind == "char":
-                summary[kind]["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
-                                                     "after": report["current"]["top_k_with_space"]}
+    for kind in ("char", "word"):
+        for name in ("before", "after"):
+            trained[kind, name].result()
+        for name in ("before", "after"):
+            print(f"         {kind}-LM {name}:")
+            print("\n".join("       " + line for line in privacy_lines(runs[kind, name][1])))
+        before, after = runs[kind, "before"][1], runs[kind, "after"][1]
+        report = analyze_lm(after, before, samples=samples)
+        for line in format_report(report, after, 20):
+            print("         " + line.replace("current", "after (bug)").replace("baseline", "before"))
+        summary[kind] = {"run_dirs": {"before": before, "after": after},
+                         "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
+                                     "after": report["current"]["privacy"]["run"]["epsilon"]},
+                         "tokenization_bug_suspected": report["tokenization_bug_suspected"],
+                         "evidence": report["evidence"]}
+        if kind == "char":
+            summary[kind]["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
+                                                 "after": report["current"]["top_k_with_space"]}
     return summary
