@@ -50,9 +50,8 @@ def _stage(tmp_path, pool):
 
 def test_on_workers_every_gan_run_is_queued_before_the_first_analysis(tmp_path, events):
     summary = _stage(tmp_path, RecordingPool(False, events))
-    # The largest GAN (with the bug, low accuracy) beside the after-fix pair, the smallest last.
-    assert events == [("train", "with_bug-low-accuracy"), ("train", "after_fix-high-accuracy"),
-                      ("train", "after_fix-low-accuracy"), ("train", "with_bug-high-accuracy"),
+    assert events == [("train", "with_bug-low-accuracy"), ("train", "with_bug-high-accuracy"),
+                      ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy"),
                       ("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
                       ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
     assert set(summary) == {"with_bug", "after_fix"}

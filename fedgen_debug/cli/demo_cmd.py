@@ -8,7 +8,7 @@ each before/after pair trains side by side on two worker processes, the char pai
 pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_by_side`).
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict; the primary CNN and the four GANs train on the same
-workers, two runs at a time (`cli.demo_gan.QUEUE_ORDER`).
+workers, two runs at a time.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
 to the privacy ledger twice.
 
