@@ -26,10 +26,10 @@ class RecordingPool:
 @pytest.fixture
 def events(monkeypatch, tmp_path):
     from fedgen_debug.cli import gan_cmd, privacy_flags
-    from fedgen_debug.scenarios import gan, gan_report
+    from fedgen_debug.scenarios import gan_report
 
     recorded = []
-    (tmp_path / "primary_cnn.npz").write_bytes(b"")  # the primary CNN exists: not trained here
+    (tmp_path / "primary_cnn.npz").write_bytes(b"")  # the primary CNN exists: not queued (the events say)
 
     def analyze(low, high, samples):
         recorded.append(("analyze", low.rsplit("/", 1)[-1], high.rsplit("/", 1)[-1]))
@@ -40,12 +40,11 @@ def events(monkeypatch, tmp_path):
     monkeypatch.setattr(gan_report, "analyze_gan", analyze)
     monkeypatch.setattr(gan_cmd, "format_report", lambda report: [])
     monkeypatch.setattr(privacy_flags, "privacy_lines", lambda run_dir: [])
-    monkeypatch.setattr(gan, "train_public_primary", lambda *args: pytest.fail("the primary CNN exists"))
     return recorded
 
 
-def _stage(tmp_path, pool):
-    return demo_gan.run_gan_stage("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test", workers=pool)
+def _stage(tmp_path, pool, primary=None):
+    return demo_gan.run_gan_stage("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test", pool, primary)
 
 
 def test_on_workers_every_gan_run_is_queued_before_the_first_analysis(tmp_path, events):
@@ -82,3 +81,14 @@ def test_the_lm_runs_are_queued_char_pair_first(tmp_path):
     assert events == [("train", "char-lm-before"), ("train", "char-lm-after"), ("train", "word-lm-before"),
                       ("train", "word-lm-after")]
     assert set(queued["trained"]) == {("char", "before"), ("char", "after"), ("word", "before"), ("word", "after")}
+
+
+def test_the_stage_trains_a_missing_primary_cnn_first_unless_it_was_queued(tmp_path, events):
+    (tmp_path / "primary_cnn.npz").unlink()
+    _stage(tmp_path, RecordingPool(True, events))
+    assert events[0] == ("train", "primary_cnn.npz") and events[1] == ("train", "with_bug-low-accuracy")
+    events.clear()
+    queued = concurrent.futures.Future()
+    queued.set_result(None)
+    _stage(tmp_path, RecordingPool(False, events), primary=queued)  # waited for, not queued again
+    assert events[0] == ("train", "with_bug-low-accuracy")

@@ -140,7 +140,7 @@ def run(args) -> int:
             store.write_json(summary_path, summary)
         if "gan" in stages:
             summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, gan_out, args.seed, args.preset,
-                                           workers=workers, primary=primary)
+                                           workers, primary)
             store.write_json(summary_path, summary)
     from fedgen_debug.privacy.ledger import Ledger
 

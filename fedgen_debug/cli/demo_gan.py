@@ -4,18 +4,23 @@ pipeline → the verdict clears."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 PHASES = ("with_bug", "after_fix")
 
 
+def primary_path(out: str) -> str:
+    """The stage's one public primary CNN, which every run copies."""
+    from fedgen_debug.runs import store
+
+    return os.path.join(out, store.PRIMARY)
+
+
 def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str) -> dict:
     """{(phase, "low"|"high"): (GANRun, run_dir)}; every run copies the one public primary CNN."""
-    from fedgen_debug.runs import store
     from fedgen_debug.scenarios.gan import GANRun
 
-    primary = os.path.join(out, store.PRIMARY)
+    primary = primary_path(out)
     runs = {}
     for phase, fraction in zip(PHASES, (invert_fraction, 0.0)):
         for side in ("low", "high"):
@@ -41,59 +46,50 @@ def queue_primary(out: str, preset: str, seed: int, workers):
     that a worker trains it as soon as the calls queued before it leave one free (the demo queues it behind
     the LM runs: it trains while this process analyses the word-LMs). In one process: None (the stage
     trains it when it starts)."""
-    from fedgen_debug.runs import store
-
-    path = os.path.join(out, store.PRIMARY)
+    path = primary_path(out)
     if workers.in_process or os.path.exists(path):
         return None
     os.makedirs(out, exist_ok=True)
     return workers.submit(_train_primary, path, preset, seed)
 
 
-def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset: str = "demo",
-                  samples: int = 1000, workers=None, primary=None) -> dict:
-    """`workers` (`runs.side_by_side.SideBySide`; default: one, this process): on worker processes the
-    four GANs are queued at once, phase by phase, and a free worker takes the next; this process analyses
-    each phase's pair once both are trained. In one process each phase's pair trains, then is analysed.
-    Why phase by phase: queued largest first (the with-bug low GAN beside the after-fix pair, the with-bug
-    high one last) the stage took as long (445 s against 440 s) and printed the with-bug verdict last.
-    `primary`: the future of `queue_primary`, if it queued the primary CNN's training."""
+def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
+                  primary=None, samples: int = 1000) -> dict:
+    """`workers` (`runs.side_by_side.SideBySide`): on worker processes the four GANs are queued at once,
+    phase by phase, and a free worker takes the next; this process analyses each phase's pair once both
+    are trained. In one process each phase's pair trains, then is analysed. Why phase by phase: queued
+    largest first (the with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage
+    took as long (445 s against 440 s) and printed the with-bug verdict last. `primary`: the future of
+    `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing."""
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
-    from fedgen_debug.runs import store
-    from fedgen_debug.runs.side_by_side import SideBySide
-    from fedgen_debug.scenarios.gan import train_public_primary
     from fedgen_debug.scenarios.gan_report import analyze_gan
 
     summary = {}
-    if primary is not None or not os.path.exists(os.path.join(out, store.PRIMARY)):
+    if primary is not None or not os.path.exists(primary_path(out)):
         print("\n[images] training the primary CNN on clean public stand-in handwriting", flush=True)
-        if primary is not None:
-            primary.result()
-        else:
-            train_public_primary(os.path.join(out, store.PRIMARY), preset, seed)
+        (primary or workers.submit(_train_primary, primary_path(out), preset, seed)).result()
     runs = stage_runs(data, invert_fraction, out, seed, preset)
     order = [(phase, side) for phase in PHASES for side in ("low", "high")]
-    with SideBySide(1) if workers is None else contextlib.nullcontext(workers) as pool:
-        trained = {}
-        for phase in PHASES:
-            print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
-                  "(T4, DP 25th/75th percentile thresholds, strict selection); re-running resumes", flush=True)
-            # On workers every run is queued at once (a free worker takes the next); here, a phase's pair.
-            for key in [(phase, side) for side in ("low", "high")] if pool.in_process else order:
-                if key not in trained:
-                    trained[key] = pool.submit(_train, *runs[key])
-            for side in ("low", "high"):
-                trained[phase, side].result()
-                print(f"         {side}-accuracy GAN:")
-                print("\n".join("       " + line for line in privacy_lines(runs[phase, side][1])))
-            dirs = {side: runs[phase, side][1] for side in ("low", "high")}
-            report = analyze_gan(dirs["low"], dirs["high"], samples=samples)
-            for line in format_report(report):
-                print("         " + line)
-            summary[phase] = {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
-                              "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],
-                                          "high": report["compare"]["privacy"]["run"]["epsilon"]},
-                              "inconclusive": report["inconclusive"], "evidence": report["evidence"],
-                              "primary_fit": report["primary_fit"]}
+    trained = {}
+    for phase in PHASES:
+        print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
+              "(T4, DP 25th/75th percentile thresholds, strict selection); re-running resumes", flush=True)
+        # On workers every run is queued at once (a free worker takes the next); here, a phase's pair.
+        for key in [(phase, side) for side in ("low", "high")] if workers.in_process else order:
+            if key not in trained:
+                trained[key] = workers.submit(_train, *runs[key])
+        for side in ("low", "high"):
+            trained[phase, side].result()
+            print(f"         {side}-accuracy GAN:")
+            print("\n".join("       " + line for line in privacy_lines(runs[phase, side][1])))
+        dirs = {side: runs[phase, side][1] for side in ("low", "high")}
+        report = analyze_gan(dirs["low"], dirs["high"], samples=samples)
+        for line in format_report(report):
+            print("         " + line)
+        summary[phase] = {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
+                          "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],
+                                      "high": report["compare"]["privacy"]["run"]["epsilon"]},
+                          "inconclusive": report["inconclusive"], "evidence": report["evidence"],
+                          "primary_fit": report["primary_fit"]}
     return summary
