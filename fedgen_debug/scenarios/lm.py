@@ -261,7 +261,7 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
         # The device's own randomness picks the round's subset (`client.max_examples`): the run secret's.
         kept = dp_fedavg.round_examples(examples[cid], config.client.max_examples,
                                         secret.rng("client-examples", round_num, cid))
-        return dp_fedavg.client_dataset(tf.data.Dataset.from_tensor_slices(kept), config)
+        return dp_fedavg.ClientExamples(kept)
 
     def build_process(secret):
         plan = (update_canaries.plan(population.client_ids, run.update_canaries, config, secret)

@@ -38,6 +38,7 @@ from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.runs.start import charge, open_run
+from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import TrainingConfig
 from fedgen_debug.training.dp_query import released_event, round_event
@@ -83,11 +84,14 @@ class SampledClients(Sequence):
         return self._fn(self._ids[index], self._round)
 
 
-def round_datasets(process, client_ids, client_dataset_fn: Callable, round_num: int):
+def round_datasets(process, client_ids, client_dataset_fn: Callable, round_num: int, config: TrainingConfig | None = None):
     """What `process.next` takes for the sampled clients of round `round_num` (0-based): TFF's learning
-    process gets the list it types, our processes (tf backend, `GANProcess`) a `SampledClients` they stream."""
+    process gets the list of datasets it types (`dp_fedavg.ClientExamples` batched by `config`'s client
+    work), our processes (tf backend, `GANProcess`) a `SampledClients` they stream."""
     clients = SampledClients(client_ids, client_dataset_fn, round_num)
-    return list(clients) if isinstance(process, tff.templates.IterativeProcess) else clients
+    if isinstance(process, tff.templates.IterativeProcess):
+        return [dp_fedavg.as_dataset(client, config) for client in clients]
+    return clients
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +144,8 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
 
     `build_process(secret)` builds the learning process (`initialize`, `next`, `get_model_weights`)
     with its randomness from `secret`. `client_dataset_fn(client_id, round_num)` builds a sampled
-    client's training dataset on its device for that round (empty if the device does not qualify). `evaluate_fn(model_weights,
+    client's training data on its device for that round (a dataset, or `dp_fedavg.ClientExamples`
+    batched by `config`'s client work; empty if the device does not qualify). `evaluate_fn(model_weights,
     round_num) -> dict` runs every `config.eval_every` rounds and at the end; it sees the weights after
     `round_num` rounds (post-processing of DP releases the run's ε covers) and must only read public data. `delta`: the δ this run's own ε is reported at (default: the population
     budget's). `secret`: the run's, when the caller opened the run to charge other
@@ -228,7 +233,7 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         started = time.perf_counter()
         sampled = sample_clients(population.client_ids, config.dp.clients_per_round,
                                  secret.rng("sampling", round_num), config.sampling)
-        output = process.next(state, round_datasets(process, sampled, client_dataset_fn, round_num))
+        output = process.next(state, round_datasets(process, sampled, client_dataset_fn, round_num, config))
         state = output.state
         if round_num == start and not _same_event(event_to_json(released_event(_aggregator_state(state))),
                                                   charged_round_event):

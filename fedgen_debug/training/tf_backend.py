@@ -3,8 +3,10 @@
 The same algorithm as the TFF processes (`dp_fedavg.build_process`, `dp_fedavg_gan.build_gan_process`,
 the reference), built from the same pieces: tf-privacy's query from `dp_query` with its noise seed from
 the run secret, the server optimizers and server functions, and for clients:
-- DP-FedAvg: the pure-TF `dp_fedavg.client_update`, on one thread per core (`ClientWorkers`: each
-  thread has its own model copy and traced function; updates are summed in client order);
+- DP-FedAvg: the char-LM's clients all in one traced call (`vectorized_lm`: the same math as the
+  pure-TF `dp_fedavg.client_update`, with a client axis); other models run `client_update` on one thread per
+  core (`ClientWorkers`: each thread has its own model copy and traced function; updates are summed in
+  client order);
 - the GAN: all of a round's clients in one traced call (`vectorized_gan`: the same math as
   `dp_fedavg_gan.client_discriminator_update`, with a client axis), or that function client by
   client on threads for models `vectorized_gan` cannot rebuild.
@@ -36,7 +38,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.aggregators.differential_privacy import DPAggregatorState
 from tensorflow_federated.python.learning import tensor_utils
 
-from fedgen_debug.training import dp_fedavg, dp_fedavg_gan, vectorized_gan
+from fedgen_debug.training import dp_fedavg, dp_fedavg_gan, vectorized_gan, vectorized_lm
 from fedgen_debug.training.dp_query import dp_query
 from fedgen_debug.training.optimizers import server_optimizer
 
@@ -109,7 +111,7 @@ class DPSum:
 
 
 CLIENT_THREADS_ENV = "FEDGEN_DEBUG_CLIENT_THREADS"
-CLIENT_CHUNK = 64   # GAN clients vectorized at once (a multiple of 8; the demo's qN = 50 is one chunk)
+CLIENT_CHUNK = 64   # clients vectorized at once (a multiple of 8; the demo's qN = 50 GAN, 20 LM clients: one chunk)
 
 
 def client_threads() -> int:
@@ -168,9 +170,37 @@ class FedAvgProcess:
         fresh = model.keras_model_fn()
         fresh.build(self._input_shape)
         self._specs = [tf.TensorSpec(v.shape, v.dtype) for v in fresh.trainable_variables]
-        self._clients = ClientWorkers(make_update_fn)
+        # All clients of a round in one traced call when the model allows it (`vectorized_lm`), traced
+        # once per run: the client, step and batch axes are unknown, the time axis is the data's.
+        self._vectorized = self._clients = None
+        time_steps = self._input_shape[1] if len(self._input_shape) == 2 else None
+        if (time_steps is not None and vectorized_lm.supports(fresh, model.loss_fn())
+                and vectorized_lm.worthwhile(fresh)):
+            ids = tf.TensorSpec([None, None, None, time_steps], tf.int32)
+            self._vectorized = tf.function(
+                lambda x, y, mask, weights: vectorized_lm.vectorized_client_updates(fresh, x, y, mask, weights, lr),
+                input_signature=[ids, ids, tf.TensorSpec([None, None, None], tf.float32), self._specs],
+                autograph=False)
+        else:
+            self._clients = ClientWorkers(make_update_fn)
         self._dp = DPSum(dp_query(config.dp, noise_seed, canaries), self._specs)
         self._optimizer = server_optimizer(config.server)
+
+    @property
+    def vectorized(self) -> bool:
+        """Whether a round's clients run in one vectorized call (`vectorized_lm`), not client by client."""
+        return self._vectorized is not None
+
+    def _vectorized_chunks(self, client_datasets, trainable):
+        """The clients' updates, `CLIENT_CHUNK` clients at a time: packed, then one vectorized call over
+        those with a batch (a client without one sends exactly zero, which adds nothing to the DP sum)."""
+        for start in range(0, len(client_datasets), CLIENT_CHUNK):
+            x, y, mask = vectorized_lm.pack_clients(client_datasets[start:start + CLIENT_CHUNK], self._config,
+                                                    self._input_shape[1])
+            if not mask.any():
+                continue
+            rows = vectorized_gan.rows_to_compute(mask)
+            yield self._vectorized(x[rows], y[rows], mask[rows], trainable)
 
     def initialize(self):
         fresh = self._model_fn()
@@ -185,8 +215,12 @@ class FedAvgProcess:
     def next(self, state, client_datasets):
         weights = state.global_model_weights
         trainable = [tf.convert_to_tensor(w) for w in weights.trainable]
-        updates = self._clients.map((ds, trainable) for ds in client_datasets)
-        mean_update, aggregator = self._dp.next(state.aggregator, updates)
+        if self._vectorized is not None:
+            stacks = self._vectorized_chunks(client_datasets, trainable)
+            mean_update, aggregator = self._dp.next(state.aggregator, stacks=stacks)
+        else:
+            updates = self._clients.map((dp_fedavg.as_dataset(c, self._config), trainable) for c in client_datasets)
+            mean_update, aggregator = self._dp.next(state.aggregator, updates)
         # TFF's finalizer: a non-finite aggregate is rejected and the weights stay.
         non_finite = bool(tensor_utils.zero_all_if_any_non_finite(mean_update)[1])
         finalizer = state.finalizer
