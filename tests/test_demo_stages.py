@@ -92,3 +92,81 @@ def test_the_stage_trains_a_missing_primary_cnn_first_unless_it_was_queued(tmp_p
     queued.set_result(None)
     _stage(tmp_path, RecordingPool(False, events), primary=queued)  # waited for, not queued again
     assert events[0] == ("train", "with_bug-low-accuracy")
+
+
+def test_the_gan_runs_are_queued_phase_by_phase_on_workers_and_not_queued_again(tmp_path, events):
+    assert demo_gan.queue_gan_runs("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test",
+                                   RecordingPool(True, events)) == {}
+    queued = demo_gan.queue_gan_runs("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test",
+                                     RecordingPool(False, events))
+    assert events == [("train", "with_bug-low-accuracy"), ("train", "with_bug-high-accuracy"),
+                      ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy")]
+    events.clear()
+    demo_gan.run_gan_stage("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test",
+                           RecordingPool(False, events), None, queued)
+    assert events == [("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
+                      ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
+
+
+def test_a_gan_run_waits_for_the_primary_cnn_another_process_trains_and_does_not_train_it_again(tmp_path, monkeypatch):
+    """The lock of `_train_primary`, held by another process that writes the CNN after 1.5 s."""
+    import subprocess
+    import sys
+    import time
+
+    from fedgen_debug.scenarios import gan
+
+    path = str(tmp_path / "gan" / "primary_cnn.npz")
+    trained = []
+    monkeypatch.setattr(gan, "train_public_primary", lambda *args: trained.append(args))
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from fedgen_debug.runs import store\n"
+        "with store.exclusive(sys.argv[1], wait=True):\n"
+        "    print('held', flush=True); time.sleep(1.5); open(sys.argv[1], 'wb').close()\n"), path],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    started = time.perf_counter()
+    demo_gan._train_primary(path, "test", 0)
+    assert time.perf_counter() - started > 0.5 and trained == []   # waited, found it trained
+    assert holder.wait(timeout=30) == 0
+    demo_gan._train_primary(str(tmp_path / "other" / "primary_cnn.npz"), "test", 0)
+    assert len(trained) == 1   # missing and nobody training it: trained here
+
+
+def test_the_demo_queues_every_run_on_its_workers_before_the_data_stage(tmp_path, monkeypatch):
+    """The order the workers take them: the primary CNN, the LM runs, the GAN runs; then this process's
+    data stage and analyses. In one process each stage trains when it comes."""
+    import argparse
+
+    from fedgen_debug.cli import demo_cmd, demo_data
+    from fedgen_debug.runs import side_by_side
+
+    for processes, expected in ((2, ["train primary_cnn.npz", "train char-lm-before", "train char-lm-after",
+                                     "train word-lm-before", "train word-lm-after",
+                                     "train with_bug-low-accuracy", "train with_bug-high-accuracy",
+                                     "train after_fix-low-accuracy", "train after_fix-high-accuracy",
+                                     "data", "lm analysis", "gan stage"]),
+                                (1, ["data", "train char-lm-before", "train char-lm-after", "train word-lm-before",
+                                     "train word-lm-after", "lm analysis", "gan stage"])):
+        events = []
+        monkeypatch.setattr(side_by_side, "SideBySide", lambda n: _Pool(n == 1, events))
+        monkeypatch.setattr(demo_cmd, "settle_budgets", lambda args, stages: [])
+        monkeypatch.setattr(demo_data, "run_data_stage", lambda *a: events.append("data") or {})
+        monkeypatch.setattr(demo_data, "print_data_stage", lambda summary: None)
+        monkeypatch.setattr(demo_lm, "finish_lm_stage", lambda queued: events.append("lm analysis") or {})
+        monkeypatch.setattr(demo_gan, "run_gan_stage", lambda *a: events.append("gan stage") or {})
+        args = argparse.Namespace(out=str(tmp_path / f"demo{processes}"), writers=4, users=4, seed=0,
+                                  concat_fraction=0.1, invert_fraction=0.5, vocab_size=100, preset="test",
+                                  parallel_runs=processes, stages="data,lm,gan")
+        monkeypatch.setattr(demo_cmd, "planned_records", lambda args, stages: {})   # nothing to report
+        demo_cmd.run(args)
+        assert [e if isinstance(e, str) else " ".join(e) for e in events] == expected, processes
+
+
+class _Pool(RecordingPool):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None

@@ -47,7 +47,7 @@ def test_calls_run_side_by_side_in_spawned_processes_and_results_come_in_call_or
     assert [tag for tag, *_ in results] == ["a", "b"]
     pids = {pid for _, pid, _, _ in results}
     assert len(pids) == 2 and os.getpid() not in pids
-    assert sorted(row for _, _, row, _ in results) == ["0", "1"]  # each draws its bars on its own row
+    assert sorted(row for _, _, row, _ in results) == ["1", "2"]  # each draws its bars on its own row (0: the parent's)
 
 
 def test_workers_take_the_next_call_and_keep_their_state_and_row(tmp_path):

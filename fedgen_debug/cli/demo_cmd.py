@@ -8,7 +8,7 @@ each before/after pair trains side by side on two worker processes, the char pai
 pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_by_side`).
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict; the primary CNN and the four GANs train on the same
-workers, two runs at a time.
+workers, two runs at a time. On the workers every run is queued at the start, before the data stage.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
 to the privacy ledger twice.
 
@@ -101,9 +101,9 @@ def settle_budgets(args, stages) -> list[str]:
 
 
 def run(args) -> int:
+    from fedgen_debug.cli import demo_lm
     from fedgen_debug.cli.demo_data import print_data_stage, run_data_stage
-    from fedgen_debug.cli.demo_gan import queue_primary, run_gan_stage
-    from fedgen_debug.cli.demo_lm import finish_lm_stage, queue_lm_stage
+    from fedgen_debug.cli.demo_gan import queue_gan_runs, queue_primary, run_gan_stage
     from fedgen_debug.runs import store
     from fedgen_debug.runs.side_by_side import SideBySide
 
@@ -120,27 +120,37 @@ def run(args) -> int:
     summary = store.read_json(summary_path) if os.path.exists(summary_path) else {}
     print("\n".join(settle_budgets(args, stages)))
     text_spec, image_spec = _specs(args)
-    if "data" in stages:
-        summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
-                                      args.invert_fraction, args.vocab_size))
-        store.write_json(summary_path, summary)
-        print_data_stage(summary)
-    # One set of worker processes for both stages' training runs (they keep TF imported between runs),
-    # taking calls in the order queued: the LM runs, then the primary CNN (while this process analyses
-    # the word-LMs), then the GANs.
-    gan_out = os.path.join(args.out, "gan")
+    lm_out, gan_out = os.path.join(args.out, "lm"), os.path.join(args.out, "gan")
+    # One set of worker processes for every training run (they keep TF imported between runs). On them,
+    # all runs are queued before the data stage, in the order the workers take them: the primary CNN
+    # (every GAN run needs it: one that starts first waits for it), the LM runs, the GAN runs. This
+    # process meanwhile releases the data stage's aggregates and analyses each pair once it is trained,
+    # so no core waits for it. In one process each stage trains when it comes.
     with SideBySide(args.parallel_runs if {"lm", "gan"} & set(stages) else 1) as workers:
-        lm = None
-        if "lm" in stages:
-            lm = queue_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
-                                args.preset, args.vocab_size, workers)
         primary = queue_primary(gan_out, args.preset, args.seed, workers) if "gan" in stages else None
-        if lm is not None:
-            summary["lm"] = finish_lm_stage(lm)
+        lm = gans = None
+        if not workers.in_process:
+            if "lm" in stages:
+                lm = demo_lm.queue_lm_runs(text_spec, args.concat_fraction, lm_out, args.seed, args.preset,
+                                           args.vocab_size, workers)
+            if "gan" in stages:
+                gans = queue_gan_runs(image_spec, args.invert_fraction, gan_out, args.seed, args.preset, workers)
+        if "data" in stages:
+            summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
+                                          args.invert_fraction, args.vocab_size))
+            store.write_json(summary_path, summary)
+            print_data_stage(summary)
+        if "lm" in stages:
+            if lm is None:
+                lm = demo_lm.queue_lm_stage(text_spec, args.concat_fraction, lm_out, args.seed, args.preset,
+                                            args.vocab_size, workers)
+            else:
+                demo_lm.print_header(lm)
+            summary["lm"] = demo_lm.finish_lm_stage(lm)
             store.write_json(summary_path, summary)
         if "gan" in stages:
             summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, gan_out, args.seed, args.preset,
-                                           workers, primary)
+                                           workers, primary, gans)
             store.write_json(summary_path, summary)
     from fedgen_debug.privacy.ledger import Ledger
 

@@ -48,7 +48,7 @@ class SideBySide:
         if self._processes > 1:
             context = multiprocessing.get_context("spawn")
             rows = context.Queue()
-            for row in range(self._processes):
+            for row in range(1, self._processes + 1):   # row 0: this process's bars (data, analyses)
                 rows.put(row)
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 self._processes, mp_context=context, initializer=_child_setup,
