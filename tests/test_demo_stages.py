@@ -135,16 +135,17 @@ def test_a_gan_run_waits_for_the_primary_cnn_another_process_trains_and_does_not
 
 
 def test_the_demo_queues_every_run_on_its_workers_before_the_data_stage(tmp_path, monkeypatch):
-    """The order the workers take them: the primary CNN, the LM runs, the GAN runs; then this process's
-    data stage and analyses. In one process each stage trains when it comes."""
+    """The order the workers take them: the primary CNN, the char-LMs, the longest GAN, the word-LMs, the
+    other GANs; then this process's data stage and analyses (each LM pair, then each GAN pair, with all of
+    its runs). In one process each stage trains when it comes."""
     import argparse
 
     from fedgen_debug.cli import demo_cmd, demo_data
     from fedgen_debug.runs import side_by_side
 
     for processes, expected in ((2, ["train primary_cnn.npz", "train char-lm-before", "train char-lm-after",
-                                     "train word-lm-before", "train word-lm-after",
-                                     "train with_bug-low-accuracy", "train with_bug-high-accuracy",
+                                     "train with_bug-low-accuracy",   # the longest run, early
+                                     "train word-lm-before", "train word-lm-after", "train with_bug-high-accuracy",
                                      "train after_fix-low-accuracy", "train after_fix-high-accuracy",
                                      "data", "lm analysis", "gan stage"]),
                                 (1, ["data", "train char-lm-before", "train char-lm-after", "train word-lm-before",
@@ -154,8 +155,10 @@ def test_the_demo_queues_every_run_on_its_workers_before_the_data_stage(tmp_path
         monkeypatch.setattr(demo_cmd, "settle_budgets", lambda args, stages: [])
         monkeypatch.setattr(demo_data, "run_data_stage", lambda *a: events.append("data") or {})
         monkeypatch.setattr(demo_data, "print_data_stage", lambda summary: None)
-        monkeypatch.setattr(demo_lm, "finish_lm_stage", lambda queued: events.append("lm analysis") or {})
-        monkeypatch.setattr(demo_gan, "run_gan_stage", lambda *a: events.append("gan stage") or {})
+        monkeypatch.setattr(demo_lm, "finish_lm_stage", lambda queued: events.append(
+            "lm analysis" if len(queued["trained"]) == 4 else "lm runs missing") or {})
+        monkeypatch.setattr(demo_gan, "run_gan_stage", lambda *a: events.append(
+            "gan stage" if a[-1] is None or len(a[-1]) == 4 else "gan runs missing") or {})
         args = argparse.Namespace(out=str(tmp_path / f"demo{processes}"), writers=4, users=4, seed=0,
                                   concat_fraction=0.1, invert_fraction=0.5, vocab_size=100, preset="test",
                                   parallel_runs=processes, stages="data,lm,gan")

@@ -59,14 +59,18 @@ def queue_primary(out: str, preset: str, seed: int, workers):
     return workers.submit(_train_primary, path, preset, seed)
 
 
-def queue_gan_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers) -> dict:
-    """On worker processes: queues the four GAN runs, phase by phase (returns their futures by (phase,
-    side)); a free worker takes the next. In one process: {} (the stage trains each phase's pair when
-    it comes to it)."""
+RUN_KEYS = tuple((phase, side) for phase in PHASES for side in ("low", "high"))
+
+
+def queue_gan_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
+                   keys=RUN_KEYS) -> dict:
+    """On worker processes: queues the GAN runs of `keys` ((phase, side), phase by phase by default) and
+    returns their futures by key; a free worker takes the next. In one process: {} (the stage trains
+    each phase's pair when it comes to it)."""
     if workers.in_process:
         return {}
     runs = stage_runs(data, invert_fraction, out, seed, preset)
-    return {(phase, side): workers.submit(_train, *runs[phase, side]) for phase in PHASES for side in ("low", "high")}
+    return {key: workers.submit(_train, *runs[key]) for key in keys}
 
 
 def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
@@ -91,13 +95,12 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     elif missing:
         workers.submit(_train_primary, primary_path(out), preset, seed).result()
     runs = stage_runs(data, invert_fraction, out, seed, preset)
-    order = [(phase, side) for phase in PHASES for side in ("low", "high")]
     trained = dict(queued or {})
     for phase in PHASES:
         print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
               "(T4, DP 25th/75th percentile thresholds, strict selection); re-running resumes", flush=True)
         # On workers every run is queued at once (a free worker takes the next); here, a phase's pair.
-        for key in [(phase, side) for side in ("low", "high")] if workers.in_process else order:
+        for key in [(phase, side) for side in ("low", "high")] if workers.in_process else RUN_KEYS:
             if key not in trained:
                 trained[key] = workers.submit(_train, *runs[key])
         for side in ("low", "high"):

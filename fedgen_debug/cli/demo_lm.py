@@ -26,14 +26,20 @@ def _train(run, run_dir: str) -> None:
 
 
 def queue_lm_runs(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int,
-                  workers) -> dict:
-    """Queues the stage's four runs on `workers` (`runs.side_by_side.SideBySide`; in one process they
+                  workers, kinds=("char", "word")) -> dict:
+    """Queues the stage's runs of `kinds` on `workers` (`runs.side_by_side.SideBySide`; in one process they
     train here, now): char before, char after, word before, word after. With two workers each kind's
-    pair trains side by side. Returns what `finish_lm_stage` takes."""
+    pair trains side by side. Returns what `finish_lm_stage` takes (once every kind is queued: the
+    demo queues a GAN run between the kinds, `merge_queued`)."""
     runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
-    order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
+    order = [(kind, name) for kind in kinds for name in ("before", "after")]
     return {"runs": runs, "trained": {key: workers.submit(_train, *runs[key]) for key in order},
             "concat_fraction": concat_fraction, "side_by_side": not workers.in_process}
+
+
+def merge_queued(first: dict, then: dict) -> dict:
+    """One `queue_lm_runs` result from two calls for different kinds."""
+    return {**first, "trained": {**first["trained"], **then["trained"]}}
 
 
 def print_header(queued: dict) -> None:
