@@ -8,8 +8,7 @@ each before/after pair trains side by side on two worker processes, the char pai
 pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_by_side`).
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict; the primary CNN and the four GANs train on the same
-workers, two runs at a time. On the workers every run is queued at the start, before the data stage,
-which this process computes while they train.
+workers, two runs at a time.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
 to the privacy ledger twice.
 
@@ -101,32 +100,10 @@ def settle_budgets(args, stages) -> list[str]:
     return lines
 
 
-def queue_order(args, stages, workers) -> tuple[dict | None, dict | None]:
-    """Queues the LM and GAN runs on `workers` after the primary CNN (every GAN run needs it; one that
-    starts first waits for it): the char-LM pair, the with-bug low-accuracy GAN, the word-LM pair, the
-    other GANs. Why the GAN between the pairs: it is the longest run (316-335 s on 2 EPYC cores, beside
-    another run); queued after the word pair, the other worker trained the other three GANs meanwhile
-    and waited up to two minutes for it at the end. Returns (`queue_lm_runs`'s, `queue_gan_runs`'s)."""
-    from fedgen_debug.cli import demo_gan, demo_lm
-
-    text_spec, image_spec = _specs(args)
-    lm_out, gan_out = os.path.join(args.out, "lm"), os.path.join(args.out, "gan")
-    lm_args = (text_spec, args.concat_fraction, lm_out, args.seed, args.preset, args.vocab_size, workers)
-    gan_args = (image_spec, args.invert_fraction, gan_out, args.seed, args.preset, workers)
-    longest = [("with_bug", "low")]
-    lm = demo_lm.queue_lm_runs(*lm_args, kinds=("char",)) if "lm" in stages else None
-    gans = demo_gan.queue_gan_runs(*gan_args, keys=longest) if "gan" in stages else None
-    if lm is not None:
-        lm = demo_lm.merge_queued(lm, demo_lm.queue_lm_runs(*lm_args, kinds=("word",)))
-    if gans is not None:
-        gans.update(demo_gan.queue_gan_runs(*gan_args, keys=[k for k in demo_gan.RUN_KEYS if k not in longest]))
-    return lm, gans
-
-
 def run(args) -> int:
-    from fedgen_debug.cli import demo_lm
     from fedgen_debug.cli.demo_data import print_data_stage, run_data_stage
     from fedgen_debug.cli.demo_gan import queue_primary, run_gan_stage
+    from fedgen_debug.cli.demo_lm import finish_lm_stage, queue_lm_stage
     from fedgen_debug.runs import store
     from fedgen_debug.runs.side_by_side import SideBySide
 
@@ -143,32 +120,30 @@ def run(args) -> int:
     summary = store.read_json(summary_path) if os.path.exists(summary_path) else {}
     print("\n".join(settle_budgets(args, stages)))
     text_spec, image_spec = _specs(args)
-    lm_out, gan_out = os.path.join(args.out, "lm"), os.path.join(args.out, "gan")
-    # One set of worker processes for every training run (they keep TF imported between runs). On them,
-    # all runs are queued before the data stage, in the order the workers take them (`queue_order`).
-    # This process meanwhile releases the data stage's aggregates and analyses each pair once it is
-    # trained. In one process each stage trains when it comes.
+    if "data" in stages:
+        summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
+                                      args.invert_fraction, args.vocab_size))
+        store.write_json(summary_path, summary)
+        print_data_stage(summary)
+    # One set of worker processes for both stages' training runs (they keep TF imported between runs),
+    # taking calls in the order queued: the LM runs, then the primary CNN (while this process analyses
+    # the word-LMs), then the GANs. Tried and measured slower (whole demo, 2 EPYC cores, one session):
+    # every run queued before the data stage with the primary CNN first, 847 s, or with the longest GAN
+    # (with the bug, low accuracy) between the LM pairs, 832 s, against 816 s this way. Beside a
+    # word-LM that GAN trained 365 s (316-335 s beside GANs) and the word-LMs 199 s (174-183 s).
+    gan_out = os.path.join(args.out, "gan")
     with SideBySide(args.parallel_runs if {"lm", "gan"} & set(stages) else 1) as workers:
-        primary = queue_primary(gan_out, args.preset, args.seed, workers) if "gan" in stages else None
-        lm = gans = None
-        if not workers.in_process:
-            lm, gans = queue_order(args, stages, workers)
-        if "data" in stages:
-            summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
-                                          args.invert_fraction, args.vocab_size))
-            store.write_json(summary_path, summary)
-            print_data_stage(summary)
+        lm = None
         if "lm" in stages:
-            if lm is None:
-                lm = demo_lm.queue_lm_stage(text_spec, args.concat_fraction, lm_out, args.seed, args.preset,
-                                            args.vocab_size, workers)
-            else:
-                demo_lm.print_header(lm)
-            summary["lm"] = demo_lm.finish_lm_stage(lm)
+            lm = queue_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
+                                args.preset, args.vocab_size, workers)
+        primary = queue_primary(gan_out, args.preset, args.seed, workers) if "gan" in stages else None
+        if lm is not None:
+            summary["lm"] = finish_lm_stage(lm)
             store.write_json(summary_path, summary)
         if "gan" in stages:
             summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, gan_out, args.seed, args.preset,
-                                           workers, primary, gans)
+                                           workers, primary)
             store.write_json(summary_path, summary)
     from fedgen_debug.privacy.ledger import Ledger
 

@@ -32,26 +32,20 @@ def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: s
 def _train(run, run_dir: str) -> None:
     from fedgen_debug.scenarios.gan import train_gan
 
-    # The run copies the stage's primary CNN: if a worker is still training it, wait for it.
-    _train_primary(run.primary, run.preset, run.seed)
     train_gan(run, run_dir)
 
 
 def _train_primary(path: str, preset: str, seed: int) -> None:
-    """Trains the stage's primary CNN into `path` unless it is there. Whoever trains it holds its lock,
-    so a GAN run on another worker waits for it instead of training it twice."""
-    from fedgen_debug.runs import store
     from fedgen_debug.scenarios.gan import train_public_primary
 
-    with store.exclusive(path, wait=True):
-        if not os.path.exists(path):
-            train_public_primary(path, preset, seed)
+    train_public_primary(path, preset, seed)
 
 
 def queue_primary(out: str, preset: str, seed: int, workers):
-    """On worker processes: queues the primary CNN's training (returns its future; None if it exists);
-    the demo queues it first, as every GAN run needs it. In one process: None (the stage trains it when
-    it starts)."""
+    """On worker processes: queues the primary CNN's training (returns its future; None if it exists), so
+    that a worker trains it as soon as the calls queued before it leave one free (the demo queues it behind
+    the LM runs: it trains while this process analyses the word-LMs). In one process: None (the stage
+    trains it when it starts)."""
     path = primary_path(out)
     if workers.in_process or os.path.exists(path):
         return None
@@ -59,48 +53,30 @@ def queue_primary(out: str, preset: str, seed: int, workers):
     return workers.submit(_train_primary, path, preset, seed)
 
 
-RUN_KEYS = tuple((phase, side) for phase in PHASES for side in ("low", "high"))
-
-
-def queue_gan_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
-                   keys=RUN_KEYS) -> dict:
-    """On worker processes: queues the GAN runs of `keys` ((phase, side), phase by phase by default) and
-    returns their futures by key; a free worker takes the next. In one process: {} (the stage trains
-    each phase's pair when it comes to it)."""
-    if workers.in_process:
-        return {}
-    runs = stage_runs(data, invert_fraction, out, seed, preset)
-    return {key: workers.submit(_train, *runs[key]) for key in keys}
-
-
 def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
-                  primary=None, queued: dict | None = None, samples: int = 1000) -> dict:
-    """`workers` (`runs.side_by_side.SideBySide`): on worker processes the four GANs are queued at once
-    (`queued`: the futures of `queue_gan_runs`, if the demo queued them already), phase by phase, and a
-    free worker takes the next; this process analyses each phase's pair once both are trained. In one
-    process each phase's pair trains, then is analysed. Why phase by phase: queued largest first (the
-    with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage took as long (445 s
-    against 440 s) and printed the with-bug verdict last. `primary`: the future of `queue_primary`, if it
-    queued the primary CNN's training; else the stage trains it if it is missing."""
+                  primary=None, samples: int = 1000) -> dict:
+    """`workers` (`runs.side_by_side.SideBySide`): on worker processes the four GANs are queued at once,
+    phase by phase, and a free worker takes the next; this process analyses each phase's pair once both
+    are trained. In one process each phase's pair trains, then is analysed. Why phase by phase: queued
+    largest first (the with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage
+    took as long (445 s against 440 s) and printed the with-bug verdict last. `primary`: the future of
+    `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing."""
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.scenarios.gan_report import analyze_gan
 
     summary = {}
-    missing = not os.path.exists(primary_path(out))
-    if (primary is not None and not primary.done()) or (primary is None and missing):
+    if primary is not None or not os.path.exists(primary_path(out)):
         print("\n[images] training the primary CNN on clean public stand-in handwriting", flush=True)
-    if primary is not None:
-        primary.result()   # a worker's error is raised here
-    elif missing:
-        workers.submit(_train_primary, primary_path(out), preset, seed).result()
+        (primary or workers.submit(_train_primary, primary_path(out), preset, seed)).result()
     runs = stage_runs(data, invert_fraction, out, seed, preset)
-    trained = dict(queued or {})
+    order = [(phase, side) for phase in PHASES for side in ("low", "high")]
+    trained = {}
     for phase in PHASES:
         print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
               "(T4, DP 25th/75th percentile thresholds, strict selection); re-running resumes", flush=True)
         # On workers every run is queued at once (a free worker takes the next); here, a phase's pair.
-        for key in [(phase, side) for side in ("low", "high")] if workers.in_process else RUN_KEYS:
+        for key in [(phase, side) for side in ("low", "high")] if workers.in_process else order:
             if key not in trained:
                 trained[key] = workers.submit(_train, *runs[key])
         for side in ("low", "high"):

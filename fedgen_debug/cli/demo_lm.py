@@ -25,34 +25,17 @@ def _train(run, run_dir: str) -> None:
     train_lm(run, run_dir)
 
 
-def queue_lm_runs(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int,
-                  workers, kinds=("char", "word")) -> dict:
-    """Queues the stage's runs of `kinds` on `workers` (`runs.side_by_side.SideBySide`; in one process they
-    train here, now): char before, char after, word before, word after. With two workers each kind's
-    pair trains side by side. Returns what `finish_lm_stage` takes (once every kind is queued: the
-    demo queues a GAN run between the kinds, `merge_queued`)."""
-    runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
-    order = [(kind, name) for kind in kinds for name in ("before", "after")]
-    return {"runs": runs, "trained": {key: workers.submit(_train, *runs[key]) for key in order},
-            "concat_fraction": concat_fraction, "side_by_side": not workers.in_process}
-
-
-def merge_queued(first: dict, then: dict) -> dict:
-    """One `queue_lm_runs` result from two calls for different kinds."""
-    return {**first, "trained": {**first["trained"], **then["trained"]}}
-
-
-def print_header(queued: dict) -> None:
-    together = " side by side" if queued["side_by_side"] else ""
-    print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
-          f"({queued['concat_fraction']:.0%}){together}; re-running resumes", flush=True)
-
-
 def queue_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int,
                    workers) -> dict:
-    """The stage's header, then `queue_lm_runs` (in one process: the runs train after the header)."""
-    print_header({"concat_fraction": concat_fraction, "side_by_side": not workers.in_process})
-    return queue_lm_runs(data, concat_fraction, out, seed, preset, vocab_size, workers)
+    """Prints the stage's header and queues its four runs on `workers` (`runs.side_by_side.SideBySide`;
+    in one process they train here, now): char before, char after, word before, word after. With two
+    workers each kind's pair trains side by side. Returns what `finish_lm_stage` takes."""
+    runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
+    together = "" if workers.in_process else " side by side"
+    print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
+          f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
+    order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
+    return {"runs": runs, "trained": {key: workers.submit(_train, *runs[key]) for key in order}}
 
 
 def finish_lm_stage(queued: dict, samples: int = 5000) -> dict:

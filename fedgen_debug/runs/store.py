@@ -246,12 +246,11 @@ _held_locks: set[str] = set()
 
 
 @contextlib.contextmanager
-def exclusive(run_dir: str, wait: bool = False):
+def exclusive(run_dir: str):
     """Holds a lock for `run_dir` while a process works on it: two processes starting or resuming the
     same run would interleave rounds (or create two secrets). The lock file sits next to the run
     directory (which may not exist yet). Re-entrant within a process: a scenario holds it across its
-    own releases and the training loop it calls. Held by another process: an error, or with `wait`,
-    this process waits for it (the demo's GAN runs wait for the primary CNN that a worker trains)."""
+    own releases and the training loop it calls."""
     path = os.path.abspath(run_dir)
     if path in _held_locks:
         yield
@@ -259,7 +258,7 @@ def exclusive(run_dir: str, wait: bool = False):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock"), "w") as f:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ValueError(f"{run_dir} is being trained by another process; wait for it or stop it.") from None
         _held_locks.add(path)
