@@ -148,3 +148,32 @@ def test_char_lm_rounds_on_the_tf_backend_are_tffs():
             state = process.next(state, loop.round_datasets(process, sampled, lambda c, _: data[c], r, config)).state
         states[backend] = state
     assert_same_state(states["tff"], states["tf"], rtol=1e-4, atol=1e-5)
+
+
+def test_a_round_padded_beyond_max_padding_runs_client_by_client_with_the_same_states(monkeypatch):
+    """One device with many batches beside three with one: vectorized, the three would compute as many
+    steps as the large one; the round goes to the client threads instead, and must not change a state."""
+    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training import tf_backend
+    from fedgen_debug.training.config import DPConfig
+
+    from test_tf_backend import SECRET, assert_same_state
+
+    run = LMRun("char", "synthetic-text:users=4", 0.0, "test")
+    config = run.training_config(4)
+    config = type(config)(**{**config.__dict__, "dp": DPConfig(4, 1.0, 1.0)})
+    rng = np.random.default_rng(2)
+    clients = [dp_fedavg.ClientExamples((rng.integers(0, 258, (n, run.max_length), dtype=np.int32),
+                                         rng.integers(0, 258, (n, run.max_length), dtype=np.int32)))
+               for n in (100, 3, 5, 2)]
+    states, processes = [], []
+    for max_padding in (tf_backend.MAX_PADDING, float("inf")):
+        monkeypatch.setattr(tf_backend, "MAX_PADDING", max_padding)
+        process = dp_fedavg.build_process(model_spec(run, 0), config, SECRET.tf_seed("dp-noise"), backend="tf")
+        state = process.initialize()
+        for _ in range(2):
+            state = process.next(state, clients).state
+        states.append(state)
+        processes.append(process)
+    assert processes[0]._clients is not None and processes[1]._clients is None   # threads, then vectorized
+    assert_same_state(states[0], states[1], rtol=1e-4, atol=1e-5)
