@@ -4,11 +4,12 @@ TFF and on the in-process `tf` backend (same client work, DP query and server up
 before `training.vectorized_lm`) against all of them in one vectorized call, with that ratio.
 Prints numbers, not pass/fail:
 `.venv/bin/python benchmarks/lm_round.py [--clients-per-round 10] [--rounds 3] [--no-tff] [--demo-only]
-[--kinds char,word]` (two at once, side by side, as the demo trains each LM pair).
+[--kinds char,word]` (run two at once to time them side by side, as the demo trains each LM pair).
 
 Workload: synthetic-text:users=300 with the 10% tokenization bug, the demo preset's client work
-(its local epochs, batch 16, at most `max_examples` examples a device). The paper trains with qN = 5000 clients per round; per-client seconds
-(the round time over qN) let that be extrapolated, but here every round has the same small qN.
+(its local epochs, batch 16, at most `max_examples` examples a device). The paper trains with qN = 5000
+clients per round; per-client seconds (the round time over qN) let that be extrapolated, but here every
+round has the same small qN.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Training runs side by side, each in a process of its own (the demo's LM and GAN runs).
 
-Why processes: a demo LM round on client threads is launch-bound, and one process keeps about 1.3 of 2
-cores busy however many client threads it runs (two LM runs on threads of one process took twice as
-long each, 5.1 s a round against 2.5 s alone), while two processes ran two char-LMs at 3.4 s a round
-each: 1.28× the throughput on 2 EPYC cores, more where there are more cores. (The char-LM's clients
-now run vectorized, `training.vectorized_lm`: 0.30 s a round alone, 0.52 s side by side, 1.15×.) The demo's GAN rounds gain too, though a
-large one keeps 2 cores busy (two 32-client calls at once took 2.66 s each against 1.33 s alone): its
+Why processes: one process keeps about 1.3 of 2 cores busy on a demo LM round on client threads,
+however many it runs (two LM runs on threads of one process took twice as long each, 5.1 s a round
+against 2.5 s alone), while two processes ran two char-LMs at 3.4 s a round each: 1.28× the throughput
+on 2 EPYC cores, more where there are more cores. (The char-LM's clients now run vectorized,
+`training.vectorized_lm`: 0.30 s a round alone, 0.52 s side by side, 1.15×.) The demo's GAN rounds
+gain too, though a large one keeps 2 cores busy (two 32-client calls at once took 2.66 s each against 1.33 s alone): its
 low- and high-accuracy GANs side by side ran at 1.63 and 0.49 s a round against 1.00 and 0.30 s alone,
 1.23× the throughput (the high GAN's rounds are small: few of its sampled users qualify).
 

@@ -84,7 +84,8 @@ class SampledClients(Sequence):
         return self._fn(self._ids[index], self._round)
 
 
-def round_datasets(process, client_ids, client_dataset_fn: Callable, round_num: int, config: TrainingConfig | None = None):
+def round_datasets(process, client_ids, client_dataset_fn: Callable, round_num: int,
+                   config: TrainingConfig | None = None):
     """What `process.next` takes for the sampled clients of round `round_num` (0-based): TFF's learning
     process gets the list of datasets it types (`dp_fedavg.ClientExamples` batched by `config`'s client
     work), our processes (tf backend, `GANProcess`) a `SampledClients` they stream."""

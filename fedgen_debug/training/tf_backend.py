@@ -4,9 +4,9 @@ The same algorithm as the TFF processes (`dp_fedavg.build_process`, `dp_fedavg_g
 the reference), built from the same pieces: tf-privacy's query from `dp_query` with its noise seed from
 the run secret, the server optimizers and server functions, and for clients:
 - DP-FedAvg: the char-LM's clients all in one traced call (`vectorized_lm`: the same math as the
-  pure-TF `dp_fedavg.client_update`, with a client axis); other models run `client_update` on one thread per
-  core (`ClientWorkers`: each thread has its own model copy and traced function; updates are summed in
-  client order);
+  pure-TF `dp_fedavg.client_update`, with a client axis); other models run `client_update` on one
+  thread per core (`ClientWorkers`: each thread has its own model copy and traced function; updates
+  are summed in client order);
 - the GAN: all of a round's clients in one traced call (`vectorized_gan`: the same math as
   `dp_fedavg_gan.client_discriminator_update`, with a client axis), or that function client by
   client on threads for models `vectorized_gan` cannot rebuild.
