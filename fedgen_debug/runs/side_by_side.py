@@ -5,9 +5,10 @@ however many it runs (two LM runs on threads of one process took twice as long e
 against 2.5 s alone), while two processes ran two char-LMs at 3.4 s a round each: 1.28× the throughput
 on 2 EPYC cores, more where there are more cores. (The char-LM's clients now run vectorized,
 `training.vectorized_lm`: 0.30 s a round alone, 0.52 s side by side, 1.15×.) The demo's GAN rounds
-gain too, though a large one keeps 2 cores busy (two 32-client calls at once took 2.66 s each against 1.33 s alone): its
-low- and high-accuracy GANs side by side ran at 1.63 and 0.49 s a round against 1.00 and 0.30 s alone,
-1.23× the throughput (the high GAN's rounds are small: few of its sampled users qualify).
+gain too, though a large one keeps 2 cores busy (two 32-client calls at once took 2.66 s each against
+1.33 s alone): its low- and high-accuracy GANs side by side ran at 1.63 and 0.49 s a round against 1.00
+and 0.30 s alone, 1.23× the throughput (the high GAN's rounds are small: few of its sampled users
+qualify).
 
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
 locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the

@@ -141,6 +141,8 @@ def vectorized_client_updates(model: tf.keras.Sequential, x, y, row_mask, initia
 
     _, final = tf.while_loop(lambda s, _: s < steps, step, (tf.constant(0), initial))
     updates = [w0 - w for w0, w in zip(initial, final)]
+    # TFF's `zero_all_if_any_non_finite` (the threaded path's), for all clients at once: as a `tf.map_fn`
+    # of it over the clients, a demo char-LM round took 0.30-0.33 s against 0.28.
     finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(tf.reshape(u, [clients, -1])), axis=1)
                                      for u in updates]), axis=0)
     return [tf.where(tf.reshape(finite, [-1] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
