@@ -68,6 +68,23 @@ def test_workers_take_the_next_call_and_keep_their_state_and_row(tmp_path):
     assert _CALLS_HERE == []  # nothing ran in this process
 
 
+def intra_op_setting(tag):
+    return tag, os.environ.get("TF_NUM_INTRAOP_THREADS")
+
+
+def test_workers_share_the_cores_between_their_tensorflow_thread_pools(tmp_path, monkeypatch):
+    from fedgen_debug.runs.side_by_side import intra_op_threads
+
+    cores = len(os.sched_getaffinity(0))
+    assert [intra_op_threads(p) for p in (1, cores, 2 * cores)] == [cores, 1, 1]
+    monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+    results = run_side_by_side([(intra_op_setting, "a"), (intra_op_setting, "b")], processes=2)
+    assert results == [("a", str(max(1, cores // 2))), ("b", str(max(1, cores // 2)))]
+    assert "TF_NUM_INTRAOP_THREADS" not in os.environ  # this process's own pools are left as they are
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "7")  # the user's own setting wins
+    assert run_side_by_side([(intra_op_setting, "a"), (intra_op_setting, "b")], processes=2) == [("a", "7"), ("b", "7")]
+
+
 def test_one_process_runs_the_calls_here_one_after_another():
     from fedgen_debug.runs.side_by_side import SideBySide
 

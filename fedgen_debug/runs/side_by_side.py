@@ -10,6 +10,15 @@ gain too, though a large one keeps 2 cores busy (two 32-client calls at once too
 and 0.30 s alone, 1.23× the throughput (the high GAN's rounds are small: few of its sampled users
 qualify).
 
+Each worker runs TensorFlow's ops on one core's share of threads (`intra_op_threads`: TF's
+intra-op pool of cores ÷ processes, set through `TF_NUM_INTRAOP_THREADS` unless the user set it;
+ops still run two at a time on the inter-op pool). With a pool of 2 threads in each of 2 processes on
+2 cores, the processes' threads took turns on the cores: the demo's with-bug low- and high-accuracy
+GANs side by side ran at 1.59 and 0.46 s a round, and at 1.33 and 0.38 s with 1 thread each (alone,
+the low GAN's round took 0.78 s either way: its parallelism is between ops, not within them); the
+char-LMs side by side at 0.47-0.51 s against 0.39-0.42 s, the word-LMs at 2.64-2.75 against 2.55 s
+(`benchmarks/lm_round.py --no-tff --demo-only --clients-per-round 20`, two at once).
+
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
 locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the
 parent's level, draw their progress bars on rows of their own, and die with the parent (the kernel's
@@ -32,6 +41,7 @@ import sys
 from fedgen_debug.progress import PROGRESS_ROW_ENV
 
 _PR_SET_PDEATHSIG = 1
+INTRA_OP_THREADS_ENV = "TF_NUM_INTRAOP_THREADS"
 
 
 class SideBySide:
@@ -54,7 +64,7 @@ class SideBySide:
                 rows.put(row)
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 self._processes, mp_context=context, initializer=_child_setup,
-                initargs=(os.getpid(), logging.getLogger().level, rows))
+                initargs=(os.getpid(), logging.getLogger().level, rows, intra_op_threads(self._processes)))
         return self
 
     @property
@@ -86,7 +96,14 @@ def run_side_by_side(calls: list[tuple], processes: int) -> list:
     return [future.result() for future in futures]
 
 
-def _child_setup(parent: int, log_level: int, rows) -> None:
+def intra_op_threads(processes: int) -> int:
+    """TensorFlow's intra-op threads for each of `processes` workers: this process's cores ÷ processes, at
+    least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // processes)
+
+
+def _child_setup(parent: int, log_level: int, rows, intra_op_threads: int) -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
@@ -96,3 +113,6 @@ def _child_setup(parent: int, log_level: int, rows) -> None:
             os._exit(1)
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
     os.environ[PROGRESS_ROW_ENV] = str(rows.get())  # the worker's terminal row, for every call it runs
+    # Read by TensorFlow when it makes its thread pools, at its first op in this process; a user's own
+    # setting wins.
+    os.environ.setdefault(INTRA_OP_THREADS_ENV, str(intra_op_threads))
