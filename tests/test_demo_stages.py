@@ -1,7 +1,7 @@
 """The demo's stages hand their training runs to the workers they are given: on worker processes the LM
-runs, then the primary CNN, then every GAN run are queued before the first analysis (a free worker takes
-the next); one process trains a phase's pair, then analyses it, before the next phase. The real runs on
-real workers: test_cli's demo."""
+runs, then the primary CNN are queued (a free worker takes the next), then the GANs a phase's pair at a
+time, the next pair queued once this one has trained and before it is analysed; one process trains a
+phase's pair, then analyses it, before the next phase. The real runs on real workers: test_cli's demo."""
 
 import concurrent.futures
 
@@ -10,14 +10,31 @@ import pytest
 from fedgen_debug.cli import demo_gan, demo_lm
 
 
-class RecordingPool:
-    """Stands in for `SideBySide`: records what is submitted, in order, and finishes nothing by itself."""
+class WaitedFor(concurrent.futures.Future):
+    """A finished call's future that records when the stage waits for it."""
 
-    def __init__(self, in_process: bool, events: list):
-        self.in_process, self.events = in_process, events
+    def __init__(self, events: list, name: str):
+        super().__init__()
+        self.events, self.name = events, name
+        self.set_result(None)
+
+    def result(self, timeout=None):
+        self.events.append(("wait", self.name))
+        return super().result(timeout)
+
+
+class RecordingPool:
+    """Stands in for `SideBySide`: records what is submitted, in order (and, with `waits`, when the stage
+    waits for a call), and finishes nothing by itself."""
+
+    def __init__(self, in_process: bool, events: list, waits: bool = False):
+        self.in_process, self.events, self.waits = in_process, events, waits
 
     def submit(self, fn, *args):  # recorded by the run directory (or file) it writes
-        self.events.append(("train", next(a for a in args if isinstance(a, str) and "/" in a).rsplit("/", 1)[-1]))
+        name = next(a for a in args if isinstance(a, str) and "/" in a).rsplit("/", 1)[-1]
+        self.events.append(("train", name))
+        if self.waits:
+            return WaitedFor(self.events, name)
         future = concurrent.futures.Future()
         future.set_result(None)
         return future
@@ -47,11 +64,14 @@ def _stage(tmp_path, pool, primary=None):
     return demo_gan.run_gan_stage("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test", pool, primary)
 
 
-def test_on_workers_every_gan_run_is_queued_before_the_first_analysis(tmp_path, events):
-    summary = _stage(tmp_path, RecordingPool(False, events))
+def test_on_workers_the_next_pair_is_queued_once_a_pair_has_trained_and_trains_during_its_analysis(
+        tmp_path, events):
+    summary = _stage(tmp_path, RecordingPool(False, events, waits=True))
     assert events == [("train", "with_bug-low-accuracy"), ("train", "with_bug-high-accuracy"),
+                      ("wait", "with_bug-low-accuracy"), ("wait", "with_bug-high-accuracy"),
                       ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy"),
                       ("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
+                      ("wait", "after_fix-low-accuracy"), ("wait", "after_fix-high-accuracy"),
                       ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
     assert set(summary) == {"with_bug", "after_fix"}
 

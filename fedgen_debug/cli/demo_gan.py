@@ -55,12 +55,17 @@ def queue_primary(out: str, preset: str, seed: int, workers):
 
 def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
                   primary=None, samples: int = 1000) -> dict:
-    """`workers` (`runs.side_by_side.SideBySide`): on worker processes the four GANs are queued at once,
-    phase by phase, and a free worker takes the next; this process analyses each phase's pair once both
-    are trained. In one process each phase's pair trains, then is analysed. Why phase by phase: queued
-    largest first (the with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage
-    took as long (445 s against 440 s) and printed the with-bug verdict last. `primary`: the future of
-    `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing."""
+    """`workers` (`runs.side_by_side.SideBySide`): a phase's pair trains, on two workers side by side or
+    here one after the other; then this process analyses it, while the workers train the next phase's
+    pair. Why a pair at a time on workers: with every GAN queued at once, a free worker took the after-fix
+    GANs beside the with-bug low GAN (the longest run), which then trained at 1.3 s a round instead of
+    0.8 s alone, and the with-bug verdict came 291-303 s after its GANs started (one intra-op thread a
+    worker, `runs.side_by_side`; whole demo, 2 EPYC cores). A pair at a time: 243 s, and the after-fix
+    verdict 164 s after its pair started; the stage took 442 s against 376-409 s, the other worker idle
+    while the with-bug low GAN finishes alone. Earlier, queued largest first (the with-bug low GAN beside the
+    after-fix pair, the with-bug high one last) the stage took as long as phase by phase (445 s against
+    440 s) and printed the with-bug verdict last. `primary`: the future of `queue_primary`, if it queued
+    the primary CNN's training; else the stage trains it if it is missing."""
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.scenarios.gan_report import analyze_gan
@@ -70,17 +75,22 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
         print("\n[images] training the primary CNN on clean public stand-in handwriting", flush=True)
         (primary or workers.submit(_train_primary, primary_path(out), preset, seed)).result()
     runs = stage_runs(data, invert_fraction, out, seed, preset)
-    order = [(phase, side) for phase in PHASES for side in ("low", "high")]
     trained = {}
-    for phase in PHASES:
+
+    def queue(phase):
+        for side in ("low", "high"):
+            trained[phase, side] = workers.submit(_train, *runs[phase, side])
+
+    for i, phase in enumerate(PHASES):
         print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
               "(T4, DP 25th/75th percentile thresholds, strict selection); re-running resumes", flush=True)
-        # On workers every run is queued at once (a free worker takes the next); here, a phase's pair.
-        for key in [(phase, side) for side in ("low", "high")] if workers.in_process else order:
-            if key not in trained:
-                trained[key] = workers.submit(_train, *runs[key])
+        if (phase, "low") not in trained:
+            queue(phase)
         for side in ("low", "high"):
             trained[phase, side].result()
+        if not workers.in_process and i + 1 < len(PHASES):
+            queue(PHASES[i + 1])  # trains while this process analyses this phase's pair
+        for side in ("low", "high"):
             print(f"         {side}-accuracy GAN:")
             print("\n".join("       " + line for line in privacy_lines(runs[phase, side][1])))
         dirs = {side: runs[phase, side][1] for side in ("low", "high")}
