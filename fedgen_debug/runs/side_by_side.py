@@ -13,11 +13,13 @@ qualify).
 Each worker runs TensorFlow's ops on one core's share of threads (`intra_op_threads`: TF's
 intra-op pool of cores ÷ processes, set through `TF_NUM_INTRAOP_THREADS` unless the user set it;
 ops still run two at a time on the inter-op pool). With a pool of 2 threads in each of 2 processes on
-2 cores, the processes' threads took turns on the cores: the demo's with-bug low- and high-accuracy
-GANs side by side ran at 1.59 and 0.46 s a round, and at 1.33 and 0.38 s with 1 thread each (alone,
-the low GAN's round took 0.78 s either way: its parallelism is between ops, not within them); the
-char-LMs side by side at 0.47-0.51 s against 0.39-0.42 s, the word-LMs at 2.64-2.75 against 2.55 s
-(`benchmarks/lm_round.py --no-tff --demo-only --clients-per-round 20`, two at once).
+2 cores, the processes' threads took turns on the cores: the demo's char-LMs side by side ran at
+0.47-0.51 s a round, and at 0.38-0.42 s with 1 thread each; the word-LMs at 2.64-2.75 against 2.55 s;
+the with-bug low- and high-accuracy GANs at 1.40-1.59 / 0.41-0.46 s against 1.33-1.51 / 0.38-0.41 s
+(within the machine's drift; alone, the low GAN's round took 0.78 s either way: its parallelism is
+between ops, not within them). Measured two at once with `benchmarks/lm_round.py --no-tff --demo-only
+--clients-per-round 20` and `benchmarks/gan_round.py --no-tff --demo-only --clients-with-images 32`
+(and `6`).
 
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
 locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the
