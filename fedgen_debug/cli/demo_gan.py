@@ -57,15 +57,15 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
                   primary=None, samples: int = 1000) -> dict:
     """`workers` (`runs.side_by_side.SideBySide`): a phase's pair trains, on two workers side by side or
     here one after the other; then this process analyses it, while the workers train the next phase's
-    pair. Why a pair at a time on workers: with every GAN queued at once, a free worker took the after-fix
-    GANs beside the with-bug low GAN (the longest run), which then trained at 1.3 s a round instead of
-    0.8 s alone, and the with-bug verdict came 291-303 s after its GANs started (one intra-op thread a
-    worker, `runs.side_by_side`; whole demo, 2 EPYC cores). A pair at a time: 243 s, and the after-fix
-    verdict 164 s after its pair started; the stage took 442 s against 376-409 s, the other worker idle
-    while the with-bug low GAN finishes alone. Earlier, queued largest first (the with-bug low GAN beside the
-    after-fix pair, the with-bug high one last) the stage took as long as phase by phase (445 s against
-    440 s) and printed the with-bug verdict last. `primary`: the future of `queue_primary`, if it queued
-    the primary CNN's training; else the stage trains it if it is missing."""
+    pair. Why a pair at a time on workers: with every GAN queued at once, a free worker took the
+    after-fix GANs beside the with-bug low GAN (the longest run), which then trained at 1.3 s a round
+    instead of 0.8 s alone, and the with-bug verdict came 291-303 s after its GANs started (one intra-op
+    thread a worker, `runs.side_by_side`; whole demo, 2 EPYC cores). A pair at a time: 221-243 s, and
+    the after-fix verdict 149-164 s after its pair started; the stage took 401-442 s against 376-409 s,
+    the other worker idle while the with-bug low GAN finishes alone. Earlier, queued largest first (the
+    with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage took as long as
+    phase by phase (445 s against 440 s) and printed the with-bug verdict last. `primary`: the future of
+    `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing."""
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.scenarios.gan_report import analyze_gan

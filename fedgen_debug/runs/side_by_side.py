@@ -105,7 +105,7 @@ def intra_op_threads(processes: int) -> int:
     return max(1, cores // processes)
 
 
-def _child_setup(parent: int, log_level: int, rows, intra_op_threads: int) -> None:
+def _child_setup(parent: int, log_level: int, rows, tf_threads: int) -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
@@ -117,4 +117,4 @@ def _child_setup(parent: int, log_level: int, rows, intra_op_threads: int) -> No
     os.environ[PROGRESS_ROW_ENV] = str(rows.get())  # the worker's terminal row, for every call it runs
     # Read by TensorFlow when it makes its thread pools, at its first op in this process; a user's own
     # setting wins.
-    os.environ.setdefault(INTRA_OP_THREADS_ENV, str(intra_op_threads))
+    os.environ.setdefault(INTRA_OP_THREADS_ENV, str(tf_threads))
