@@ -47,15 +47,10 @@ def main() -> None:
     images = {c: to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids}
 
     none = np.zeros((0, *next(iter(images.values())).shape[1:]), np.float32)
-    with_images = set()  # the current round's clients that hand over images
 
-    def client_images(cid, round_num):  # a writer hands over the same images every round
-        return images.get(cid) if cid in with_images else none
-
-    def datasets(process, sampled):
-        with_images.clear()
-        with_images.update(sampled[:args.clients_with_images] if args.clients_with_images is not None else sampled)
-        return round_datasets(process, sampled, client_images, 0)
+    def datasets(process, sampled):  # a writer hands over the same images every round, or none
+        with_images = set(sampled if args.clients_with_images is None else sampled[:args.clients_with_images])
+        return round_datasets(process, sampled, lambda cid, _: images[cid] if cid in with_images else none, 0)
 
     print(f"{'preset':<8}{'G params':>10}{'D params':>10}{'TFF s/round':>13}{'tf s/round':>12}{'ratio':>7}")
     for preset in ("demo",) if args.demo_only else ("demo", "paper"):
