@@ -17,7 +17,6 @@ sentences after `.`, `!` or `?` followed by a space and a capital letter, digit 
 from __future__ import annotations
 
 import argparse
-import collections
 import html
 import json
 import os
@@ -45,13 +44,14 @@ def article_sentences(markdown: str) -> list[str]:
     paragraphs, current = [], []
     for line in text.split("\n"):
         is_code = line.startswith(("    ", "\t"))
+        bullet = _BULLET.match(line)
         if (not line.strip() or is_code or line.lstrip().startswith(("#", "|", ">"))
-                or _LINK_DEFINITION.match(line) or _BULLET.match(line)):
+                or _LINK_DEFINITION.match(line) or bullet):
             if current:
                 paragraphs.append(" ".join(current))
                 current = []
-            if _BULLET.match(line):  # each list item is a paragraph of its own
-                paragraphs.append(_BULLET.sub("", line))
+            if bullet:  # each list item is a paragraph of its own
+                paragraphs.append(line[bullet.end():])
             continue
         current.append(line.strip())
     if current:
@@ -93,8 +93,7 @@ def main() -> None:
         parser.error(f"{args.folder}: found {len(articles)} articles with >= {args.min_sentences} sentences; need 2")
     articles.sort()
     public, private = articles[: len(articles) // 2], articles[len(articles) // 2:]
-    counts = collections.Counter(t for _, _, sentences in public for s in sentences for t in tokenize(s))
-    vocab = Vocabulary.from_token_counts(counts, args.size)
+    vocab = Vocabulary.from_sentences((tokenize(s) for _, _, sentences in public for s in sentences), args.size)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(vocab.words) + "\n")

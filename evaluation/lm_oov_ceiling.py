@@ -52,12 +52,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="the bug's seed (a run's seed)")
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
-    if args.vocab.startswith(lm_data.FILE_PREFIX):
-        vocab = lm_data.file_vocabulary(args.vocab, args.vocab_size)
-    elif args.vocab.startswith(lm_data.PUBLIC_PREFIX):
-        vocab = lm_data.public_vocabulary(args.vocab, args.vocab_size)
-    else:
-        parser.error(f"--vocab must be file:PATH or public:DATA_SPEC. Found {args.vocab!r}.")
+    try:
+        vocab = lm_data.named_vocabulary(args.vocab, args.vocab_size)
+    except ValueError as e:
+        parser.error(f"--vocab: {e}")
     client_data = data_spec.load_client_data(args.data)
     bug = TokenizationBug(args.fraction, seed=args.seed)
     tokens = {cid: lm_data.device_tokens(client_data, cid, bug) for cid in client_data.client_ids}

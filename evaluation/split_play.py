@@ -13,7 +13,6 @@ bug and leaves a few percent of tokens OOV.
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 
 from fedgen_debug.data.text import Vocabulary, tokenize
@@ -30,9 +29,8 @@ def main() -> None:
     blanks = [i for i, line in enumerate(lines) if not line.strip()]
     middle = min(blanks, key=lambda i: abs(i - len(lines) // 2))
     public, private = lines[:middle], lines[middle + 1:]
-    counts = collections.Counter(t for line in public if line.strip() and not line.rstrip().endswith(":")
-                                 for t in tokenize(line))
-    vocab = Vocabulary.from_token_counts(counts, args.size)
+    vocab = Vocabulary.from_sentences(
+        (tokenize(line) for line in public if line.strip() and not line.rstrip().endswith(":")), args.size)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(vocab.words) + "\n")

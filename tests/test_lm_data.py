@@ -26,6 +26,15 @@ def test_a_vocabulary_file_gives_its_first_words_in_order(tmp_path):
     lm_data.check_vocabulary_source(source, DATA)  # accepted
 
 
+def test_a_named_vocabulary_is_the_file_or_public_one_and_never_the_dp_one(tmp_path):
+    source = _write(tmp_path, "the\ni\nhave\n")
+    assert lm_data.named_vocabulary(source, 2) == lm_data.file_vocabulary(source, 2)
+    public = "public:synthetic-text:users=20,seed=1006"
+    assert lm_data.named_vocabulary(public, 50) == lm_data.public_vocabulary(public, 50)
+    with pytest.raises(ValueError, match=r"vocabulary must be 'file:PATH' or 'public:DATA_SPEC' here. Found 'dp'."):
+        lm_data.named_vocabulary(lm_data.DP_VOCABULARY, 10)
+
+
 @pytest.mark.parametrize("text, message", [
     ("the\ni have\n", r"vocab.txt:2: a vocabulary word is one lower-case token. Found 'i have'."),
     ("The\n", r"vocab.txt:1: a vocabulary word is one lower-case token. Found 'The'."),

@@ -151,10 +151,8 @@ def _vocabulary(run: LMRun, client_data, population: loop.Population, secret, ou
         vocab = lm_data.dp_vocabulary(client_data, config, secret.tf_seed("vocabulary-noise"))
         if vocab.size < SMALL_DP_VOCABULARY:
             logger.warning(SMALL_DP_VOCABULARY_WARNING, vocab.size, population.size)
-    elif run.vocab.startswith(lm_data.FILE_PREFIX):
-        vocab = lm_data.file_vocabulary(run.vocab, run.vocab_size)
     else:
-        vocab = lm_data.public_vocabulary(run.vocab, run.vocab_size)
+        vocab = lm_data.named_vocabulary(run.vocab, run.vocab_size)
     lm_data.save_vocabulary(vocab, out_dir, run.vocab)
     logger.info("vocabulary: %d words (%s)", vocab.size, run.vocab)
     return vocab

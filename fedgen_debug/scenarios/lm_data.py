@@ -114,6 +114,16 @@ def file_vocabulary(source: str, size: int) -> Vocabulary:
     return Vocabulary(tuple(words[:size]))
 
 
+def named_vocabulary(source: str, size: int) -> Vocabulary:
+    """A vocabulary named by its source, `file:PATH` or `public:DATA_SPEC` (the DP one is built from the
+    run's users: `dp_vocabulary`)."""
+    if source.startswith(FILE_PREFIX):
+        return file_vocabulary(source, size)
+    if source.startswith(PUBLIC_PREFIX):
+        return public_vocabulary(source, size)
+    raise ValueError(f"vocabulary must be 'file:PATH' or 'public:DATA_SPEC' here. Found {source!r}.")
+
+
 def heavy_hitters_config(size: int, population_size: int) -> HeavyHittersConfig:
     """k = 16 words a user, σ = 2, the threshold's δ a tenth of the default 0.01/N."""
     return HeavyHittersConfig(size=size, max_words_per_user=16, noise_multiplier=2.0,
