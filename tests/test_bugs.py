@@ -85,11 +85,14 @@ def test_inversion_hits_exactly_the_chosen_devices(fraction, expected_count):
     assert buggy.client_ids == data.client_ids
     for cid in data.client_ids:
         original = data.client_arrays(cid)["pixels"]
-        seen = cd.client_numpy(buggy, cid)
         expected = 1.0 - original if cid in affected else original
-        np.testing.assert_allclose(seen["pixels"], expected, atol=1e-7)
-        np.testing.assert_array_equal(seen["label"], data.client_arrays(cid)["label"])
+        # The device's numpy path (selection, metrics) and its tf.data path (training) see the same data.
+        through_dataset = next(iter(buggy.create_tf_dataset_for_client(cid).batch(10)))
+        for seen in (cd.client_numpy(buggy, cid), {k: v.numpy() for k, v in through_dataset.items()}):
+            np.testing.assert_allclose(seen["pixels"], expected, atol=1e-7)
+            np.testing.assert_array_equal(seen["label"], data.client_arrays(cid)["label"])
         assert cd.num_examples(buggy, cid) == 2
+    assert hasattr(buggy, "client_arrays")  # the numpy path was the one tested above
 
 
 def test_inversion_choice_is_seeded_and_fixed_variant_clears_it():

@@ -56,5 +56,8 @@ class PixelInversionBug:
             ds = source.create_tf_dataset_for_client(client_id)
             return ds.map(_invert) if client_id in affected else ds
 
-        return cd.DevicePreprocessedClientData(source, dataset_fn)
+        def arrays_fn(client_id: str, arrays) -> collections.OrderedDict:
+            return _invert(arrays) if client_id in affected else arrays
+
+        return cd.DevicePreprocessedClientData(source, dataset_fn, arrays_fn)
 

@@ -128,12 +128,17 @@ class DevicePreprocessedClientData(tff.simulation.datasets.ClientData):
     """`source` seen through per-client, device-side preprocessing.
 
     `dataset_fn(client_id)` builds the client's dataset as its device would (e.g. with a buggy app
-    update applied). Preprocessing must keep the number of examples.
+    update applied). Preprocessing must keep the number of examples. `arrays_fn(client_id, arrays)`,
+    when given, is the same preprocessing on the source's numpy arrays: `client_numpy` then skips
+    tf.data. Why: device-side passes over every client (T4's accuracies, selection) cost 10-25 ms a client
+    through a dataset iterator, 6 minutes on 30,000 writers, and well under 1 ms on arrays.
     """
 
-    def __init__(self, source: tff.simulation.datasets.ClientData, dataset_fn):
+    def __init__(self, source: tff.simulation.datasets.ClientData, dataset_fn, arrays_fn=None):
         self._source = source
         self._dataset_fn = dataset_fn
+        if arrays_fn is not None and hasattr(source, "client_arrays"):
+            self.client_arrays = lambda client_id: arrays_fn(client_id, source.client_arrays(client_id))
 
     client_ids = property(lambda self: self._source.client_ids)
     serializable_dataset_fn = property(lambda self: self._dataset_fn)
