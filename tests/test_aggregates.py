@@ -6,10 +6,12 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, heavy_hitters_record, user_top_words
 from fedgen_debug.runs.secret import RunSecret
+from fedgen_debug.training.dp_query import SeededGaussianSumQuery
 
 
 def test_bounded_sum_events_use_the_box_diameter_under_replace_one():
@@ -22,6 +24,20 @@ def test_bounded_sum_events_use_the_box_diameter_under_replace_one():
     np.testing.assert_allclose(spec.stddev, [4.0 * math.sqrt(2) / 2, 4.0 * math.sqrt(2) / 2 * 512])
     hist = aggregates.Histogram("h", 5, 2.0)
     assert hist.round_event().noise_multiplier == pytest.approx(2.0 / math.sqrt(2))  # one-hots differ by √2
+
+
+def test_noised_sum_is_the_querys_record_by_record_sum_of_clipped_records():
+    records = np.array([[3.0, 4.0], [0.3, 0.4], [0.0, -2.0]])  # norms 5, 0.5, 2: the first and last clip to 1
+    total, _ = aggregates.noised_sum(records, 1.0, 0.0, 2.0, (1, 2))
+    np.testing.assert_allclose(total, [0.6 + 0.3, 0.8 + 0.4 - 1.0], atol=1e-6)
+    # With noise: exactly what the query's accumulate_record gives one eager record at a time.
+    query = SeededGaussianSumQuery(1.0, 2.0, (1, 2), 2.0)
+    state = query.initial_global_state()
+    params, sample = query.derive_sample_params(state), query.initial_sample_state(tf.TensorSpec([2], tf.float32))
+    for record in records.astype(np.float32):
+        sample = query.accumulate_record(params, sample, tf.constant(record))
+    expected = query.get_noised_result(sample, state)[0].numpy()
+    np.testing.assert_array_equal(aggregates.noised_sum(records, 1.0, 2.0, 2.0, (1, 2))[0], expected)
 
 
 def test_bounded_sum_is_unbiased_with_the_stated_noise_and_clamps_records():

@@ -42,8 +42,10 @@ def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise
     global_state = query.initial_global_state()
     params = query.derive_sample_params(global_state)
     sample_state = query.initial_sample_state(tf.TensorSpec(records.shape[1:], tf.float32))
-    for record in records:
-        sample_state = query.accumulate_record(params, sample_state, tf.constant(record))
+    # The query's own accumulate_record, one record at a time in order, inside one graph: a Python loop
+    # of eager calls cost ~1.5 ms a record (45 s for 30,000 devices), a reduce ~0.05 ms.
+    sample_state = tf.data.Dataset.from_tensor_slices(records).reduce(
+        sample_state, lambda state, record: query.accumulate_record(params, state, record))
     result, _, event = query.get_noised_result(sample_state, global_state)
     return result.numpy().astype(np.float64), event
 
