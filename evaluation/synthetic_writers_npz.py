@@ -3,7 +3,7 @@ for private settings that fits in memory.
 
 The GAN's 5% at private settings needs tens of thousands of writers (qN = 1,000 sampled from N =
 30,000 at z = 2 is ε ≈ 7 for 200 rounds). At the generator's FEMNIST-like ~190 characters a writer
-that is 18 GB of float32 pixels; at ~24 a writer it is 0.8M images, 0.66 GB as uint8, rendered in about
+that is 18 GB of float32 pixels; at ~24 a writer it is 0.8M images, 0.66 GB of uint8 pixels, rendered in about
 6 minutes on 2 cores. Writer w is `synthetic_images.generate_writer(seed, w, ...)`, as in the data spec
 `synthetic-images`, with fewer characters:
 
@@ -19,17 +19,10 @@ import functools
 import multiprocessing
 import os
 
-import numpy as np
-
+from fedgen_debug.data import client_data as cd
+from fedgen_debug.data import npz
 from fedgen_debug.data import synthetic_images as si
-from fedgen_debug.data.atomic import atomic_path
 from fedgen_debug.progress import progress
-
-
-def render(config: si.SyntheticImagesConfig, writer: int) -> tuple[np.ndarray, np.ndarray]:
-    """One writer's (uint8 pixels [n, 28, 28], labels [n])."""
-    pixels, labels = si.generate_writer(config.seed, writer, config)
-    return np.round(pixels * 255).astype(np.uint8), labels
 
 
 def main() -> None:
@@ -44,22 +37,17 @@ def main() -> None:
     args = parser.parse_args()
     config = si.SyntheticImagesConfig(args.writers, args.seed, args.min_examples, args.max_examples,
                                       args.median_examples)
-    pixels, labels, client_ids = [], [], []
-    render_writer = functools.partial(render, config)
+    render = functools.partial(si.generate_writer, config.seed, config=config)
     with contextlib.ExitStack() as stack:
         if args.processes > 1:
             pool = stack.enter_context(multiprocessing.Pool(args.processes))
-            rendered = pool.imap(render_writer, range(args.writers), chunksize=64)
-        else:  # in this process (a script loaded by path cannot pickle its functions for workers)
-            rendered = map(render_writer, range(args.writers))
-        for writer, (p, l) in enumerate(progress(rendered, total=args.writers, desc="rendering", unit="writer")):
-            pixels.append(p)
-            labels.append(l)
-            client_ids += [si.writer_id(writer)] * len(l)
-    with atomic_path(args.out) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, pixels=np.concatenate(pixels), labels=np.concatenate(labels), client_ids=np.array(client_ids))
-    print(f"{args.out}: {args.writers} writers, {len(client_ids)} images")
+            rendered = pool.imap(render, range(args.writers), chunksize=64)
+        else:
+            rendered = map(render, range(args.writers))
+        writers = {si.writer_id(w): cd.image_examples(pixels, labels) for w, (pixels, labels)
+                   in enumerate(progress(rendered, total=args.writers, desc="rendering", unit="writer"))}
+    images = npz.write_npz(cd.ArrayClientData(writers), args.out)
+    print(f"{args.out}: {args.writers} writers, {images} images")
 
 
 if __name__ == "__main__":
