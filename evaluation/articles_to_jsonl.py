@@ -60,10 +60,14 @@ def article_sentences(markdown: str) -> list[str]:
     for paragraph in paragraphs:
         paragraph = _URL.sub("", html.unescape(_TAG.sub("", _LINK.sub(r"\1", _IMAGE.sub("", paragraph)))))
         paragraph = paragraph.replace("`", "").replace("*", "").replace("__", "")
-        for sentence in _SENTENCE_END.split(" ".join(paragraph.split())):
-            if len(tokenize(sentence)) >= 2:
-                sentences.append(sentence.strip())
+        sentences.extend(split_sentences(paragraph))
     return sentences
+
+
+def split_sentences(text: str) -> list[str]:
+    """`text`'s sentences: split after `.`, `!` or `?` followed by a space and a capital letter, digit or
+    quote; sentences of fewer than two tokens are left out (the bug glues a sentence's first two)."""
+    return [s.strip() for s in _SENTENCE_END.split(" ".join(text.split())) if len(tokenize(s)) >= 2]
 
 
 def article_date(path: str, markdown: str) -> str:

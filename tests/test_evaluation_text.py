@@ -1,5 +1,6 @@
-"""The real-text evaluation helpers: Markdown articles to sentences (`evaluation/articles_to_jsonl.py`)
-and the users' own OOV rankings (`evaluation/lm_oov_ceiling.py`), on hand-built inputs."""
+"""The real-text evaluation helpers: Markdown articles to sentences (`evaluation/articles_to_jsonl.py`),
+film dialogue to users (`evaluation/dialogs_to_jsonl.py`) and the users' own OOV rankings
+(`evaluation/lm_oov_ceiling.py`), on hand-built inputs."""
 
 import importlib.util
 import os
@@ -21,6 +22,11 @@ def _load(name):
 @pytest.fixture(scope="module")
 def articles():
     return _load("articles_to_jsonl")
+
+
+@pytest.fixture(scope="module")
+def dialogs():
+    return _load("dialogs_to_jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +92,30 @@ def test_oov_rankings_weight_each_user_once(ceiling):
     assert weights == pytest.approx({"angelo": 1 / 3, "i am": (0.5 + 1) / 3, "kate": 0.5 / 3})
     assert ceiling.top(counts, 1) == [("angelo", 4)]
     assert ceiling.top(weights, 1) == [("i am", pytest.approx(0.5))]
+
+
+MOVIE_LINES = (
+    "L3 +++$+++ u0 +++$+++ m0 +++$+++ BIANCA +++$+++ I don't know. Do you?\r\n"
+    "L2 +++$+++ u1 +++$+++ m0 +++$+++ CAMERON +++$+++ Hi\r\n"   # one token: no sentence
+    "not a line of the corpus\r\n"
+    "L1 +++$+++ u0 +++$+++ m0 +++$+++ BIANCA +++$+++ Caf\xe9 au lait!  Thank you so much.\r\n"
+    "L9 +++$+++ u7 +++$+++ m1 +++$+++ KAT +++$+++ You set me up.\r\n"
+)
+
+
+def test_movie_lines_become_each_characters_sentences_in_spoken_order(dialogs, tmp_path):
+    path = tmp_path / "movie_lines.txt"
+    path.write_bytes(MOVIE_LINES.encode("latin-1"))
+    lines, skipped = dialogs.read_movie_lines(str(path))
+    assert skipped == 1
+    assert [(film, line, who) for film, line, who, _ in lines] == [(0, 3, "u0"), (0, 2, "u1"), (0, 1, "u0"), (1, 9, "u7")]
+    assert dialogs.characters_sentences(lines, {0}) == {
+        "u0": ["Caf\xe9 au lait!", "Thank you so much.", "I don't know.", "Do you?"],  # L1 before L3
+        "u1": [],
+    }
+    assert dialogs.characters_sentences(lines, {1}) == {"u7": ["You set me up."]}
+
+
+def test_split_sentences_needs_a_capital_after_the_stop_and_two_tokens(articles):
+    assert articles.split_sentences("Well, no... I was?  e.g. this stays.  Ok") == [
+        "Well, no...", "I was? e.g. this stays."]  # whitespace collapsed; "Ok" is one token
