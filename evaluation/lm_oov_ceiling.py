@@ -10,7 +10,9 @@ and the user-weighted ranking is the one a well-fit char-LM's samples approach.
       --vocab file:runs/articles/vocab.txt --fraction 0.1
 
 `--vocab` takes `file:PATH` or `public:DATA_SPEC`, as `lm_tokenization_bug.py` does (the DP vocabulary
-is a release and is not rebuilt here). Prints one JSON object.
+is a release and is not rebuilt here). `--analysis RUN/released/analysis.json` (a char-LM run trained
+with the same `--fraction` and `--seed`) adds which of its top words with a space are glued pairs the
+users typed, and which the model composed. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ def top(ranking, k: int) -> list[tuple[str, float]]:
     return sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
+def glued_pairs_typed(top_words: list[str], counts: collections.Counter) -> dict:
+    """Of a model's top words, those with a space: the glued pairs the users' bugged tokens contain
+    (with their token counts), and the ones the model composed (no user typed them)."""
+    spaced = [w for w in top_words if " " in w]
+    return {"with_space": len(spaced), "typed": [(w, counts[w]) for w in spaced if counts.get(w, 0) > 0],
+            "composed": [w for w in spaced if counts.get(w, 0) == 0]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
@@ -51,6 +61,7 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.1, help="share of sentences glued")
     parser.add_argument("--seed", type=int, default=1, help="the bug's seed (a run's seed)")
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--analysis", help="a char-LM run's released/analysis.json (same --fraction and --seed)")
     args = parser.parse_args()
     try:
         vocab = lm_data.named_vocabulary(args.vocab, args.vocab_size)
@@ -71,6 +82,10 @@ def main() -> None:
         report[name] = {f"glued_in_top_{args.top}": sum(" " in w for w, _ in head),
                         "top": [(w, round(v, 4)) for w, v in head],
                         "top_glued": [(w, round(v, 4)) for w, v in glued]}
+    if args.analysis:
+        with open(args.analysis, encoding="utf-8") as f:
+            model_top = [t["word"] for t in json.load(f)["current"]["top_k"][:args.top]]
+        report["model_top"] = {"analysis": args.analysis, **glued_pairs_typed(model_top, counts)}
     print(json.dumps(report, indent=1))
 
 

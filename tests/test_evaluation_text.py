@@ -119,3 +119,9 @@ def test_movie_lines_become_each_characters_sentences_in_spoken_order(dialogs, t
 def test_split_sentences_needs_a_capital_after_the_stop_and_two_tokens(articles):
     assert articles.split_sentences("Well, no... I was?  e.g. this stays.  Ok") == [
         "Well, no...", "I was? e.g. this stays."]  # whitespace collapsed; "Ok" is one token
+
+
+def test_a_models_spaced_words_split_into_pairs_users_typed_and_pairs_it_composed(ceiling):
+    counts = ceiling.collections.Counter({"no ,": 22, "i .": 5, "jake": 9})
+    assert ceiling.glued_pairs_typed(["no ,", "dy", "do ,", "i .", "jake", "ho ,"], counts) == {
+        "with_space": 4, "typed": [("no ,", 22), ("i .", 5)], "composed": ["do ,", "ho ,"]}
