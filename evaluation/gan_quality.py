@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -45,25 +46,38 @@ from fedgen_debug.models import cnn, gan as gan_models  # noqa: E402
 from fedgen_debug.runs.secret import RunSecret  # noqa: E402
 from fedgen_debug.scenarios import gan_analysis, gan_data, primary_cnn  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan, tf_backend  # noqa: E402
+from fedgen_debug.training.config import ServerConfig  # noqa: E402
 from fedgen_debug.training.dp_query import dp_query  # noqa: E402
 from fedgen_debug.training.optimizers import server_optimizer  # noqa: E402
 from fedgen_debug.training.sampling import sample_clients  # noqa: E402
 
 # Overrides of the current demo preset: (GANConfig fields, GANTrainingConfig fields, client D learning
-# rate, DPConfig fields). "before": the demo preset until issue 15's first change; "clip0.1": the preset
+# rate, DPConfig fields[, the D's ServerConfig]). "before": the demo preset until issue 15's first change; "clip0.1": the preset
 # until its clip went from 0.1 to 0.5; "no-noise": the preset without DP noise (what the noise costs).
 CONFIGS = {"demo": ({}, {}, None, {}),
            "before": ({"disc_dense": 64}, {"gen_learning_rate": 0.001}, 0.0005, {"clip": 0.1}),
            "clip0.1": ({}, {}, None, {"clip": 0.1}),
-           "no-noise": ({}, {}, None, {"noise_multiplier": 0.0})}
+           "no-noise": ({}, {}, None, {"noise_multiplier": 0.0}),
+           # Capacity: a critic with twice the channels and dense units, and a generator with twice the
+           # channels (larger D moved the synthetic Fréchet from 163 to 118 at S = 0.1, README).
+           "big-d": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {}),
+           "big-d-no-noise": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {"noise_multiplier": 0.0}),
+           "big-dg": ({"disc_channels": (16, 32), "disc_dense": 32, "gen_channels": (64, 32, 16)}, {}, None, {}),
+           # The critic's server step: the same DP mean of the clients' D deltas, applied with heavy-ball
+           # momentum or Adam (FedAdam) instead of SGD at 1.0. Centrally, the demo G and D draw characters
+           # on the same writers' images (Fréchet 35, README): the federated critic is what lags.
+           "d-momentum": ({}, {}, None, {}, ServerConfig("momentum", 1.0, 0.9)),
+           "d-adam": ({}, {}, None, {}, ServerConfig("adam", 0.003, 0.5))}
 CONFIDENT_ABOVE = 0.9
 SAMPLES = 1000
 
 
 def configs(name: str, seed: int):
-    model_fields, training_fields, disc_lr, dp_fields = CONFIGS[name]
+    model_fields, training_fields, disc_lr, dp_fields, *server = CONFIGS[name]
     model = dataclasses.replace(gan_models.gan_config("demo"), **model_fields)
     training = dpgan.gan_training_config("demo", seed)
+    if server:
+        training = dataclasses.replace(training, training=dataclasses.replace(training.training, server=server[0]))
     training = dataclasses.replace(training, training=dataclasses.replace(
         training.training, dp=dataclasses.replace(training.training.dp, **dp_fields)))
     if disc_lr is not None:
@@ -119,7 +133,15 @@ def train(images: dict, qualified: set, model_config, config, seed: int, rounds:
     return gen, float(np.median(norms)) if norms else 0.0
 
 
-def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int):
+def _client_examples(shuffled: np.ndarray, wanted: int, cycle: bool) -> np.ndarray:
+    """A client's examples for its n D steps: one pass, at most n batches; with `cycle`, the pass
+    repeated until n full batches (a writer with 30 images then takes 6 steps, not 1)."""
+    if cycle and 0 < len(shuffled) < wanted:
+        shuffled = np.resize(shuffled, (wanted, *shuffled.shape[1:]))
+    return shuffled[:wanted]
+
+
+def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int, cycle: bool = False):
     """`train`'s experiment with each round run by the `tf` backend's `GANRounds` (all clients in one
     vectorized call, the DP sum and server step as `make demo` runs them)."""
     secret = RunSecret(seed + 7)
@@ -129,7 +151,8 @@ def train_vectorized(images: dict, qualified: set, model_config, config, seed: i
     batch, steps = config.training.client.batch_size, config.disc_steps
     for round_num in range(rounds):
         sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
-        data = [images[cid][np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))][:steps * batch]
+        data = [_client_examples(images[cid][np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))],
+                                 steps * batch, cycle)
                 if cid in qualified else np.zeros((0, *gan_models.IMAGE_SHAPE), np.float32)
                 for index, cid in enumerate(sampled)]
         seeds = [dpgan.client_step_seeds(secret, round_num, index, steps) for index in range(len(sampled))]
@@ -184,6 +207,8 @@ def main() -> None:
     parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
     parser.add_argument("--vectorized", action="store_true",
                         help="rounds through the tf backend's vectorized clients (median update norm not measured)")
+    parser.add_argument("--cycle", action="store_true",
+                        help="(--vectorized) clients with fewer than n·B images repeat them to take n D steps")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -200,7 +225,7 @@ def main() -> None:
             model_config, config = configs(name, seed)
             rounds = args.rounds or config.training.rounds
             started = time.perf_counter()
-            generator, norm = (train_vectorized if args.vectorized else train)(
+            generator, norm = (functools.partial(train_vectorized, cycle=args.cycle) if args.vectorized else train)(
                 images, qualified, model_config, config, seed, rounds)
             measured, samples = quality(generator, primary, args.primary)
             grid = os.path.join(args.out, f"{name}-seed{seed}.png")

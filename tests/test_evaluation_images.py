@@ -1,5 +1,6 @@
 """The image evaluation helpers: many small synthetic writers as an `.npz`
-(`evaluation/synthetic_writers_npz.py`), read back through the data contract."""
+(`evaluation/synthetic_writers_npz.py`), read back through the data contract; the central GAN
+yardstick (`evaluation/gan_central_reference.py`)."""
 
 import importlib.util
 import os
@@ -14,8 +15,8 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                        "synthetic_writers_npz.py")
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("synthetic_writers_npz", _SCRIPT)
+def _load(name="synthetic_writers_npz"):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(_SCRIPT), f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -39,3 +40,27 @@ def test_the_file_holds_each_writer_of_the_generator_with_its_characters(tmp_pat
         # uint8 storage: each pixel within half a grey level of the generator's float.
         np.testing.assert_allclose(arrays["pixels"], pixels, atol=0.5 / 255 + 1e-6)
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".partial")]
+
+
+def test_the_central_gan_yardstick_trains_the_generator_reproducibly_from_its_seed():
+    from fedgen_debug.models import gan as gan_models
+
+    script = _load("gan_central_reference")
+    config = gan_models.gan_config("test")
+    images = np.random.default_rng(0).uniform(-1, 1, (20, 28, 28, 1)).astype(np.float32)
+    latent = np.random.default_rng(1).standard_normal((4, config.noise_dim)).astype(np.float32)
+    initial = gan_models.build_generator(config, 3)(latent, training=False).numpy()
+    first, second, other = (script.train_central(images, config, 2, 2, 1e-2, seed, batch=4)(latent, training=False).numpy()
+                            for seed in (3, 3, 4))
+    np.testing.assert_allclose(first, second, atol=1e-5)  # float sums may differ in the last bits
+    assert np.abs(first - initial).max() > 1e-4   # the generator moved
+    assert np.abs(first - other).max() > 1e-4     # another seed, another run
+
+
+def test_gan_quality_cycle_repeats_a_small_clients_images_to_fill_its_steps():
+    script = _load("gan_quality")
+    three = np.arange(3, dtype=np.float32).reshape(3, 1, 1, 1)
+    np.testing.assert_array_equal(script._client_examples(three, 8, cycle=True).ravel(), [0, 1, 2, 0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(script._client_examples(three, 8, cycle=False).ravel(), [0, 1, 2])
+    np.testing.assert_array_equal(script._client_examples(np.arange(10.0), 4, cycle=True), [0, 1, 2, 3])
+    assert script._client_examples(np.zeros((0, 1, 1, 1)), 8, cycle=True).shape == (0, 1, 1, 1)
