@@ -70,6 +70,18 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(" ".join(text.split())) if len(tokenize(s)) >= 2]
 
 
+def write_corpus(out_dir: str, vocab: Vocabulary, users: dict[str, list[str]]) -> None:
+    """`out_dir/vocab.txt` (one word a line, most frequent first) and `out_dir/private.jsonl` (the text
+    contract: one sentence a line, users in `users`' order)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab.words) + "\n")
+    with open(os.path.join(out_dir, "private.jsonl"), "w", encoding="utf-8") as f:
+        for user, sentences in users.items():
+            for sentence in sentences:
+                f.write(json.dumps({"client_id": user, "text": sentence}) + "\n")
+
+
 def article_date(path: str, markdown: str) -> str:
     match = _DATE.search(markdown[:600]) or _DATE.search(path)
     return "-".join(match.groups()) if match else "9999-99-99"
@@ -98,13 +110,7 @@ def main() -> None:
     articles.sort()
     public, private = articles[: len(articles) // 2], articles[len(articles) // 2:]
     vocab = Vocabulary.from_sentences((tokenize(s) for _, _, sentences in public for s in sentences), args.size)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(vocab.words) + "\n")
-    with open(os.path.join(args.out, "private.jsonl"), "w", encoding="utf-8") as f:
-        for _, rel, sentences in private:
-            for sentence in sentences:
-                f.write(json.dumps({"client_id": rel, "text": sentence}) + "\n")
+    write_corpus(args.out, vocab, {rel: sentences for _, rel, sentences in private})
     print(f"{len(public)} public articles ({public[0][0]} to {public[-1][0]}) -> {vocab.size} words in "
           f"vocab.txt; {len(private)} users ({private[0][0]} to {private[-1][0]}), "
           f"{sum(len(s) for _, _, s in private)} sentences in private.jsonl")

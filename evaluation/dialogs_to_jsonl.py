@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from articles_to_jsonl import split_sentences  # noqa: E402
+from articles_to_jsonl import split_sentences, write_corpus  # noqa: E402
 from fedgen_debug.data.text import Vocabulary, tokenize  # noqa: E402
 
 _FIELD_SEPARATOR = " +++$+++ "
@@ -74,13 +73,7 @@ def main() -> None:
     users = {c: s for c, s in characters_sentences(lines, private_films).items() if len(s) >= args.min_sentences}
     if not users:
         parser.error(f"no character has {args.min_sentences} sentences")
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(vocab.words) + "\n")
-    with open(os.path.join(args.out, "private.jsonl"), "w", encoding="utf-8") as f:
-        for character, sentences in users.items():
-            for sentence in sentences:
-                f.write(json.dumps({"client_id": character, "text": sentence}) + "\n")
+    write_corpus(args.out, vocab, users)
     print(f"{len(lines)} lines of {len(films)} films ({skipped} skipped); vocabulary from {len(public_films)} "
           f"films -> {vocab.size} words in vocab.txt; {len(users)} characters as users, "
           f"{sum(map(len, users.values()))} sentences in private.jsonl")
