@@ -18,7 +18,9 @@ the DP ones, so nothing here is charged to the ledger: an evaluation of training
 release. "before" is the demo preset as it was until issue 15 (client D learning rate 0.0005, D dense
 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
 preset without DP noise; "demo" is the current preset. `--vectorized` runs each round through the `tf`
-backend's `GANRounds` (all clients in one call, as `make demo` runs them) instead of client by client:
+backend's `GANRounds` (all clients in one call, as `make demo` runs them) instead of client by client;
+with `--cycle` a client with fewer than n·B images repeats them to take all n D steps (the pipeline
+takes one pass: on FEMNIST's low-accuracy writers, 30 images each, that is one step; README, Scenario 2):
 
   .venv/bin/python evaluation/gan_quality.py --vectorized --configs clip0.1,demo,no-noise --seeds 0,1,2 \
       --data synthetic-images:writers=100,seed=0 --primary runs/demo/gan/primary_cnn.npz --out runs/eval-gan-clip
@@ -61,7 +63,6 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            # Capacity: a critic with twice the channels and dense units, and a generator with twice the
            # channels (larger D moved the synthetic Fréchet from 163 to 118 at S = 0.1, README).
            "big-d": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {}),
-           "big-d-no-noise": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {"noise_multiplier": 0.0}),
            "big-dg": ({"disc_channels": (16, 32), "disc_dense": 32, "gen_channels": (64, 32, 16)}, {}, None, {}),
            # The critic's server step: the same DP mean of the clients' D deltas, applied with heavy-ball
            # momentum or Adam (FedAdam) instead of SGD at 1.0. Centrally, the demo G and D draw characters
