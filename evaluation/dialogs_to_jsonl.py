@@ -68,9 +68,10 @@ def main() -> None:
         public_films = private_films = set(films)
     else:
         public_films, private_films = set(films[: len(films) // 2]), set(films[len(films) // 2:])
-    vocab = Vocabulary.from_sentences(
-        (tokenize(s) for film, _, _, text in lines if film in public_films for s in split_sentences(text)), args.size)
-    users = {c: s for c, s in characters_sentences(lines, private_films).items() if len(s) >= args.min_sentences}
+    spoken = characters_sentences(lines, private_films)
+    public = spoken if public_films == private_films else characters_sentences(lines, public_films)
+    vocab = Vocabulary.from_sentences((tokenize(s) for sentences in public.values() for s in sentences), args.size)
+    users = {c: s for c, s in spoken.items() if len(s) >= args.min_sentences}
     if not users:
         parser.error(f"no character has {args.min_sentences} sentences")
     write_corpus(args.out, vocab, users)

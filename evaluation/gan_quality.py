@@ -134,6 +134,14 @@ def train(images: dict, qualified: set, model_config, config, seed: int, rounds:
     return gen, float(np.median(norms)) if norms else 0.0
 
 
+def low_accuracy_writers(data, primary, share: float) -> set[str]:
+    """T4 "low" with exact quantiles: the writers whose primary-model accuracy is at or below the
+    `share` quantile (the evaluation's stand-in for the DP threshold)."""
+    accuracy = gan_data.user_accuracies(data, primary)
+    cut = float(np.quantile(list(accuracy.values()), share))
+    return {c for c, a in accuracy.items() if a <= cut}
+
+
 def _client_examples(shuffled: np.ndarray, wanted: int, cycle: bool) -> np.ndarray:
     """A client's examples for its n D steps: one pass, at most n batches; with `cycle`, the pass
     repeated until n full batches (a writer with 30 images then takes 6 steps, not 1)."""
@@ -217,9 +225,7 @@ def main() -> None:
     data = data_spec.load_client_data(args.data)
     images = {c: gan_data.to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids}
     primary = primary_cnn.load_primary_cnn(args.primary)
-    accuracy = gan_data.user_accuracies(data, primary)
-    cut = float(np.quantile(list(accuracy.values()), args.qualify))
-    qualified = {c for c, a in accuracy.items() if a <= cut}
+    qualified = low_accuracy_writers(data, primary, args.qualify)
     rows = []
     for name in args.configs.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):

@@ -11,12 +11,11 @@ import numpy as np
 from fedgen_debug.data import npz
 from fedgen_debug.data import synthetic_images as si
 
-_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation",
-                       "synthetic_writers_npz.py")
+_EVALUATION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation")
 
 
 def _load(name="synthetic_writers_npz"):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(_SCRIPT), f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_EVALUATION, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -2,6 +2,7 @@
 film dialogue to users (`evaluation/dialogs_to_jsonl.py`) and the users' own OOV rankings
 (`evaluation/lm_oov_ceiling.py`), on hand-built inputs."""
 
+import collections
 import importlib.util
 import os
 
@@ -122,6 +123,6 @@ def test_split_sentences_needs_a_capital_after_the_stop_and_two_tokens(articles)
 
 
 def test_a_models_spaced_words_split_into_pairs_users_typed_and_pairs_it_composed(ceiling):
-    counts = ceiling.collections.Counter({"no ,": 22, "i .": 5, "jake": 9})
+    counts = collections.Counter({"no ,": 22, "i .": 5, "jake": 9})
     assert ceiling.glued_pairs_typed(["no ,", "dy", "do ,", "i .", "jake", "ho ,"], counts) == {
         "with_space": 4, "typed": [("no ,", 22), ("i .", 5)], "composed": ["do ,", "ho ,"]}
