@@ -17,10 +17,11 @@ sampled writer sends a zero update that still counts in the fixed qN. Exact quan
 the DP ones, so nothing here is charged to the ledger: an evaluation of training settings, not a
 release. "before" is the demo preset as it was until issue 15 (client D learning rate 0.0005, D dense
 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
-preset without DP noise; "demo" is the current preset. `--vectorized` runs each round through the `tf`
-backend's `GANRounds` (all clients in one call, as `make demo` runs them) instead of client by client;
-with `--cycle` a client with fewer than n·B images repeats them to take all n D steps (the pipeline
-takes one pass: on FEMNIST's low-accuracy writers, 30 images each, that is one step; README, Scenario 2):
+preset without DP noise; "demo" is the current preset, whose clients with fewer than n·B images cycle
+through them to take all n D steps; "one-pass" the preset as it was before that (on FEMNIST's
+low-accuracy writers, 30 images each, one step a round; README, Scenario 2). `--vectorized` runs each
+round through the `tf` backend's `GANRounds` (all clients in one call, as `make demo` runs them)
+instead of client by client:
 
   .venv/bin/python evaluation/gan_quality.py --vectorized --configs clip0.1,demo,no-noise --seeds 0,1,2 \
       --data synthetic-images:writers=100,seed=0 --primary runs/demo/gan/primary_cnn.npz --out runs/eval-gan-clip
@@ -30,13 +31,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+# Before TensorFlow: the package turns oneDNN on, without which a CPU lacking AVX-512 cannot run the
+# vectorized GAN round (`--vectorized` then fell back to clients one by one, unlike `make demo`).
+import fedgen_debug  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
@@ -60,6 +63,7 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            "before": ({"disc_dense": 64}, {"gen_learning_rate": 0.001}, 0.0005, {"clip": 0.1}),
            "clip0.1": ({}, {}, None, {"clip": 0.1}),
            "no-noise": ({}, {}, None, {"noise_multiplier": 0.0}),
+           "one-pass": ({}, {"cycle_client_data": False}, None, {}),
            # Capacity: a critic with twice the channels and dense units, and a generator with twice the
            # channels (larger D moved the synthetic Fréchet from 163 to 118 at S = 0.1, README).
            "big-d": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {}),
@@ -110,7 +114,7 @@ def train(images: dict, qualified: set, model_config, config, seed: int, rounds:
     def seeded(cid, round_num, index):
         seeds = dpgan.client_step_seeds(secret, round_num, index, config.disc_steps)
         order = np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))
-        real = tf.data.Dataset.from_tensor_slices(images[cid][order]).batch(client.batch_size).take(config.disc_steps)
+        real = dpgan.client_batches(images[cid][order], client.batch_size, config.disc_steps, config.cycle_client_data)
         return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds)))
 
     for round_num in range(rounds):
@@ -142,26 +146,17 @@ def low_accuracy_writers(data, primary, share: float) -> set[str]:
     return {c for c, a in accuracy.items() if a <= cut}
 
 
-def _client_examples(shuffled: np.ndarray, wanted: int, cycle: bool) -> np.ndarray:
-    """A client's examples for its n D steps: one pass, at most n batches; with `cycle`, the pass
-    repeated until n full batches (a writer with 30 images then takes 6 steps, not 1)."""
-    if cycle and 0 < len(shuffled) < wanted:
-        shuffled = np.resize(shuffled, (wanted, *shuffled.shape[1:]))
-    return shuffled[:wanted]
-
-
-def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int, cycle: bool = False):
+def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int):
     """`train`'s experiment with each round run by the `tf` backend's `GANRounds` (all clients in one
     vectorized call, the DP sum and server step as `make demo` runs them)."""
     secret = RunSecret(seed + 7)
     process = tf_backend.GANRounds(lambda: gan_models.build_generator(model_config, seed),
                                    lambda: gan_models.build_discriminator(model_config, seed), config, secret)
     state, ids = process.initialize(), sorted(images)
-    batch, steps = config.training.client.batch_size, config.disc_steps
+    steps = config.disc_steps
     for round_num in range(rounds):
         sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
-        data = [_client_examples(images[cid][np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))],
-                                 steps * batch, cycle)
+        data = [images[cid][np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))]
                 if cid in qualified else np.zeros((0, *gan_models.IMAGE_SHAPE), np.float32)
                 for index, cid in enumerate(sampled)]
         seeds = [dpgan.client_step_seeds(secret, round_num, index, steps) for index in range(len(sampled))]
@@ -216,8 +211,6 @@ def main() -> None:
     parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
     parser.add_argument("--vectorized", action="store_true",
                         help="rounds through the tf backend's vectorized clients (median update norm not measured)")
-    parser.add_argument("--cycle", action="store_true",
-                        help="(--vectorized) clients with fewer than n·B images repeat them to take n D steps")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -232,7 +225,7 @@ def main() -> None:
             model_config, config = configs(name, seed)
             rounds = args.rounds or config.training.rounds
             started = time.perf_counter()
-            generator, norm = (functools.partial(train_vectorized, cycle=args.cycle) if args.vectorized else train)(
+            generator, norm = (train_vectorized if args.vectorized else train)(
                 images, qualified, model_config, config, seed, rounds)
             measured, samples = quality(generator, primary, args.primary)
             grid = os.path.join(args.out, f"{name}-seed{seed}.png")

@@ -8,6 +8,7 @@ import hashlib
 import numpy as np
 
 
-def client_rng(seed: int, client_id: str, stream: int) -> np.random.Generator:
+def client_rng(seed: int, client_id: str, stream: int, *more: int) -> np.random.Generator:
+    """`more`: further non-negative ints the stream depends on (e.g. the round: a fresh draw each round)."""
     digest = hashlib.sha256(client_id.encode("utf-8")).digest()
-    return np.random.default_rng([seed, stream, int.from_bytes(digest[:8], "little")])
+    return np.random.default_rng([seed, stream, int.from_bytes(digest[:8], "little"), *more])

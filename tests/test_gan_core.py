@@ -64,6 +64,8 @@ def test_models_follow_the_paper_architecture_and_are_seeded():
      r"gen_learning_rate must be > 0. Found -1."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_optimizer="rmsprop"), r"gen_optimizer must"),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_beta_1=1.0), r"gen_beta_1 must be in \[0, 1\). Found 1.0."),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), cycle_client_data="yes"),
+     r"cycle_client_data must be a bool. Found 'yes'."),
 ])
 def test_config_validation(build, message):
     with pytest.raises(ValueError, match=message):
@@ -76,10 +78,25 @@ def test_paper_preset_is_table_9_and_configs_round_trip_json():
     assert (c.disc_steps, c.gen_steps, t.client.batch_size, c.gen_batch_size) == (6, 6, 32, 32)
     assert (c.gen_learning_rate, t.client.learning_rate, t.dp.clip, t.dp.noise_multiplier) == (0.005, 0.0005, 0.1, 0.01)
     assert (t.dp.clients_per_round, t.rounds, c.gradient_penalty, c.gen_optimizer) == (10, 1000, 10.0, "sgd")
+    # One pass over a client's data, as the paper code's `repeat=False`; the demo cycles to n steps.
+    assert not c.cycle_client_data and dpgan.gan_training_config("demo").cycle_client_data
     server_state = server_optimizer(t.server).initialize([tf.TensorSpec([1])])  # the paper code: SGD(lr=1.0)
     assert list(server_state) == ["learning_rate"] and float(server_state["learning_rate"]) == 1.0
     assert dpgan.GANTrainingConfig.from_json(c.to_json()) == c
     assert gan.GANConfig(**{**gan.gan_config("paper").__dict__, "gen_channels": [256, 64, 32]}) == gan.gan_config("paper")
+
+
+def test_a_client_cycles_through_its_examples_only_when_short_of_n_batches():
+    three = np.arange(3, dtype=np.float32).reshape(3, 1, 1, 1)
+    np.testing.assert_array_equal(dpgan.client_step_examples(three, 4, 2, cycle=True).ravel(), [0, 1, 2, 0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(dpgan.client_step_examples(three, 4, 2, cycle=False).ravel(), [0, 1, 2])
+    np.testing.assert_array_equal(dpgan.client_step_examples(np.arange(10.0), 2, 2, cycle=True), [0, 1, 2, 3])
+    assert dpgan.client_step_examples(np.zeros((0, 1, 1, 1)), 4, 2, cycle=True).shape == (0, 1, 1, 1)
+    # A dataset of batches: the same examples, re-batched to n full batches; an empty one stays empty.
+    batches = dpgan.client_batches(tf.data.Dataset.from_tensor_slices(three).batch(2), 2, 4, cycle=True)
+    assert [b.ravel().tolist() for b in batches.as_numpy_iterator()] == [[0, 1], [2, 0], [1, 2], [0, 1]]
+    empty = tf.data.Dataset.from_tensor_slices(np.zeros((0, 1), np.float32)).batch(2)
+    assert list(dpgan.client_batches(empty, 2, 4, cycle=True).as_numpy_iterator()) == []
 
 
 # ---- (a) WGAN-GP against tensorflow-gan ----------------------------------------------------------

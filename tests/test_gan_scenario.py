@@ -212,6 +212,33 @@ def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_fac
     assert sum(f"× {scale:.3g}" in line for line in format_report(report)) == 1
 
 
+def test_a_device_shuffles_its_images_afresh_each_round(tmp_path, runs, monkeypatch):
+    """A device holding more than n·B images uses other ones next round (it used to take the same
+    first n batches every round); the same device and round give the same order (seeded)."""
+    from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+    from fedgen_debug.scenarios import gan as gan_scenario
+
+    _, low, _ = runs
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))
+    Ledger(str(tmp_path / "ledger")).set_budget("*", float("inf"))
+    captured = {}
+
+    def capture(build, population, client_examples, *args, **kwargs):
+        captured.update(ids=population.client_ids, examples=client_examples)
+        raise InterruptedError   # the device's view is all this test wants
+    monkeypatch.setattr(gan_scenario.loop, "train", capture)
+    with pytest.raises(InterruptedError):   # every writer's accuracy is below 1: all select all their images
+        train_gan(GANRun(DATA, "by-user-accuracy:low,threshold=1.0", 0.0, "test", rounds=1,
+                         primary=store.released(low, store.PRIMARY)), str(tmp_path / "run"))
+    cid = captured["ids"][0]
+    first, again, second = (captured["examples"](cid, r) for r in (0, 0, 1))
+    assert len(first) > 2 * 8   # more than the test preset's n·B = 2 × 8
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first[:16], second[:16])
+    np.testing.assert_array_equal(np.sort(first.reshape(len(first), -1), axis=0),
+                                  np.sort(second.reshape(len(second), -1), axis=0))
+
+
 def test_selected_d_step_is_for_strict_selection_only():
     with pytest.raises(ValueError, match="d_step must be one of"):
         GANRun(DATA, "by-user-accuracy:low", d_step="adaptive")

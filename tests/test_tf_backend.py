@@ -205,6 +205,20 @@ def test_gan_clients_handed_over_as_arrays_give_tffs_rounds():
             assert_same_state(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_gan_rounds_that_cycle_client_data_are_the_same_on_both_backends():
+    """The fixture's clients hold 64 examples, half of n·B = 8 × 16: cycled, each takes 8 steps, not 4,
+    on TFF (its datasets re-batched) and on tf (datasets or arrays), and the rounds change."""
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=2)
+    cycled = type(config)(**{**config.__dict__, "cycle_client_data": True})
+    tff_states = gan_rounds("tff", cycled, 2)
+    for backend, client_data in (("tf", gan_fixtures.client_dataset), ("tf", gan_fixtures.CLIENTS.get),
+                                 ("tff", gan_fixtures.CLIENTS.get)):
+        for a, b in zip(tff_states, gan_rounds(backend, cycled, 2, client_data)):
+            assert_same_state(a, b, rtol=1e-4, atol=1e-5)
+    one_pass = gan_rounds("tf", config, 2)
+    assert not np.allclose(flat(one_pass[-1]["server"]["discriminator"]), flat(tff_states[-1]["server"]["discriminator"]))
+
+
 def test_the_tf_backend_builds_a_gan_cohort_chunk_by_chunk(monkeypatch):
     """Memory flat in qN: a chunk's client datasets are built when it is packed, not the round's all at
     once (TFF gets the list it types)."""

@@ -145,6 +145,27 @@ def test_a_client_handed_over_as_an_array_packs_as_its_batched_dataset():
     assert as_arrays[1].sum(axis=(1, 2)).tolist() == [0, 5, 16, 9]   # 20 examples: 2 batches of 8 used
 
 
+def test_a_client_short_of_n_batches_cycles_through_its_examples_to_take_n_full_steps():
+    """`cycle`: a writer with 30 images and n = 6, B = 32 takes 6 full steps over its images in order,
+    again and again (not 1 short step); a client with n·B or more, or none, is as without it; a
+    dataset packs as the array of its examples does."""
+    rng = np.random.default_rng(4)
+    arrays = [rng.normal(size=(n, 2, 2, 1)).astype(np.float32) for n in (0, 30, 200)]
+    seeds = [np.arange(12).reshape(6, 2) + i for i in range(len(arrays))]
+    real, mask, packed_seeds = vg.pack_clients(arrays, 6, 32, seeds, (2, 2, 1), cycle=True)
+    assert mask.sum(axis=(1, 2)).tolist() == [0, 192, 192]
+    np.testing.assert_array_equal(real[1].reshape(192, 2, 2, 1), np.concatenate([arrays[1]] * 7)[:192])
+    np.testing.assert_array_equal(packed_seeds[1], seeds[1])
+    one_pass = vg.pack_clients(arrays, 6, 32, seeds, (2, 2, 1))
+    assert one_pass[1].sum(axis=(1, 2)).tolist() == [0, 30, 192]
+    for cycled, plain in zip((real, mask, packed_seeds), one_pass):
+        np.testing.assert_array_equal(cycled[[0, 2]], plain[[0, 2]])
+    as_datasets = vg.pack_clients([tf.data.Dataset.from_tensor_slices(a).batch(8) for a in arrays], 6, 32, seeds,
+                                  (2, 2, 1), cycle=True)
+    for x, y in zip(as_datasets, (real, mask, packed_seeds)):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_a_cpu_without_grouped_conv_gradients_runs_the_gan_clients_one_by_one(monkeypatch, caplog):
     """TF's own CPU kernels cannot differentiate a grouped convolution; oneDNN's can, and TF turns
     oneDNN on by itself only on some CPUs (on an AMD EPYC without AVX-512 the vectorized round crashed

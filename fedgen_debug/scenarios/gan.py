@@ -299,10 +299,11 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     gan = gan_config(run.preset)
 
     def client_examples(cid, round_num):
-        # On the device: its selected images (none if it does not qualify), shuffled (seeded by client);
-        # the process takes them in batches of B, at most n (`dp_fedavg_gan.client_batches`).
+        # On the device: its selected images (none if it does not qualify), shuffled afresh each round
+        # (a device holding more than n·B uses all of them over the rounds); the process takes them in
+        # batches of B, n at most, cycling if the config says so (`dp_fedavg_gan.client_step_examples`).
         images = selected.client_images(cid)
-        return images[client_rng(run.seed, cid, _SHUFFLE_STREAM).permutation(len(images))]
+        return images[client_rng(run.seed, cid, _SHUFFLE_STREAM, round_num).permutation(len(images))]
 
     def build(secret_):
         return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),

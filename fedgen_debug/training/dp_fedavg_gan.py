@@ -197,13 +197,30 @@ def client_step_seeds(secret: RunSecret, round_num: int, client_index: int, step
     return rng.integers(0, 2**62, size=(steps, 2), dtype=np.int64)
 
 
-def client_batches(client_data, batch_size: int) -> tf.data.Dataset:
-    """A client's real batches as a tf.data.Dataset: `client_data` is one already, or an array of the
-    client's examples in the order its device uses them (batches of `batch_size`, the last one short).
-    An array is what the in-process backend packs without a tf.data pipeline per client."""
+def client_step_examples(examples, steps: int, batch_size: int, cycle: bool) -> np.ndarray:
+    """The examples a client's n = `steps` D steps use, in order: its first n·B. With `cycle`, a client
+    holding fewer goes through them again until n full batches: a writer with 30 images then takes 6
+    steps of 32, not one short step (one pass is the paper code's `repeat=False`; FEMNIST's writers all
+    hold fewer than n·B = 192, and their GANs drew blobs at one step a round; README, Scenario 2).
+    Still one clipped update a user, so the DP guarantee is unchanged."""
+    examples = np.asarray(examples, np.float32)
+    wanted = steps * batch_size
+    if cycle and 0 < len(examples) < wanted:
+        examples = np.resize(examples, (wanted, *examples.shape[1:]))
+    return examples[:wanted]
+
+
+def client_batches(client_data, batch_size: int, steps: int, cycle: bool = False) -> tf.data.Dataset:
+    """A client's real batches for its `steps` D steps as a tf.data.Dataset: `client_data` is one
+    already (batches of at most `batch_size`), or an array of the client's examples in the order its
+    device uses them (batches of `batch_size`, the last one short). An array is what the in-process
+    backend packs without a tf.data pipeline per client. `cycle`: see `client_step_examples`."""
     if isinstance(client_data, tf.data.Dataset):
-        return client_data
-    return tf.data.Dataset.from_tensor_slices(client_data).batch(batch_size)
+        if cycle:   # the same examples in the same order as an array's (repeat() of nothing is nothing)
+            client_data = client_data.unbatch().repeat().batch(batch_size)
+        return client_data.take(steps)
+    return tf.data.Dataset.from_tensor_slices(
+        client_step_examples(client_data, steps, batch_size, cycle)).batch(batch_size)
 
 
 def with_step_seeds(dataset: tf.data.Dataset, step_seeds) -> tf.data.Dataset:
@@ -262,8 +279,9 @@ class GANProcess:
                      for i in range(len(client_datasets))]
             new_state, metrics = self.iterative_process.next_with_seeds(state, client_datasets, seeds)
         else:
-            batch = self.config.training.client.batch_size
-            seeded = [self.seeded_dataset(client_batches(data, batch), round_num, i)
+            batch, steps = self.config.training.client.batch_size, self.config.disc_steps
+            seeded = [self.seeded_dataset(client_batches(data, batch, steps, self.config.cycle_client_data),
+                                          round_num, i)
                       for i, data in enumerate(client_datasets)]
             new_state, metrics = self.iterative_process.next(state, seeded)
         return GANProcessOutput(new_state, metrics)

@@ -306,7 +306,8 @@ class GANRounds:
             chunk = slice(start, start + CLIENT_CHUNK)
             real, mask, seeds = vectorized_gan.pack_clients(client_datasets[chunk], self._config.disc_steps,
                                                             self._config.training.client.batch_size,
-                                                            step_seeds[chunk], self._disc.input_shape[1:])
+                                                            step_seeds[chunk], self._disc.input_shape[1:],
+                                                            cycle=self._config.cycle_client_data)
             if not mask.any():   # nobody in the chunk selected anything: they all send exactly zero
                 continue
             rows = vectorized_gan.rows_to_compute(mask)
@@ -320,10 +321,11 @@ class GANRounds:
             stacks = self._vectorized_chunks(client_datasets, list(step_seeds), disc_weights, gen_weights)
             mean_update, aggregator = self._dp.next(state["aggregator"], stacks=stacks)
         else:
-            batch = self._config.training.client.batch_size
+            batch, steps, cycle = (self._config.training.client.batch_size, self._config.disc_steps,
+                                   self._config.cycle_client_data)
             updates = self._clients.map(
-                (dp_fedavg_gan.with_step_seeds(dp_fedavg_gan.client_batches(data, batch), seeds), disc_weights,
-                 gen_weights) for data, seeds in zip(client_datasets, step_seeds))
+                (dp_fedavg_gan.with_step_seeds(dp_fedavg_gan.client_batches(data, batch, steps, cycle), seeds),
+                 disc_weights, gen_weights) for data, seeds in zip(client_datasets, step_seeds))
             mean_update, aggregator = self._dp.next(state["aggregator"], updates)
         out = as_numpy(self._server(server, mean_update))
         new_state = collections.OrderedDict(server=out["server"], aggregator=aggregator)

@@ -306,21 +306,22 @@ def rows_to_compute(example_mask: np.ndarray, multiple: int = 8) -> np.ndarray:
     return order[:size]
 
 
-def pack_clients(datasets, steps: int, batch: int, step_seeds, image_shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pack_clients(datasets, steps: int, batch: int, step_seeds, image_shape,
+                 cycle: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(real [C, n, B, *image], example_mask [C, n, B], seeds [C, n, 2]) from the round's client data
     (tf.data datasets of real batches, or arrays of examples batched here as `client_batches` batches
-    them) and their step seeds (one [n, 2] array per client). Missing steps and rows are zeros with
-    mask 0."""
+    them, cycled with `cycle`) and their step seeds (one [n, 2] array per client). Missing steps and
+    rows are zeros with mask 0."""
     clients = len(datasets)
     real = np.zeros((clients, steps, batch, *image_shape), np.float32)
     mask = np.zeros((clients, steps, batch), np.float32)
     seeds = np.zeros((clients, steps, 2), np.int64)
     for i, dataset in enumerate(datasets):
         if not isinstance(dataset, tf.data.Dataset):  # the client's examples: its first n batches of B
-            examples = np.asarray(dataset, np.float32)[:steps * batch]
+            examples = dp_fedavg_gan.client_step_examples(dataset, steps, batch, cycle)
             batches = [examples[t:t + batch] for t in range(0, len(examples), batch)]
         else:
-            batches = dataset.take(steps).as_numpy_iterator()
+            batches = dp_fedavg_gan.client_batches(dataset, batch, steps, cycle).as_numpy_iterator()
         for t, images in enumerate(batches):
             rows = images.shape[0]
             if rows > batch:
