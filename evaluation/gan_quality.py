@@ -17,9 +17,9 @@ sampled writer sends a zero update that still counts in the fixed qN. Exact quan
 the DP ones, so nothing here is charged to the ledger: an evaluation of training settings, not a
 release. "before" is the demo preset as it was until issue 15 (client D learning rate 0.0005, D dense
 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
-preset without DP noise; "demo" is the current preset, whose clients with fewer than n·B images cycle
-through them to take all n D steps; "one-pass" the preset as it was before that (on FEMNIST's
-low-accuracy writers, 30 images each, one step a round; README, Scenario 2). `--vectorized` runs each
+preset without DP noise; "demo" is the current preset (one pass over a client's images: on FEMNIST's
+low-accuracy writers, 30 images each, one D step a round); "cycle" the preset with clients short of
+n·B images cycling through them to take all n steps (`--cycle-client-data`; README, Scenario 2). `--vectorized` runs each
 round through the `tf` backend's `GANRounds` (all clients in one call, as `make demo` runs them)
 instead of client by client:
 
@@ -63,7 +63,7 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            "before": ({"disc_dense": 64}, {"gen_learning_rate": 0.001}, 0.0005, {"clip": 0.1}),
            "clip0.1": ({}, {}, None, {"clip": 0.1}),
            "no-noise": ({}, {}, None, {"noise_multiplier": 0.0}),
-           "one-pass": ({}, {"cycle_client_data": False}, None, {}),
+           "cycle": ({}, {"cycle_client_data": True}, None, {}),
            # Capacity: a critic with twice the channels and dense units, and a generator with twice the
            # channels (larger D moved the synthetic Fréchet from 163 to 118 at S = 0.1, README).
            "big-d": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {}),
@@ -72,7 +72,10 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            # momentum or Adam (FedAdam) instead of SGD at 1.0. Centrally, the demo G and D draw characters
            # on the same writers' images (Fréchet 35, README): the federated critic is what lags.
            "d-momentum": ({}, {}, None, {}, ServerConfig("momentum", 1.0, 0.9)),
-           "d-adam": ({}, {}, None, {}, ServerConfig("adam", 0.003, 0.5))}
+           "d-adam": ({}, {}, None, {}, ServerConfig("adam", 0.003, 0.5)),
+           # The critic's server step × 4 = qN / k̂ with a quarter of the writers qualifying: what
+           # `train-gan --d-step selected` does (post-processing of the DP counts; the same ε).
+           "d-step-x4": ({}, {}, None, {}, ServerConfig("sgd", 4.0))}
 CONFIDENT_ABOVE = 0.9
 SAMPLES = 1000
 

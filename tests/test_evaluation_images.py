@@ -57,7 +57,7 @@ def test_the_central_gan_yardstick_trains_the_generator_reproducibly_from_its_se
     assert np.abs(first - other).max() > 1e-4     # another seed, another run
 
 
-def test_gan_quality_one_pass_is_the_demo_preset_without_cycling():
+def test_gan_quality_cycle_is_the_demo_preset_with_clients_cycling():
     script = _load("gan_quality")
-    (_, demo), (_, one_pass) = script.configs("demo", 0), script.configs("one-pass", 0)
-    assert demo.cycle_client_data and one_pass == dataclasses.replace(demo, cycle_client_data=False)
+    (_, demo), (_, cycle) = script.configs("demo", 0), script.configs("cycle", 0)
+    assert not demo.cycle_client_data and cycle == dataclasses.replace(demo, cycle_client_data=True)

@@ -78,8 +78,8 @@ def test_paper_preset_is_table_9_and_configs_round_trip_json():
     assert (c.disc_steps, c.gen_steps, t.client.batch_size, c.gen_batch_size) == (6, 6, 32, 32)
     assert (c.gen_learning_rate, t.client.learning_rate, t.dp.clip, t.dp.noise_multiplier) == (0.005, 0.0005, 0.1, 0.01)
     assert (t.dp.clients_per_round, t.rounds, c.gradient_penalty, c.gen_optimizer) == (10, 1000, 10.0, "sgd")
-    # One pass over a client's data, as the paper code's `repeat=False`; the demo cycles to n steps.
-    assert not c.cycle_client_data and dpgan.gan_training_config("demo").cycle_client_data
+    # One pass over a client's data, as the paper code's `repeat=False`; so does the demo (cycling is opt-in).
+    assert not c.cycle_client_data and not dpgan.gan_training_config("demo").cycle_client_data
     server_state = server_optimizer(t.server).initialize([tf.TensorSpec([1])])  # the paper code: SGD(lr=1.0)
     assert list(server_state) == ["learning_rate"] and float(server_state["learning_rate"]) == 1.0
     assert dpgan.GANTrainingConfig.from_json(c.to_json()) == c

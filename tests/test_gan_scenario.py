@@ -247,6 +247,13 @@ def test_selected_d_step_is_for_strict_selection_only():
     assert "d_step" not in GANRun(DATA, "by-user-accuracy:low").to_json()   # older runs resume unchanged
 
 
+def test_cycling_client_data_is_opt_in_and_reaches_the_training_config():
+    plain, cycling = GANRun(DATA, "by-user-accuracy:low"), GANRun(DATA, "by-user-accuracy:low", cycle_client_data=True)
+    assert not plain.training_config(100).cycle_client_data and cycling.training_config(100).cycle_client_data
+    assert "cycle_client_data" not in plain.to_json()   # older runs resume unchanged
+    assert cycling.to_json()["cycle_client_data"] is True
+
+
 @pytest.mark.parametrize("args, message", [
     (["--bug", "concat:0.1"], "--bug must look like invert:0.5"),
     (["--bug", "invert:1.5"], "fraction"),

@@ -89,6 +89,7 @@ class GANRun(PrivacySettings):
     canaries: str | None = None    # a `memorization.canaries` spec: glyphs inserted for the checker
     classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
     d_step: str = "fixed"          # D's server step: `D_STEPS`
+    cycle_client_data: bool = False  # clients short of n·B images cycle to n D steps (`GANTrainingConfig`)
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -111,6 +112,8 @@ class GANRun(PrivacySettings):
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
         config = dp_fedavg_gan.gan_training_config(self.preset, self.seed)
+        if self.cycle_client_data:
+            config = dataclasses.replace(config, cycle_client_data=True)
         return dataclasses.replace(config, training=self.override(config.training, population))
 
     def to_json(self) -> dict:
@@ -120,6 +123,8 @@ class GANRun(PrivacySettings):
                 del out[name]
         if out["d_step"] == "fixed":
             del out["d_step"]
+        if not out["cycle_client_data"]:
+            del out["cycle_client_data"]
         return out
 
 
