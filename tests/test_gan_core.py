@@ -80,6 +80,11 @@ def test_paper_preset_is_table_9_and_configs_round_trip_json():
     assert (t.dp.clients_per_round, t.rounds, c.gradient_penalty, c.gen_optimizer) == (10, 1000, 10.0, "sgd")
     # One pass over a client's data, as the paper code's `repeat=False`; so does the demo (cycling is opt-in).
     assert not c.cycle_client_data and not dpgan.gan_training_config("demo").cycle_client_data
+    # A run saved before the option existed has no such key in its config.json, and must still resume
+    # (a resume requires the same config); a cycling config keeps the key and round-trips.
+    assert "cycle_client_data" not in c.to_json()
+    cycling = dataclasses.replace(c, cycle_client_data=True)
+    assert cycling.to_json()["cycle_client_data"] is True and dpgan.GANTrainingConfig.from_json(cycling.to_json()) == cycling
     server_state = server_optimizer(t.server).initialize([tf.TensorSpec([1])])  # the paper code: SGD(lr=1.0)
     assert list(server_state) == ["learning_rate"] and float(server_state["learning_rate"]) == 1.0
     assert dpgan.GANTrainingConfig.from_json(c.to_json()) == c

@@ -47,7 +47,10 @@ class GANTrainingConfig:
                              f"Found {self.training.client.epochs}.")
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if not out["cycle_client_data"]:   # runs saved before the option resume: their config.json lacks it
+            del out["cycle_client_data"]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "GANTrainingConfig":
