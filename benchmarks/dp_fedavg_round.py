@@ -15,6 +15,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+# The package first: it sets TensorFlow's oneDNN option (as `make demo` runs), read when TF is imported.
+import fedgen_debug  # noqa: E402,F401
 import tensorflow as tf  # noqa: E402
 
 from fedgen_debug import runtime  # noqa: E402

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+# The package first: it sets TensorFlow's oneDNN option (as `make demo` runs), read when TF is imported.
+import fedgen_debug  # noqa: F401
 import tensorflow as tf
 
 from fedgen_debug.training import dp_fedavg

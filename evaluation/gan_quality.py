@@ -19,7 +19,10 @@ release. "before" is the demo preset as it was until issue 15 (client D learning
 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
 preset without DP noise; "demo" is the current preset (one pass over a client's images: on FEMNIST's
 low-accuracy writers, 30 images each, one D step a round); "cycle" the preset with clients short of
-n·B images cycling through them to take all n steps (`--cycle-client-data`; README, Scenario 2). `--vectorized` runs each
+n·B images cycling through them to take all n steps (`--cycle-client-data`; README, Scenario 2). Configs
+combine left to right with "+" (`cycle+no-noise`: cycling without DP noise). `--gen-ema 0.9` also
+measures an exponential moving average of the generator's weights over G phases (a second row,
+`CONFIG@ema0.9`: server-side post-processing, no privacy cost). `--vectorized` runs each
 round through the `tf` backend's `GANRounds` (all clients in one call, as `make demo` runs them)
 instead of client by client:
 
@@ -75,13 +78,32 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            "d-adam": ({}, {}, None, {}, ServerConfig("adam", 0.003, 0.5)),
            # The critic's server step × 4 = qN / k̂ with a quarter of the writers qualifying: what
            # `train-gan --d-step selected` does (post-processing of the DP counts; the same ε).
-           "d-step-x4": ({}, {}, None, {}, ServerConfig("sgd", 4.0))}
+           "d-step-x4": ({}, {}, None, {}, ServerConfig("sgd", 4.0)),
+           # The critic's work against the generator's (without DP noise, cycling clients still draw
+           # speckled strokes, 41 vs 48 on seed 0; the central critic, Adam at 3 steps a G step, does not):
+           # a client learning rate 2.5× the preset's, 12 client steps instead of n = 6, or a G phase every
+           # 4 D rounds instead of 2 (half the G steps).
+           "d-lr-x2.5": ({}, {}, 0.05, {}),
+           "d-steps-12": ({}, {"disc_steps": 12}, None, {}),
+           "g-every-4": ({}, {"disc_rounds_per_gen_update": 4}, None, {})}
 CONFIDENT_ABOVE = 0.9
 SAMPLES = 1000
 
 
+def overrides(name: str) -> tuple:
+    """A config's overrides; "a+b" applies a's, then b's (`cycle+no-noise`: cycling without DP noise)."""
+    model_fields, training_fields, disc_lr, dp_fields, server = {}, {}, None, {}, []
+    for part in name.split("+"):
+        if part not in CONFIGS:
+            raise SystemExit(f"unknown config {part!r}; known: {', '.join(CONFIGS)} (combine with '+')")
+        m, t, lr, dp, *srv = CONFIGS[part]
+        model_fields, training_fields, dp_fields = {**model_fields, **m}, {**training_fields, **t}, {**dp_fields, **dp}
+        disc_lr, server = lr if lr is not None else disc_lr, srv or server
+    return model_fields, training_fields, disc_lr, dp_fields, *server
+
+
 def configs(name: str, seed: int):
-    model_fields, training_fields, disc_lr, dp_fields, *server = CONFIGS[name]
+    model_fields, training_fields, disc_lr, dp_fields, *server = overrides(name)
     model = dataclasses.replace(gan_models.gan_config("demo"), **model_fields)
     training = dpgan.gan_training_config("demo", seed)
     if server:
@@ -94,8 +116,21 @@ def configs(name: str, seed: int):
     return model, dataclasses.replace(training, **training_fields)
 
 
-def train(images: dict, qualified: set, model_config, config, seed: int, rounds: int):
-    """The generator after `rounds` DP-FedAvg-GAN rounds (and the median norm of the real client updates)."""
+def averaged(average, weights, decay: float):
+    """The exponential moving average of the generator's trainable weights after a G phase (`--gen-ema`):
+    server-side post-processing of the generator, so no privacy cost."""
+    weights = [np.asarray(w, np.float32) for w in weights]
+    return weights if average is None else [decay * a + (1.0 - decay) * w for a, w in zip(average, weights)]
+
+
+def assign(gen, trainable, non_trainable) -> None:
+    for variable, value in zip(gen.trainable_variables + gen.non_trainable_variables, [*trainable, *non_trainable]):
+        variable.assign(value)
+
+
+def train(images: dict, qualified: set, model_config, config, seed: int, rounds: int, ema: float = 0.0):
+    """The generator after `rounds` DP-FedAvg-GAN rounds, the median norm of the real client updates, and
+    with `ema` > 0 the moving average of its trainable weights over G phases (else None)."""
     gen, disc = gan_models.build_generator(model_config, seed), gan_models.build_discriminator(model_config, seed)
     secret = RunSecret(seed + 7)
     client = config.training.client
@@ -112,7 +147,7 @@ def train(images: dict, qualified: set, model_config, config, seed: int, rounds:
     disc_state = disc_opt.initialize([tf.TensorSpec(w.shape, w.dtype) for w in disc_w])
     gen_state = gen_opt.initialize([tf.TensorSpec(w.shape, w.dtype) for w in gen_w.trainable])
     server_seed, global_state = tf.constant(secret.tf_seed("gan-server"), tf.int64), None
-    ids, norms = sorted(images), []
+    ids, norms, average = sorted(images), [], None
 
     def seeded(cid, round_num, index):
         seeds = dpgan.client_step_seeds(secret, round_num, index, config.disc_steps)
@@ -135,10 +170,10 @@ def train(images: dict, qualified: set, model_config, config, seed: int, rounds:
         steps = config.gen_steps if (round_num + 1) % config.disc_rounds_per_gen_update == 0 else 0
         out = gen_fn(gen_w, disc_w, gen_state, step_seed, steps)
         gen_w, gen_state = out.weights, out.optimizer_state
-    for variable, value in zip(gen.trainable_variables + gen.non_trainable_variables,
-                               [*gen_w.trainable, *gen_w.non_trainable]):
-        variable.assign(value)
-    return gen, float(np.median(norms)) if norms else 0.0
+        if ema and steps:
+            average = averaged(average, gen_w.trainable, ema)
+    assign(gen, gen_w.trainable, gen_w.non_trainable)
+    return gen, float(np.median(norms)) if norms else 0.0, average
 
 
 def low_accuracy_writers(data, primary, share: float) -> set[str]:
@@ -149,13 +184,13 @@ def low_accuracy_writers(data, primary, share: float) -> set[str]:
     return {c for c, a in accuracy.items() if a <= cut}
 
 
-def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int):
+def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int, ema: float = 0.0):
     """`train`'s experiment with each round run by the `tf` backend's `GANRounds` (all clients in one
     vectorized call, the DP sum and server step as `make demo` runs them)."""
     secret = RunSecret(seed + 7)
     process = tf_backend.GANRounds(lambda: gan_models.build_generator(model_config, seed),
                                    lambda: gan_models.build_discriminator(model_config, seed), config, secret)
-    state, ids = process.initialize(), sorted(images)
+    state, ids, average = process.initialize(), sorted(images), None
     steps = config.disc_steps
     for round_num in range(rounds):
         sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
@@ -164,12 +199,12 @@ def train_vectorized(images: dict, qualified: set, model_config, config, seed: i
                 for index, cid in enumerate(sampled)]
         seeds = [dpgan.client_step_seeds(secret, round_num, index, steps) for index in range(len(sampled))]
         state, _ = process.next_with_seeds(state, data, seeds)
+        if ema and (round_num + 1) % config.disc_rounds_per_gen_update == 0:
+            average = averaged(average, state["server"]["generator"]["trainable"], ema)
     gen = gan_models.build_generator(model_config, seed)
     weights = state["server"]["generator"]
-    for variable, value in zip(gen.trainable_variables + gen.non_trainable_variables,
-                               [*weights["trainable"], *weights["non_trainable"]]):
-        variable.assign(value)
-    return gen, None
+    assign(gen, weights["trainable"], weights["non_trainable"])
+    return gen, None, average
 
 
 def quality(generator, primary, primary_path: str) -> tuple[dict, np.ndarray]:
@@ -214,6 +249,9 @@ def main() -> None:
     parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
     parser.add_argument("--vectorized", action="store_true",
                         help="rounds through the tf backend's vectorized clients (median update norm not measured)")
+    parser.add_argument("--gen-ema", type=float, default=0.0,
+                        help="also measure a moving average of the generator's weights (this decay per G phase), "
+                             "as a second row CONFIG@emaDECAY")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -223,23 +261,35 @@ def main() -> None:
     primary = primary_cnn.load_primary_cnn(args.primary)
     qualified = low_accuracy_writers(data, primary, args.qualify)
     rows = []
+    if not 0.0 <= args.gen_ema < 1.0:
+        raise SystemExit(f"--gen-ema must be in [0, 1). Found {args.gen_ema}.")
     for name in args.configs.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             model_config, config = configs(name, seed)
             rounds = args.rounds or config.training.rounds
             started = time.perf_counter()
-            generator, norm = (train_vectorized if args.vectorized else train)(
-                images, qualified, model_config, config, seed, rounds)
-            measured, samples = quality(generator, primary, args.primary)
-            grid = os.path.join(args.out, f"{name}-seed{seed}.png")
-            gan_analysis.sample_grid_png(samples[:64], grid)
-            row = {"data": args.data, "config": name, "seed": seed, "rounds": rounds, "qualified": len(qualified),
-                   "writers": len(images), "median_update_norm": None if norm is None else round(norm, 4),
-                   "seconds": round(time.perf_counter() - started), **measured, "grid": grid}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-            with open(os.path.join(args.out, "rows.jsonl"), "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+            generator, norm, average = (train_vectorized if args.vectorized else train)(
+                images, qualified, model_config, config, seed, rounds, args.gen_ema)
+            seconds = round(time.perf_counter() - started)
+            measured_as = [(name, generator)]
+            if average is not None:
+                ema_generator = gan_models.build_generator(model_config, seed)
+                assign(ema_generator, average, generator.non_trainable_variables)
+                measured_as.append((f"{name}@ema{args.gen_ema:g}", ema_generator))
+            for label, gen in measured_as:
+                measured, samples = quality(gen, primary, args.primary)
+                grid = os.path.join(args.out, f"{label}-seed{seed}.png")
+                gan_analysis.sample_grid_png(samples[:64], grid)
+                np.savez(grid.replace(".png", ".weights.npz"),   # to look again without retraining
+                         *[v.numpy() for v in gen.trainable_variables + gen.non_trainable_variables])
+                row = {"data": args.data, "config": label, "seed": seed, "rounds": rounds,
+                       "qualified": len(qualified), "writers": len(images),
+                       "median_update_norm": None if norm is None else round(norm, 4),
+                       "seconds": seconds, **measured, "grid": grid}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                with open(os.path.join(args.out, "rows.jsonl"), "a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
     _comparison(rows, os.path.join(args.out, "comparison.png"))
     print(f"\n{'config':<8}{'seed':>5}{'Fréchet':>9}{'cls score':>10}{'confident':>10}{'near dup':>9}{'noise':>7}"
           f"{'blank':>7}")

@@ -61,3 +61,25 @@ def test_gan_quality_cycle_is_the_demo_preset_with_clients_cycling():
     script = _load("gan_quality")
     (_, demo), (_, cycle) = script.configs("demo", 0), script.configs("cycle", 0)
     assert not demo.cycle_client_data and cycle == dataclasses.replace(demo, cycle_client_data=True)
+
+def test_gan_quality_combines_configs_left_to_right():
+    script = _load("gan_quality")
+    (_, demo), (_, both) = script.configs("demo", 0), script.configs("cycle+no-noise", 0)
+    assert both == dataclasses.replace(demo, cycle_client_data=True, training=dataclasses.replace(
+        demo.training, dp=dataclasses.replace(demo.training.dp, noise_multiplier=0.0)))
+    model, stepped = script.configs("big-d+d-step-x4", 0)
+    assert model.disc_dense == 32 and stepped.training.server.learning_rate == 4.0
+    try:
+        script.configs("cycle+nope", 0)
+    except SystemExit as e:
+        assert "nope" in str(e)
+    else:
+        raise AssertionError("an unknown config part must stop the run")
+
+
+def test_gan_quality_generator_average_is_exponential_over_g_phases():
+    script = _load("gan_quality")
+    average = script.averaged(None, [np.array([2.0]), np.array([[0.0, 4.0]])], 0.75)   # the first phase: a copy
+    average = script.averaged(average, [np.array([6.0]), np.array([[4.0, 0.0]])], 0.75)
+    np.testing.assert_allclose(average[0], [0.75 * 2 + 0.25 * 6])
+    np.testing.assert_allclose(average[1], [[1.0, 3.0]])
