@@ -36,12 +36,16 @@ MODELS = {"demo": {}, "big-dg": {"disc_channels": (16, 32), "disc_dense": 32, "g
 
 
 def train_central(images: np.ndarray, model_config, gen_steps: int, disc_per_gen: int, learning_rate: float,
-                  seed: int, batch: int = 32):
+                  seed: int, batch: int = 32, disc_optimizer: str = "adam", disc_learning_rate: float | None = None):
     """The generator after `gen_steps` WGAN-GP generator steps, each after `disc_per_gen` critic steps on
     minibatches drawn from `images` (one seeded stream for batches, latents and interpolation points)."""
     gen, disc = gan_models.build_generator(model_config, seed), gan_models.build_discriminator(model_config, seed)
     gen_opt = tf.keras.optimizers.Adam(learning_rate, beta_1=0.5)
-    disc_opt = tf.keras.optimizers.Adam(learning_rate, beta_1=0.5)
+    disc_lr = learning_rate if disc_learning_rate is None else disc_learning_rate
+    # "sgd": the federated critic's client optimizer (the demo preset's η_D = 0.02), to tell the critic's
+    # optimizer apart from federation as what the federated GAN lacks.
+    disc_opt = (tf.keras.optimizers.Adam(disc_lr, beta_1=0.5) if disc_optimizer == "adam"
+                else tf.keras.optimizers.SGD(disc_lr))
     rng = np.random.default_rng(seed)
 
     @tf.function
@@ -75,6 +79,8 @@ def main() -> None:
     parser.add_argument("--gen-steps", type=int, default=1800)
     parser.add_argument("--disc-per-gen", type=int, default=3)
     parser.add_argument("--learning-rate", type=float, default=3e-4)
+    parser.add_argument("--disc-optimizer", choices=("adam", "sgd"), default="adam")
+    parser.add_argument("--disc-learning-rate", type=float, help="default: --learning-rate")
     parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True)
@@ -89,13 +95,17 @@ def main() -> None:
     images = np.concatenate([gan_data.to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in writers])
     model_config = dataclasses.replace(gan_models.gan_config("demo"), **MODELS[args.model])
     started = time.perf_counter()
-    generator = train_central(images, model_config, args.gen_steps, args.disc_per_gen, args.learning_rate, args.seed)
+    generator = train_central(images, model_config, args.gen_steps, args.disc_per_gen, args.learning_rate, args.seed,
+                              disc_optimizer=args.disc_optimizer, disc_learning_rate=args.disc_learning_rate)
     measured, samples = gan_quality.quality(generator, primary, args.primary)
     os.makedirs(args.out, exist_ok=True)
-    grid = os.path.join(args.out, f"central-{args.model}-seed{args.seed}.png")
+    label = "" if args.disc_optimizer == "adam" and args.disc_learning_rate is None else \
+        f"-d{args.disc_optimizer}{args.disc_learning_rate or args.learning_rate:g}"
+    grid = os.path.join(args.out, f"central-{args.model}{label}-{args.gen_steps}x{args.disc_per_gen}-seed{args.seed}.png")
     gan_analysis.sample_grid_png(samples[:64], grid)
     print(json.dumps({"data": args.data, "model": args.model, "seed": args.seed, "gen_steps": args.gen_steps,
-                      "disc_per_gen": args.disc_per_gen, "writers": len(writers), "images": len(images),
+                      "disc_per_gen": args.disc_per_gen, "disc_optimizer": args.disc_optimizer,
+                      "disc_learning_rate": args.disc_learning_rate or args.learning_rate, "writers": len(writers), "images": len(images),
                       "seconds": round(time.perf_counter() - started), **measured, "grid": grid}), flush=True)
 
 

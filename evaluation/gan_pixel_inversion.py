@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--d-step", choices=D_STEPS, default="fixed",
                         help="D's server step: over qN, or over the DP estimate of qualifying clients")
     parser.add_argument("--cycle-client-data", action="store_true", help="train-gan --cycle-client-data")
+    parser.add_argument("--gen-ema", type=float, default=0.0, help="train-gan --gen-ema")
     parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--reuse-finished", action="store_true",
@@ -99,7 +100,7 @@ def main() -> None:
                 train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
                                  noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
                                  selection=args.selection, d_step=args.d_step,
-                                 cycle_client_data=args.cycle_client_data), run_dir)
+                                 cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             if args.compare_dir:

@@ -66,6 +66,8 @@ def test_models_follow_the_paper_architecture_and_are_seeded():
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_beta_1=1.0), r"gen_beta_1 must be in \[0, 1\). Found 1.0."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), cycle_client_data="yes"),
      r"cycle_client_data must be a bool. Found 'yes'."),
+    (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_ema=1.0),
+     r"gen_ema must be in \[0, 1\). Found 1.0."),
 ])
 def test_config_validation(build, message):
     with pytest.raises(ValueError, match=message):
@@ -85,6 +87,9 @@ def test_paper_preset_is_table_9_and_configs_round_trip_json():
     assert "cycle_client_data" not in c.to_json()
     cycling = dataclasses.replace(c, cycle_client_data=True)
     assert cycling.to_json()["cycle_client_data"] is True and dpgan.GANTrainingConfig.from_json(cycling.to_json()) == cycling
+    assert "gen_ema" not in c.to_json() and not dpgan.gan_training_config("demo").gen_ema   # the same for the average
+    averaged = dataclasses.replace(c, gen_ema=0.9)
+    assert averaged.to_json()["gen_ema"] == 0.9 and dpgan.GANTrainingConfig.from_json(averaged.to_json()) == averaged
     server_state = server_optimizer(t.server).initialize([tf.TensorSpec([1])])  # the paper code: SGD(lr=1.0)
     assert list(server_state) == ["learning_rate"] and float(server_state["learning_rate"]) == 1.0
     assert dpgan.GANTrainingConfig.from_json(c.to_json()) == c
@@ -358,3 +363,74 @@ def test_cadence_runs_the_generator_phase_every_k_rounds():
     assert steps == [0, 2]
     np.testing.assert_array_equal(gens[0], gens[1])  # round 1: D only
     assert not np.allclose(gens[1], gens[2])          # round 2: D, then the G phase
+
+
+def test_the_released_generator_is_the_moving_average_of_g_after_each_g_phase():
+    """gen_ema = 0.5, a G phase every 2nd round: the average moves only in rounds 2 and 4, with TF's
+    warm-up decay min(0.5, (1 + t) / (10 + t)) = 0.1538... then 0.25; the release is the average (with
+    G's BN statistics), and the training itself is the same as without it."""
+    base = dpgan.GANTrainingConfig(tiny_config(0.0, None).training, disc_steps=2, gen_steps=2,
+                                   disc_rounds_per_gen_update=2, gradient_penalty=1.0)
+    runs = {}
+    for ema in (0.0, 0.5):
+        process = dpgan.build_gan_process(TINY_G, TINY_D, dataclasses.replace(base, gen_ema=ema), SECRET)
+        state = process.initialize()
+        states = [state]
+        for r in range(4):
+            state = process.next(state, [client_dataset(c) for c in
+                                         sample_clients(list(CLIENTS), 4, SECRET.rng("sampling", r))]).state
+            states.append(state)
+        runs[ema] = process, states
+    process, states = runs[0.5]
+    gens = [[np.asarray(w) for w in s["server"]["generator"]["trainable"]] for s in states]
+    for a, b in zip(states, runs[0.0][1]):   # averaging is post-processing: the same training
+        np.testing.assert_array_equal(flat(a["server"]["generator"]), flat(b["server"]["generator"]))
+    expected = [w.copy() for w in gens[0]]
+    for round_num in range(1, 5):
+        if round_num % 2 == 0:
+            phase = round_num // 2
+            decay = min(0.5, (1 + phase) / (10 + phase))
+            expected = [decay * e + (1 - decay) * g for e, g in zip(expected, gens[round_num])]
+        for got, want in zip(states[round_num]["server"]["generator_average"], expected):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    released = process.get_model_weights(states[-1])
+    for got, want in zip(released.trainable, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(flat(released.trainable), flat(gens[-1]))   # not the last G
+    np.testing.assert_array_equal(flat(released.non_trainable), flat(states[-1]["server"]["generator"]["non_trainable"]))
+    assert "generator_average" not in runs[0.0][1][-1]["server"]
+    # A monitor period warm-starts from the previous average (and from G when the previous kept none).
+    warm = process.warm_start(process.initialize(), states[-1])
+    np.testing.assert_array_equal(flat(warm["server"]["generator_average"]), flat(states[-1]["server"]["generator_average"]))
+    warm = process.warm_start(process.initialize(), runs[0.0][1][-1])
+    np.testing.assert_array_equal(flat(warm["server"]["generator_average"]),
+                                  flat(runs[0.0][1][-1]["server"]["generator"]["trainable"]))
+
+
+def flat(tree):
+    return np.concatenate([np.zeros(0)] + [np.ravel(x) for x in tf.nest.flatten(tree)])
+
+
+def test_a_gan_run_that_averages_its_generator_resumes_exactly(tmp_path):
+    config = dataclasses.replace(tiny_config(1.0, 0.5, rounds=6, checkpoint_every=2), gen_ema=0.9)
+
+    def build(secret):
+        return dpgan.build_gan_process(TINY_G, TINY_D, config, secret)
+
+    def crash(round_num):
+        if round_num == 5:
+            raise RuntimeError("simulated crash")
+
+    population, extra = loop.Population("tiny-1d", tuple(CLIENTS)), {"gan": config.to_json()}
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    whole = loop.train(build, population, client_dataset, config.training, a, extra_config=extra,
+                       secret=RunSecret(20240603))
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        loop.train(build, population, client_dataset, config.training, b, extra_config=extra, after_round=crash,
+                   secret=secret_lib.load(a))
+    resumed = loop.train(build, population, client_dataset, config.training, b, extra_config=extra)
+    assert resumed.resumed_from == 4
+    for x, y in zip(store.load_arrays(store.released(b, store.MODEL_WEIGHTS)),
+                    store.load_arrays(store.released(a, store.MODEL_WEIGHTS))):
+        np.testing.assert_array_equal(x, y)   # the average was checkpointed with the rest of the state
+    assert whole.rounds_completed == 6

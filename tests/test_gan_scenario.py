@@ -254,6 +254,14 @@ def test_cycling_client_data_is_opt_in_and_reaches_the_training_config():
     assert cycling.to_json()["cycle_client_data"] is True
 
 
+def test_the_generator_average_is_opt_in_and_reaches_the_training_config():
+    plain, averaged = GANRun(DATA, "by-user-accuracy:low"), GANRun(DATA, "by-user-accuracy:low", gen_ema=0.9)
+    assert plain.training_config(100).gen_ema == 0.0 and averaged.training_config(100).gen_ema == 0.9
+    assert "gen_ema" not in plain.to_json() and averaged.to_json()["gen_ema"] == 0.9
+    with pytest.raises(ValueError, match=r"gen_ema must be in \[0, 1\)"):
+        GANRun(DATA, "by-user-accuracy:low", gen_ema=1.5)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--bug", "concat:0.1"], "--bug must look like invert:0.5"),
     (["--bug", "invert:1.5"], "fraction"),

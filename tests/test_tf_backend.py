@@ -219,6 +219,16 @@ def test_gan_rounds_that_cycle_client_data_are_the_same_on_both_backends():
     assert not np.allclose(flat(one_pass[-1]["server"]["discriminator"]), flat(tff_states[-1]["server"]["discriminator"]))
 
 
+def test_gan_rounds_that_average_the_generator_are_the_same_on_both_backends():
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=3)
+    averaged = type(config)(**{**config.__dict__, "gen_ema": 0.9})
+    tff_states, tf_states = gan_rounds("tff", averaged, 3), gan_rounds("tf", averaged, 3)
+    for a, b in zip(tff_states, tf_states):
+        assert_same_state(a, b, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(flat(tf_states[-1]["server"]["generator_average"]),
+                           flat(tf_states[-1]["server"]["generator"]["trainable"]))
+
+
 def test_the_tf_backend_builds_a_gan_cohort_chunk_by_chunk(monkeypatch):
     """Memory flat in qN: a chunk's client datasets are built when it is packed, not the round's all at
     once (TFF gets the list it types)."""

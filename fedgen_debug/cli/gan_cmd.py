@@ -34,6 +34,10 @@ def register(sub) -> None:
                        help="a client with fewer than n·B images goes through them again to take all n D steps "
                             "(default: one pass, as the paper's code; same ε). Sharper samples from writers with few "
                             "images, but a GAN on ~20 writers drew noise with it on real FEMNIST (README)")
+    train.add_argument("--gen-ema", type=float, default=0.0, metavar="DECAY",
+                       help="release a moving average of the generator's weights over its training phases, e.g. "
+                            "0.9 (default 0: the last generator). Steadier samples: on real FEMNIST it kept a seed "
+                            "from drawing 12%% blanks (README); no privacy cost")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "
@@ -59,7 +63,7 @@ def run_train(args) -> int:
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
-                 cycle_client_data=args.cycle_client_data, **privacy_settings(args))
+                 cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema, **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")

@@ -90,6 +90,7 @@ class GANRun(PrivacySettings):
     classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
     d_step: str = "fixed"          # D's server step: `D_STEPS`
     cycle_client_data: bool = False  # clients short of n·B images cycle to n D steps (`GANTrainingConfig`)
+    gen_ema: float = 0.0             # > 0: the released generator is a moving average (`GANTrainingConfig`)
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -103,6 +104,8 @@ class GANRun(PrivacySettings):
             parse_canaries(self.canaries)
         if self.classes is not None and self.classes < 2:
             raise ValueError(f"classes must be >= 2. Found {self.classes}.")
+        if not 0.0 <= self.gen_ema < 1.0:
+            raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
         if self.d_step not in D_STEPS:
             raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
         if self.d_step == "selected" and self.selection != "strict":
@@ -114,6 +117,8 @@ class GANRun(PrivacySettings):
         config = dp_fedavg_gan.gan_training_config(self.preset, self.seed)
         if self.cycle_client_data:
             config = dataclasses.replace(config, cycle_client_data=True)
+        if self.gen_ema:
+            config = dataclasses.replace(config, gen_ema=self.gen_ema)
         return dataclasses.replace(config, training=self.override(config.training, population))
 
     def to_json(self) -> dict:
@@ -123,8 +128,9 @@ class GANRun(PrivacySettings):
                 del out[name]
         if out["d_step"] == "fixed":
             del out["d_step"]
-        if not out["cycle_client_data"]:
-            del out["cycle_client_data"]
+        for name in ("cycle_client_data", "gen_ema"):
+            if not out[name]:
+                del out[name]
         return out
 
 

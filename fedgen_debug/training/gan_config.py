@@ -27,6 +27,7 @@ class GANTrainingConfig:
     gen_beta_1: float = 0.9           # Adam's first-moment decay (TF-GAN's GAN examples use 0.5)
     disc_rounds_per_gen_update: int = 1
     gradient_penalty: float = 10.0
+    gen_ema: float = 0.0              # > 0: release a moving average of G's weights over G phases (this decay)
 
     def __post_init__(self):
         for name in ("disc_steps", "gen_steps", "gen_batch_size", "disc_rounds_per_gen_update"):
@@ -40,6 +41,8 @@ class GANTrainingConfig:
             raise ValueError(f"gen_optimizer must be one of {GEN_OPTIMIZERS}. Found {self.gen_optimizer!r}.")
         if not isinstance(self.cycle_client_data, bool):
             raise ValueError(f"cycle_client_data must be a bool. Found {self.cycle_client_data!r}.")
+        if not 0.0 <= self.gen_ema < 1.0:
+            raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
         if not self.gradient_penalty >= 0:
             raise ValueError(f"gradient_penalty must be >= 0. Found {self.gradient_penalty}.")
         if self.training.client.epochs != 1:
@@ -48,8 +51,9 @@ class GANTrainingConfig:
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
-        if not out["cycle_client_data"]:   # runs saved before the option resume: their config.json lacks it
-            del out["cycle_client_data"]
+        for name in ("cycle_client_data", "gen_ema"):   # off: runs saved before the option resume (no key)
+            if not out[name]:
+                del out[name]
         return out
 
     @classmethod

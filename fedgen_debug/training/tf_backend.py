@@ -295,7 +295,8 @@ class GANRounds:
 
     def initialize(self):
         gen, disc = (fn() for fn in self._model_fns)  # fresh, as TFF's initialize builds them
-        server = dp_fedavg_gan.initial_server_value(gen, disc, self._gen_opt, self._disc_opt, self._server_seed)
+        server = dp_fedavg_gan.initial_server_value(gen, disc, self._gen_opt, self._disc_opt, self._server_seed,
+                                                    self._config.gen_ema)
         return collections.OrderedDict(server=as_numpy(server), aggregator=self._dp.initialize())
 
     def _vectorized_chunks(self, client_datasets, step_seeds, disc_weights, gen_weights):
