@@ -95,17 +95,18 @@ def main() -> None:
     images = np.concatenate([gan_data.to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in writers])
     model_config = dataclasses.replace(gan_models.gan_config("demo"), **MODELS[args.model])
     started = time.perf_counter()
+    disc_lr = args.learning_rate if args.disc_learning_rate is None else args.disc_learning_rate
     generator = train_central(images, model_config, args.gen_steps, args.disc_per_gen, args.learning_rate, args.seed,
-                              disc_optimizer=args.disc_optimizer, disc_learning_rate=args.disc_learning_rate)
+                              disc_optimizer=args.disc_optimizer, disc_learning_rate=disc_lr)
     measured, samples = gan_quality.quality(generator, primary, args.primary)
     os.makedirs(args.out, exist_ok=True)
     label = "" if args.disc_optimizer == "adam" and args.disc_learning_rate is None else \
-        f"-d{args.disc_optimizer}{args.disc_learning_rate or args.learning_rate:g}"
+        f"-d{args.disc_optimizer}{disc_lr:g}"
     grid = os.path.join(args.out, f"central-{args.model}{label}-{args.gen_steps}x{args.disc_per_gen}-seed{args.seed}.png")
     gan_analysis.sample_grid_png(samples[:64], grid)
     print(json.dumps({"data": args.data, "model": args.model, "seed": args.seed, "gen_steps": args.gen_steps,
                       "disc_per_gen": args.disc_per_gen, "disc_optimizer": args.disc_optimizer,
-                      "disc_learning_rate": args.disc_learning_rate or args.learning_rate, "writers": len(writers), "images": len(images),
+                      "disc_learning_rate": disc_lr, "writers": len(writers), "images": len(images),
                       "seconds": round(time.perf_counter() - started), **measured, "grid": grid}), flush=True)
 
 
