@@ -1,7 +1,8 @@
 """Benchmark: seconds per DP-FedAvg-GAN round (Algorithm 1) at demo and paper model sizes, on TFF and on
 the in-process `tf` backend (the same client discriminator updates, DP query and server D step +
 generator steps, run by TF itself), with the ratio. Prints numbers, not pass/fail:
-`.venv/bin/python benchmarks/gan_round.py [--rounds 3] [--no-tff] [--demo-only] [--clients-with-images K]`
+`.venv/bin/python benchmarks/gan_round.py [--rounds 3] [--no-tff] [--demo-only] [--clients-with-images K]
+[--gen-upsample transpose|bilinear|both]`
 (run two at once to time them side by side, as the demo trains each GAN pair; `TF_NUM_INTRAOP_THREADS=1`
 is what the demo's workers get on 2 cores).
 
@@ -9,12 +10,14 @@ Workload: each preset's round (demo: qN = 50 clients × n = 6 discriminator step
 paper: Table 9's qN = 10; then the server's generator steps) on 100 synthetic writers, each client's
 examples handed over as an array (as the GAN scenario does). `--clients-with-images K`: only the first K
 sampled clients hand over images, the rest none, as under strict selection (the demo's with-bug
-low-accuracy GAN: about 32 of 50; its high-accuracy one about 6).
+low-accuracy GAN: about 32 of 50; its high-accuracy one about 6). `--gen-upsample both` times each
+preset with both generator upsamplings (`train-gan --gen-upsample`) and prints bilinear's ratio to transpose.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 
@@ -39,6 +42,7 @@ def main() -> None:
     parser.add_argument("--demo-only", action="store_true", help="the demo preset only")
     parser.add_argument("--clients-with-images", type=int, default=None,
                         help="how many of a round's sampled clients hand over images (default: all)")
+    parser.add_argument("--gen-upsample", choices=("transpose", "bilinear", "both"), default="transpose")
     args = parser.parse_args()
     if args.rounds < 1 or (args.clients_with_images is not None and args.clients_with_images < 0):
         parser.error("--rounds must be >= 1 and --clients-with-images >= 0")
@@ -52,10 +56,12 @@ def main() -> None:
         with_images = set(sampled if args.clients_with_images is None else sampled[:args.clients_with_images])
         return round_datasets(process, sampled, lambda cid, _: images[cid] if cid in with_images else none, 0)
 
-    print(f"{'preset':<8}{'G params':>10}{'D params':>10}{'TFF s/round':>13}{'tf s/round':>12}{'ratio':>7}")
-    for preset in ("demo",) if args.demo_only else ("demo", "paper"):
+    print(f"{'preset':<20}{'G params':>10}{'D params':>10}{'TFF s/round':>13}{'tf s/round':>12}{'ratio':>7}")
+    tf_by_upsample = {}
+    upsamplings = ("transpose", "bilinear") if args.gen_upsample == "both" else (args.gen_upsample,)
+    for preset, upsample in [(p, u) for p in (("demo",) if args.demo_only else ("demo", "paper")) for u in upsamplings]:
         config = dpgan.gan_training_config(preset)
-        gan = gan_config(preset)
+        gan = dataclasses.replace(gan_config(preset), gen_upsample=upsample)
         gen_fn, disc_fn = (lambda: build_generator(gan, 0)), (lambda: build_discriminator(gan, 0))
         qn = config.training.dp.clients_per_round
         rounds = [sample_clients(sorted(images), qn, np.random.default_rng(r)) for r in range(args.rounds + 1)]
@@ -72,8 +78,12 @@ def main() -> None:
         tff_seconds, tf_seconds = seconds["tff"], seconds["tf"]
         g, d = gen_fn(), disc_fn()
         count = lambda m: int(sum(np.prod(v.shape) for v in m.trainable_variables))  # noqa: E731
-        print(f"{preset:<8}{count(g):>10,}{count(d):>10,}{tff_seconds:>13.2f}{tf_seconds:>12.2f}"
+        print(f"{preset + '/' + upsample:<20}{count(g):>10,}{count(d):>10,}{tff_seconds:>13.2f}{tf_seconds:>12.2f}"
               f"{tff_seconds / tf_seconds:>7.2f}", flush=True)
+        tf_by_upsample[preset, upsample] = tf_seconds
+        if upsample == "bilinear" and (preset, "transpose") in tf_by_upsample:
+            print(f"{preset}: bilinear / transpose, tf s/round: "
+                  f"{tf_seconds / tf_by_upsample[preset, 'transpose']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ from fedgen_debug.scenarios import gan_analysis, gan_data, primary_cnn  # noqa: 
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
 
 # Capacities as `gan_quality.py`'s configs of the same names.
-MODELS = {"demo": {}, "big-dg": {"disc_channels": (16, 32), "disc_dense": 32, "gen_channels": (64, 32, 16)}}
+MODELS = {"demo": {}, "big-dg": {"disc_channels": (16, 32), "disc_dense": 32, "gen_channels": (64, 32, 16)},
+          "bilinear": {"gen_upsample": "bilinear"}}
 
 
 def train_central(images: np.ndarray, model_config, gen_steps: int, disc_per_gen: int, learning_rate: float,

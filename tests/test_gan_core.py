@@ -55,10 +55,29 @@ def test_models_follow_the_paper_architecture_and_are_seeded():
     assert [l.output.shape[-1] for l in paper.layers if "dense" in l.name] == [1024, 7 * 7 * 256]
 
 
+def test_a_bilinear_generator_resizes_then_convolves_where_the_paper_transposes():
+    config = dataclasses.replace(TEST_GAN, gen_upsample="bilinear")
+    g = gan.build_generator(config, 1)
+    ups = [layer for layer in g.layers if isinstance(layer, tf.keras.layers.UpSampling2D)]
+    assert [u.interpolation for u in ups] == ["bilinear"] * 2 and [u.output.shape[1] for u in ups] == [14, 28]
+    assert not any(isinstance(layer, tf.keras.layers.Conv2DTranspose) for layer in g.layers)
+    convs = [layer for layer in g.layers if type(layer) is tf.keras.layers.Conv2D]
+    assert [c.kernel_size for c in convs] == [(3, 3), (3, 3), (4, 4)]   # the image layer stays the paper's
+    assert [c.filters for c in convs] == [*config.gen_channels[1:], 1]
+    out = g(tf.random.normal([3, config.noise_dim]), training=False)
+    assert out.shape == (3, 28, 28, 1) and float(tf.reduce_max(tf.abs(out))) <= 1.0
+    assert len(g.non_trainable_variables) == 8   # the same BNs: the server state has the same shape
+    # The critic does not change, so neither does the DP noise's norm on it.
+    assert [w.shape for w in gan.build_discriminator(config, 2).weights] == \
+        [w.shape for w in gan.build_discriminator(TEST_GAN, 2).weights]
+    assert gan.GANConfig(**{**config.__dict__}) == config
+
+
 @pytest.mark.parametrize("build, message", [
     (lambda: gan.GANConfig(noise_dim=0), r"noise_dim must be >= 1. Found 0."),
     (lambda: gan.GANConfig(gen_channels=(8, 8)), r"gen_channels must be 3 integers >= 1"),
     (lambda: gan.gan_config("huge"), r"preset must be one of"),
+    (lambda: gan.GANConfig(gen_upsample="nearest"), r"gen_upsample must be one of \('transpose', 'bilinear'\). Found 'nearest'."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), disc_steps=0), r"disc_steps must be >= 1. Found 0."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_learning_rate=-1),
      r"gen_learning_rate must be > 0. Found -1."),

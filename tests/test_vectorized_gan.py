@@ -2,6 +2,7 @@
 conv and MLP critics, clients with no batch, fewer batches than n, and a short last batch; G's batch
 statistics per client batch; a non-finite client zeroed; unsupported models detected."""
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -46,10 +47,11 @@ def weights_of(model_fn):
     return [tf.identity(v) for v in model.trainable_variables]
 
 
-@pytest.mark.parametrize("sizes", [(20, 0, 8, 13), (3, 16, 1)])
-def test_conv_critic_updates_equal_the_reference_client_by_client(sizes):
+@pytest.mark.parametrize("sizes, upsample", [((20, 0, 8, 13), "transpose"), ((3, 16, 1), "transpose"),
+                                             ((3, 16, 1), "bilinear")])
+def test_conv_critic_updates_equal_the_reference_client_by_client(sizes, upsample):
     batch, steps, lr, penalty = 8, 2, 0.05, 10.0
-    gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
+    gen_fn = functools.partial(gan.build_generator, dataclasses.replace(TEST_GAN, gen_upsample=upsample), 1)
     disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
     rng = np.random.default_rng(5)
     datasets = [client(rng.uniform(-1, 1, size=(n, 28, 28, 1)).astype(np.float32), 10 + i, batch)

@@ -23,7 +23,7 @@ differently:
 `vectorized_client_updates` returns one update per client, zeroed as `usable_update` zeroes it. Which
 models it supports is decided by `supports(gen, disc)`: Sequential models of
 Dense / Conv2D (no dilation or groups) / LeakyReLU / ReLU / Activation / Flatten / Reshape /
-Conv2DTranspose / BatchNormalization layers; anything else runs client by client. So does a critic
+Conv2DTranspose / UpSampling2D / BatchNormalization layers; anything else runs client by client. So does a critic
 with convolutions where TF cannot differentiate a grouped convolution twice (`runs_here`: TF's own CPU
 kernels cannot; oneDNN's and the GPU's can, see `fedgen_debug/__init__.py`).
 """
@@ -43,7 +43,8 @@ logger = logging.getLogger(__name__)
 _ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
 _DISC_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Flatten, *_ELEMENTWISE)
 _GEN_LAYERS = (tf.keras.layers.Dense, tf.keras.layers.Conv2D, tf.keras.layers.Conv2DTranspose,
-               tf.keras.layers.BatchNormalization, tf.keras.layers.Reshape, *_ELEMENTWISE)
+               tf.keras.layers.UpSampling2D, tf.keras.layers.BatchNormalization, tf.keras.layers.Reshape,
+               *_ELEMENTWISE)
 
 
 def _plain_conv(layer) -> bool:
