@@ -11,7 +11,7 @@ paper: Table 9's qN = 10; then the server's generator steps) on 100 synthetic wr
 examples handed over as an array (as the GAN scenario does). `--clients-with-images K`: only the first K
 sampled clients hand over images, the rest none, as under strict selection (the demo's with-bug
 low-accuracy GAN: about 32 of 50; its high-accuracy one about 6). `--gen-upsample both` times each
-preset with both generator upsamplings (`train-gan --gen-upsample`) and prints bilinear's ratio to transpose.
+preset with both generator upsamplings (`GANConfig.gen_upsample`) and prints bilinear's ratio to transpose.
 """
 
 from __future__ import annotations
