@@ -13,7 +13,6 @@ Prints one JSON row with `gan_quality.py`'s measures and writes the 64-sample gr
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import os
@@ -31,9 +30,8 @@ from fedgen_debug.models import gan as gan_models  # noqa: E402
 from fedgen_debug.scenarios import gan_analysis, gan_data, primary_cnn  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
 
-# Capacities as `gan_quality.py`'s configs of the same names.
-MODELS = {"demo": {}, "big-dg": {"disc_channels": (16, 32), "disc_dense": 32, "gen_channels": (64, 32, 16)},
-          "bilinear": {"gen_upsample": "bilinear"}}
+# `gan_quality.py`'s configs of these names; only their networks apply here (no federation, no DP).
+MODELS = ("demo", "big-dg", "bilinear")
 
 
 def train_central(images: np.ndarray, model_config, gen_steps: int, disc_per_gen: int, learning_rate: float,
@@ -76,7 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
     parser.add_argument("--primary", required=True, help="primary CNN weights (its reference statistics beside it)")
-    parser.add_argument("--model", choices=sorted(MODELS), default="demo")
+    parser.add_argument("--model", choices=MODELS, default="demo")
     parser.add_argument("--gen-steps", type=int, default=1800)
     parser.add_argument("--disc-per-gen", type=int, default=3)
     parser.add_argument("--learning-rate", type=float, default=3e-4)
@@ -94,7 +92,7 @@ def main() -> None:
     primary = primary_cnn.load_primary_cnn(args.primary)
     writers = sorted(gan_quality.low_accuracy_writers(data, primary, args.qualify))
     images = np.concatenate([gan_data.to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in writers])
-    model_config = dataclasses.replace(gan_models.gan_config("demo"), **MODELS[args.model])
+    model_config = gan_quality.configs(args.model, args.seed)[0]
     started = time.perf_counter()
     disc_lr = args.learning_rate if args.disc_learning_rate is None else args.disc_learning_rate
     generator = train_central(images, model_config, args.gen_steps, args.disc_per_gen, args.learning_rate, args.seed,
