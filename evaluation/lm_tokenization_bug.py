@@ -60,6 +60,10 @@ def main() -> None:
     parser.add_argument("--vocab", help="dp, file:PATH or public:SPEC (default: the scenario's)")
     parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
     parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
+    parser.add_argument("--clip", type=float, help="override the demo preset's clip S (the first round's with --adaptive-clip)")
+    parser.add_argument("--adaptive-clip", type=float, metavar="Q", dest="clip_quantile",
+                        help="adapt the clip to the Q quantile of update norms (same ε)")
+    parser.add_argument("--tag", default="", help="suffix of the run directories")
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
     parser.add_argument("--samples", type=int, default=5000, help="Monte-Carlo samples per analysis")
     parser.add_argument("--seed", type=int, default=0, help="replicate S: baseline seed 2S, runs seed 2S + 1")
@@ -70,11 +74,12 @@ def main() -> None:
     rows = []
     for kind in args.kinds.split(","):
         def trained(fraction, seed):
-            run_dir = os.path.join(args.out, f"{kind}-{fraction:g}-seed{seed}")
+            run_dir = os.path.join(args.out, f"{kind}-{fraction:g}-seed{seed}" + (f"-{args.tag}" if args.tag else ""))
             started = time.perf_counter()
             train_lm(LMRun(kind, args.data, fraction, "demo", rounds=args.rounds, seed=seed, vocab_size=args.vocab_size,
                            vocab=args.vocab, noise_multiplier=args.noise_multiplier,
-                           clients_per_round=args.clients_per_round, selection=args.selection), run_dir)
+                           clients_per_round=args.clients_per_round, selection=args.selection, clip=args.clip,
+                           clip_quantile=args.clip_quantile), run_dir)
             return run_dir, time.perf_counter() - started
 
         baseline, _ = trained(0.0, seed=2 * args.seed)

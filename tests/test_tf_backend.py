@@ -3,6 +3,8 @@ give the same weights, DP noise state and ledger event on both, for DP-FedAvg (w
 and DP-FedAvg-GAN; a run started on one backend resumes on the other; and an attack on the DP sum
 (subtract the noise a leaked seed would give) must not work without the run secret."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,7 +18,7 @@ from fedgen_debug.training.config import BACKEND_ENV, check_backend, resolve_bac
 from fedgen_debug.training.dp_query import released_event
 from fedgen_debug.training.sampling import sample_clients
 from fedgen_debug.training.tf_backend import DPSum
-from fedgen_debug.training.dp_query import dp_query
+from fedgen_debug.training.dp_query import dp_query, round_event as dp_query_event
 from fedgen_debug.training.config import DPConfig
 
 import test_gan_core as gan_fixtures
@@ -164,9 +166,11 @@ def test_gan_rounds_are_the_same_on_both_backends():
     assert not np.allclose(flat(tf_states[0]["server"]["generator"]), flat(tf_states[-1]["server"]["generator"]))
 
 
-def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backends(monkeypatch):
+@pytest.mark.parametrize("clip_quantile", [None, 0.5])
+def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backends(monkeypatch, clip_quantile):
     """Strict selection: most sampled devices of a small population train on nothing (the tf backend
-    leaves them out of the vectorized call; their zero updates add nothing to the sum)."""
+    leaves them out of the vectorized call; their zero updates add nothing to the sum, and to an
+    adaptive clip's count they report the midpoint, as nothing)."""
     computed = []
 
     def rows_to_compute(mask, multiple=8):
@@ -182,6 +186,9 @@ def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backen
         return tf.data.Dataset.from_tensor_slices(gan_fixtures.CLIENTS[cid][:keep]).batch(16)
 
     config = gan_fixtures.tiny_config(1.0, 0.5, rounds=3)
+    if clip_quantile is not None:
+        dp = dataclasses.replace(config.training.dp, clip_quantile=clip_quantile)
+        config = dataclasses.replace(config, training=dataclasses.replace(config.training, dp=dp))
     tff_states = gan_rounds("tff", config, 3, client_dataset)
     for a, b in zip(tff_states, gan_rounds("tf", config, 3, client_dataset)):
         assert_same_state(a, b, rtol=1e-4, atol=1e-5)
@@ -193,6 +200,10 @@ def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backen
     for a, b in zip(tff_states, gan_rounds("tf", config, 3, client_dataset)):
         assert_same_state(a, b, rtol=1e-4, atol=1e-5)
     assert computed and max(computed) <= 2
+    if clip_quantile is not None:  # the clip moved, and both backends report the composed event
+        clip = tff_states[-1]["aggregator"].query_state.numerator_state.sum_state.l2_norm_clip
+        assert clip != pytest.approx(0.5)
+        assert released_event(tff_states[-1]["aggregator"]) == dp_query_event(config.training.dp)
 
 
 def test_gan_clients_handed_over_as_arrays_give_tffs_rounds():

@@ -9,6 +9,9 @@ def add_privacy_flags(parser) -> None:
     group = parser.add_argument_group("privacy (defaults: the preset's)")
     group.add_argument("--noise-multiplier", type=float, metavar="Z", help="z: noise std zS on the sum of clipped updates")
     group.add_argument("--clip", type=float, metavar="S", help="S: L2 clip of each user's update")
+    group.add_argument("--adaptive-clip", type=float, metavar="Q", dest="clip_quantile",
+                       help="adapt the clip each round to the Q quantile of the norms of the updates users send "
+                            "(0.5: their median), starting at S; estimated with DP within the same ε")
     group.add_argument("--clients-per-round", type=int, metavar="Q", help="qN: users sampled per round")
     group.add_argument("--rounds", type=int, metavar="T")
     group.add_argument("--delta", type=float, metavar="D", help="δ the run's ε is reported at (default 0.01/N; < 1/N)")
@@ -22,7 +25,8 @@ def add_privacy_flags(parser) -> None:
 
 def privacy_settings(args) -> dict:
     return {"rounds": args.rounds, "clients_per_round": args.clients_per_round, "noise_multiplier": args.noise_multiplier,
-            "clip": args.clip, "delta": args.delta, "sampling": args.sampling, "selection": args.selection}
+            "clip": args.clip, "delta": args.delta, "sampling": args.sampling, "selection": args.selection,
+            "clip_quantile": args.clip_quantile}
 
 
 def privacy_lines(run_dir: str) -> list[str]:

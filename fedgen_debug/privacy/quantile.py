@@ -26,13 +26,12 @@ from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_privacy as tfp
 
-from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, DPFedAvgPrivacy, sum_sensitivity
+from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, DPFedAvgPrivacy
 from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.progress import progress
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.training.dp_query import SeededGaussianSumQuery
+from fedgen_debug.training.dp_query import SeededQuantileEstimator
 from fedgen_debug.training.sampling import sample_clients
 
 
@@ -75,27 +74,12 @@ class QuantileConfig:
         return f"q={self.target_quantile:g}"
 
 
-class SeededQuantileEstimatorQuery(tfp.QuantileEstimatorQuery):
-    """tf-privacy's estimator with the seeded, correctly accounted below-estimate sum."""
+class SeededQuantileEstimatorQuery(SeededQuantileEstimator):
+    """tf-privacy's estimator (arithmetic update) with the seeded, correctly accounted below-estimate sum."""
 
     def __init__(self, config: QuantileConfig, noise_seed):
-        self._noise_seed = noise_seed
-        self._sensitivity = sum_sensitivity(0.5, config.accounting)
         super().__init__(config.initial_estimate, config.target_quantile, config.learning_rate,
-                         config.below_estimate_stddev, config.clients_per_round, geometric_update=False)
-
-    def _construct_below_estimate_query(self, below_estimate_stddev, expected_num_records):
-        return tfp.NormalizedQuery(SeededGaussianSumQuery(0.5, below_estimate_stddev, self._noise_seed, self._sensitivity),
-                                   denominator=expected_num_records)
-
-    @property
-    def round_event(self):
-        return self._below_estimate_query._numerator.round_event  # noqa: SLF001
-
-    def preprocess_record(self, params, record):
-        below = tf.cast(record <= params.current_estimate, tf.float32) - 0.5
-        below = tf.where(tf.math.is_nan(record), 0.0, below)
-        return self._below_estimate_query.preprocess_record(params.below_estimate_params, below)
+                         config.below_estimate_stddev, config.clients_per_round, False, noise_seed, config.accounting)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,6 +109,8 @@ class LMRun(PrivacySettings):
             parse_canaries(self.canaries)
         if self.update_canaries < 0:
             raise ValueError(f"update_canaries must be >= 0. Found {self.update_canaries}.")
+        if self.update_canaries and self.clip_quantile is not None:
+            raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")
 
     @property
     def max_length(self) -> int:
@@ -129,7 +131,7 @@ class LMRun(PrivacySettings):
         out = dataclasses.asdict(self)
         if not self.update_canaries:  # runs from before the option resume with the config they saved
             del out["update_canaries"]
-        return out
+        return self.privacy_json(out)
 
 
 def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:

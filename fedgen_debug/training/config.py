@@ -42,12 +42,16 @@ class DPConfig:
     or without `clip=None`, plain FedAvg through the same code path) must be asked for, and its ε is ∞.
     `accounting` is the neighbouring relation the DP query reports its event under
     (`fedgen_debug.privacy.accounting`): replace-one (sensitivity 2S, the default), add-remove (Poisson
-    sampling) or the papers' convention."""
+    sampling) or the papers' convention. `clip_quantile` (opt-in): `clip` is only the first round's; the
+    clip then follows that quantile of the norms of the updates clients send, estimated with DP inside the
+    same ε (`dp_query.AdaptiveClipSumQuery`), so no one clip has to suit every kind of data."""
 
     clients_per_round: int
     noise_multiplier: float
     clip: float | None
     accounting: str = REPLACE_ONE
+    clip_quantile: float | None = None
+    clip_learning_rate: float = 0.2   # the adaptive clip's geometric step (Andrew et al.): at most e^±rate a round
 
     def __post_init__(self):
         if self.clients_per_round < 1:
@@ -60,10 +64,17 @@ class DPConfig:
             _positive("clip", self.clip)
         elif self.noise_multiplier > 0:
             raise ValueError("noise_multiplier > 0 needs a clip (the noise is calibrated to it). Found clip=None.")
+        if self.clip_quantile is not None:
+            if not 0.0 < self.clip_quantile < 1.0:
+                raise ValueError(f"clip_quantile must be in (0, 1). Found {self.clip_quantile}.")
+            if self.clip is None:
+                raise ValueError("clip_quantile adapts a clip: give the first round's clip too. Found clip=None.")
+        _positive("clip_learning_rate", self.clip_learning_rate)
 
     @property
     def noise_stddev(self) -> float:
-        """σ = zS/(qN), the std of the noise added to the averaged update."""
+        """σ = zS/(qN), the std of the noise added to the averaged update (the first round's, when the
+        clip adapts)."""
         if self.clip is None:
             return 0.0
         return self.noise_multiplier * self.clip / self.clients_per_round
@@ -129,8 +140,11 @@ class TrainingConfig:
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
-        if self.client.max_examples is None:  # runs from before the option resume with the config they saved
+        # Runs from before these options resume with the config they saved.
+        if self.client.max_examples is None:
             del out["client"]["max_examples"]
+        if self.dp.clip_quantile is None:
+            del out["dp"]["clip_quantile"], out["dp"]["clip_learning_rate"]
         return out
 
     @classmethod
@@ -156,6 +170,7 @@ class PrivacySettings:
     delta: float | None = None
     sampling: str = WITHOUT_REPLACEMENT
     selection: str = "strict"
+    clip_quantile: float | None = None   # adapt the clip (`DPConfig.clip_quantile`); None: the preset's
 
     def check_privacy_settings(self) -> None:
         from fedgen_debug.privacy.accounting import check_delta
@@ -169,13 +184,23 @@ class PrivacySettings:
                 raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
         if self.delta is not None:
             check_delta(self.delta)
+        if self.clip_quantile is not None and not 0.0 < self.clip_quantile < 1.0:
+            raise ValueError(f"clip_quantile must be in (0, 1). Found {self.clip_quantile}.")
+
+    def privacy_json(self, out: dict) -> dict:
+        """`out` (this run's asdict) without the settings left unset that runs from before them lack."""
+        if out.get("clip_quantile", 0) is None:
+            del out["clip_quantile"]
+        return out
 
     def override(self, preset: TrainingConfig, population: int) -> TrainingConfig:
         """`preset` with these settings; qN at most the population; the sampling's accounting."""
         from fedgen_debug.privacy.accounting import default_accounting
 
         dp = preset.dp
-        dp = DPConfig(min(self.clients_per_round or dp.clients_per_round, population),
-                      dp.noise_multiplier if self.noise_multiplier is None else self.noise_multiplier,
-                      dp.clip if self.clip is None else self.clip, default_accounting(self.sampling))
+        dp = dataclasses.replace(
+            dp, clients_per_round=min(self.clients_per_round or dp.clients_per_round, population),
+            noise_multiplier=dp.noise_multiplier if self.noise_multiplier is None else self.noise_multiplier,
+            clip=dp.clip if self.clip is None else self.clip, accounting=default_accounting(self.sampling),
+            clip_quantile=dp.clip_quantile if self.clip_quantile is None else self.clip_quantile)
         return dataclasses.replace(preset, rounds=self.rounds or preset.rounds, dp=dp, sampling=self.sampling)

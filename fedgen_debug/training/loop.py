@@ -41,7 +41,7 @@ from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import TrainingConfig
-from fedgen_debug.training.dp_query import released_event, round_event
+from fedgen_debug.training.dp_query import adaptive_clip, released_event, round_event
 from fedgen_debug.training.sampling import sample_clients
 
 logger = logging.getLogger(__name__)
@@ -240,6 +240,9 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
                                                   charged_round_event):
             raise AssertionError("the DP aggregator reported another event than the one charged to the ledger.")
         row = {"round": round_num + 1, **store.flatten_metrics(output.metrics.get("server", {}))}
+        clip = adaptive_clip(_aggregator_state(state))
+        if clip is not None:
+            row["dp_clip"] = clip
         metrics_log.append(row)
         log_scalars(row)
         timing_log.append({"round": round_num + 1, "seconds": round(time.perf_counter() - started, 4)})

@@ -62,9 +62,18 @@ def as_numpy(structure):
 
 
 def _event_state(event):
-    """The DpEvent as TFF's aggregator keeps it: `to_named_tuple()` with strings as bytes, floats float32."""
-    named = event.to_named_tuple()
-    return type(named)(*[v.encode() if isinstance(v, str) else as_numpy(v) for v in named])
+    """The DpEvent as TFF's aggregator keeps it: `to_named_tuple()` with strings as bytes and floats as
+    float32, except in a composed event's list of events, where TFF keeps them float64."""
+    def convert(value, in_list=False):
+        if hasattr(value, "_fields"):
+            return type(value)(*[convert(v, in_list) for v in value])
+        if isinstance(value, list):
+            return [convert(v, True) for v in value]
+        if isinstance(value, str):
+            return value.encode()
+        return np.float64(value) if in_list and isinstance(value, float) else as_numpy(value)
+
+    return convert(event.to_named_tuple())
 
 
 class DPSum:
@@ -99,7 +108,7 @@ class DPSum:
         (clipped) by the query on its own, then the records are summed in client order."""
         query_state = tf.nest.map_structure(tf.convert_to_tensor, state.query_state)
         params = self._query.derive_sample_params(query_state)
-        total = [tf.zeros(s.shape, s.dtype) for s in self._specs]
+        total = self._query.initial_sample_state(self._specs)  # zeros (and an adaptive clip's count)
         if stacks is not None:
             for stacked in stacks:
                 total = self._sum_stacked(params, total, list(stacked))
