@@ -62,6 +62,8 @@ def main() -> None:
     parser.add_argument("--noise-multiplier", type=float, help="override the demo preset's z")
     parser.add_argument("--clients-per-round", type=int, help="override the demo preset's qN")
     parser.add_argument("--clip", type=float, help="override the demo preset's clip S (same ε: ε depends on z)")
+    parser.add_argument("--adaptive-clip", type=float, metavar="Q", dest="clip_quantile",
+                        help="adapt the clip to the Q quantile of update norms, starting at S (same ε)")
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
     parser.add_argument("--d-step", choices=D_STEPS, default="fixed",
                         help="D's server step: over qN, or over the DP estimate of qualifying clients")
@@ -100,7 +102,8 @@ def main() -> None:
                     continue
                 train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
                                  noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
-                                 clip=args.clip, selection=args.selection, d_step=args.d_step,
+                                 clip=args.clip, clip_quantile=args.clip_quantile, selection=args.selection,
+                                 d_step=args.d_step,
                                  cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)

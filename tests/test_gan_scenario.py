@@ -4,6 +4,7 @@ statistics are tested on hand-built images in test_gan_analysis.py; its demo-siz
 measured by evaluation/gan_pixel_inversion.py."""
 
 import csv
+import dataclasses
 import json
 import os
 
@@ -166,6 +167,36 @@ def test_d_step_scale_is_qn_over_the_dp_estimate_of_qualifying_clients_with_a_fl
     assert d_step_scale(1000.0, 2.83, 1000, 300) == 1.0
 
 
+def test_the_selected_d_step_stops_where_a_rounds_noise_would_move_d_by_more_than_the_cap(tmp_path):
+    """qN / k̂ multiplies the noise on D's step too: one round's noise moves D by s·lr·zS√d/qN in L2.
+    Real FEMNIST's 1st-percentile cut (k̂ ≈ 4.3 of qN = 92, S = 0.5, z = 0.3, d = 14,777) wants s ≈ 21,
+    4.2 of noise a round; the cap stops it at 1.0 (s ≈ 5), where a cut of many writers is untouched."""
+    from fedgen_debug.scenarios import gan as gan_scenario
+    from fedgen_debug.training.dp_fedavg_gan import gan_training_config
+    from fedgen_debug.training.config import DPConfig
+
+    preset = gan_training_config("demo")
+    config = dataclasses.replace(preset, training=dataclasses.replace(preset.training, dp=DPConfig(92, 0.3, 0.5)))
+    noise_step = gan_scenario.d_noise_step(config, 14777)
+    assert noise_step == pytest.approx(0.3 * 0.5 * np.sqrt(14777) / 92)    # ≈ 0.198
+    os.makedirs(os.path.dirname(store.released(str(tmp_path), store.POPULATION)), exist_ok=True)
+    released = {}
+    for users, wanted in ((8.66, 184 / 8.66), (60.0, 184 / 60.0)):
+        store.write_json(store.released(str(tmp_path), store.POPULATION), {"users": users, "users_stddev": 2.83})
+        scaled = gan_scenario._with_selected_d_step(config, 184, str(tmp_path), 14777)
+        released[users] = json.load(open(store.released(str(tmp_path), store.D_STEP)))
+        assert released[users]["count_scale"] == pytest.approx(wanted)
+        assert scaled.training.server.learning_rate == pytest.approx(released[users]["scale"])
+    assert released[8.66]["scale"] == pytest.approx(1.0 / noise_step)          # capped: ≈ 5.05, not 21.2
+    assert released[8.66]["noise_step"] == pytest.approx(gan_scenario.MAX_D_NOISE_STEP)
+    assert released[60.0]["scale"] == pytest.approx(184 / 60.0)                 # 3.07: under the cap
+    # Without noise nothing caps the step.
+    quiet = dataclasses.replace(config, training=dataclasses.replace(config.training, dp=DPConfig(92, 0.0, 0.5)))
+    store.write_json(store.released(str(tmp_path), store.POPULATION), {"users": 8.66, "users_stddev": 2.83})
+    assert gan_scenario._with_selected_d_step(quiet, 184, str(tmp_path), 14777).training.server.learning_rate == \
+        pytest.approx(184 / 8.66)
+
+
 def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_factor(tmp_path, runs, monkeypatch):
     from conftest import provision_secret
     from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
@@ -210,6 +241,36 @@ def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_fac
     assert report["current"]["d_step"]["scale"] == pytest.approx(scale)
     assert report["compare"]["d_step"] == {"d_step": "fixed", "scale": 1.0}
     assert sum(f"× {scale:.3g}" in line for line in format_report(report)) == 1
+
+
+def test_an_adaptive_clip_steps_by_the_released_count_and_releases_its_clip_each_round(tmp_path, runs, monkeypatch):
+    """Under strict selection most sampled devices send nothing, so the clip's step is scaled by the same
+    qN/k̂ as a selected D step (from the released DP count); the run's saved config keeps the preset's
+    step, and metrics.csv holds the clip each round used next (a function of the noised counts)."""
+    from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+    from fedgen_debug.scenarios import gan as gan_scenario
+
+    _, low, _ = runs
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))
+    Ledger(str(tmp_path / "ledger")).set_budget("*", float("inf"))
+    built = []
+    original = gan_scenario.dp_fedavg_gan.build_gan_process
+
+    def build_gan_process(gen_fn, disc_fn, config, secret, **kwargs):
+        built.append(config.training.dp)
+        return original(gen_fn, disc_fn, config, secret, **kwargs)
+    monkeypatch.setattr(gan_scenario.dp_fedavg_gan, "build_gan_process", build_gan_process)
+    run_dir = str(tmp_path / "adaptive")
+    train_gan(GANRun(DATA, "by-user-accuracy:low,threshold=0.5", 0.5, "test", rounds=3, primary=store.released(
+        low, store.PRIMARY), clip_quantile=0.5, clients_per_round=4), run_dir)
+    population = json.load(open(store.released(run_dir, store.POPULATION)))
+    scale = 12 / max(population["users"], 3 * population["users_stddev"], 12 / 4)
+    assert built and built[0].clip_learning_rate == pytest.approx(0.2 * scale) and scale > 1
+    saved = json.load(open(store.released(run_dir, store.CONFIG)))["training"]["dp"]
+    assert (saved["clip"], saved["clip_quantile"], saved["clip_learning_rate"]) == (0.1, 0.5, 0.2)
+    rows = list(csv.DictReader(open(store.released(run_dir, store.METRICS))))
+    clips = [float(r["dp_clip"]) for r in rows]
+    assert len(clips) == 3 and all(c > 0 for c in clips) and clips[0] != pytest.approx(0.1)
 
 
 def test_a_device_shuffles_its_images_afresh_each_round(tmp_path, runs, monkeypatch):

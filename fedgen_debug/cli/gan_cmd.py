@@ -99,8 +99,11 @@ def format_report(report: dict) -> list[str]:
                      f"{p['users_total']} users, ≈{p['images']:.0f} ± {p['images_stddev']:.0f} images, DP counts; "
                      f"ε = {eps['epsilon']:.4g}{' WARNING: weak privacy' if eps['above_warning'] else ''})")
         if r.get("d_step", {}).get("d_step") == "selected":
-            lines.append(f"         discriminator step over the qualifying clients: × {r['d_step']['scale']:.3g} "
-                         "(from the DP count of users)")
+            step = r["d_step"]
+            capped = step.get("count_scale", step["scale"]) > step["scale"]
+            lines.append(f"         discriminator step over the qualifying clients: × {step['scale']:.3g} "
+                         + (f"(× {step['count_scale']:.3g} from the DP count of users, capped where a round's "
+                            f"noise moves D by {step['noise_step']:.2g})" if capped else "(from the DP count of users)"))
         lines.append(f"         dark-background samples {d['share']:.1%} ({d['dark']}/{d['samples']}), median "
                      f"background {d['median_background']:.2f}; Fréchet distance {q['frechet_distance']:.1f}, "
                      f"classifier score {q['classifier_score']:.2f}; grid {r['samples_png']}")
