@@ -307,9 +307,10 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     selected = gan_data.select_gan_data(app_data, model, selector)
     _release_selection_counts(selected, everyone, out_dir, secret)
     gan = gan_config(run.preset)
-    disc_params = build_discriminator(gan, run.seed).count_params()
-    process_config = (_with_selected_d_step(config, everyone.size, out_dir, disc_params) if run.d_step == "selected"
-                      else config)
+    process_config = config
+    if run.d_step == "selected":
+        disc_params = build_discriminator(gan, run.seed).count_params()
+        process_config = _with_selected_d_step(config, everyone.size, out_dir, disc_params)
     if config.training.dp.clip_quantile is not None and run.selection == "strict":
         process_config = _with_selected_clip_step(process_config, everyone.size, out_dir)
     population = trained
@@ -361,6 +362,13 @@ def d_step_scale(users: float, users_stddev: float, population: int, clients_per
     return population / users
 
 
+def _released_count_scale(config, population: int, out_dir: str) -> tuple[dict, float]:
+    """The released DP counts (population.json) and their `d_step_scale` at the config's qN."""
+    counts = store.read_json(store.released(out_dir, store.POPULATION))
+    return counts, d_step_scale(counts["users"], counts["users_stddev"], population,
+                                config.training.dp.clients_per_round)
+
+
 def d_noise_step(config, disc_params: int) -> float:
     """The L2 norm by which one round's DP noise moves D at the fixed step: lr·zS√d/qN (d: D's weights;
     S the first round's clip when it adapts)."""
@@ -374,9 +382,8 @@ def _with_selected_d_step(config, population: int, out_dir: str, disc_params: in
     much). Only the process gets it: the run's config, and with it a resume's check, stays the preset's.
     With SGD or momentum (the presets') a learning rate × s is the mean over qN/s clients; Adam
     normalizes its steps, so there it only scales the step size."""
-    counts = store.read_json(store.released(out_dir, store.POPULATION))
+    counts, wanted = _released_count_scale(config, population, out_dir)
     server = config.training.server
-    wanted = d_step_scale(counts["users"], counts["users_stddev"], population, config.training.dp.clients_per_round)
     noise_step = d_noise_step(config, disc_params)
     scale = min(wanted, max(1.0, MAX_D_NOISE_STEP / noise_step)) if noise_step > 0 else wanted
     store.write_json(store.released(out_dir, store.D_STEP),
@@ -396,9 +403,8 @@ def _with_selected_clip_step(config, population: int, out_dir: str):
     would take ~300 rounds to bring a clip from 0.5 to 0.1. Scaled, the clip moves as fast as if every
     sampled client qualified (the count's noise scales too: ε unchanged). Post-processing of the
     released DP count; the run's config keeps the preset's step, as with `_with_selected_d_step`."""
-    counts = store.read_json(store.released(out_dir, store.POPULATION))
+    counts, scale = _released_count_scale(config, population, out_dir)
     dp = config.training.dp
-    scale = d_step_scale(counts["users"], counts["users_stddev"], population, dp.clients_per_round)
     logger.info("%s: the adaptive clip's step × %.3g (DP count of qualified users %.1f of %d)", out_dir, scale,
                 counts["users"], population)
     dp = dataclasses.replace(dp, clip_learning_rate=dp.clip_learning_rate * scale)

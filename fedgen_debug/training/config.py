@@ -189,7 +189,7 @@ class PrivacySettings:
 
     def privacy_json(self, out: dict) -> dict:
         """`out` (this run's asdict) without the settings left unset that runs from before them lack."""
-        if out.get("clip_quantile", 0) is None:
+        if out["clip_quantile"] is None:
             del out["clip_quantile"]
         return out
 
