@@ -30,7 +30,9 @@ def gan_evidence(analysis: dict) -> dict:
     against = (f"{names['reference']}: {_share(base)}" if base else "a 5% noise floor")
     if analysis.get("inconclusive"):
         why = ", ".join(f"{names[who]} draws mostly blanks" for who in evidence.get("mostly_blank", [])) or \
-            ", ".join(f"{names[who]} draws mostly noise" for who in evidence.get("mostly_noise", []))
+            ", ".join(f"{names[who]} draws mostly noise" for who in evidence.get("mostly_noise", [])) or \
+            ", ".join(f"{names[who]} draws mostly textures without a background"
+                      for who in evidence.get("mostly_no_background", []))
         meaning = f"Inconclusive: {why}; a GAN that did not learn its data says nothing about backgrounds."
         population = (analysis.get("current") or {}).get("population") or {}
         if "users" in population and indistinguishable_from_empty(population["users"], population["users_stddev"]):

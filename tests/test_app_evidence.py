@@ -37,3 +37,6 @@ def test_an_inconclusive_verdict_on_an_empty_selection_says_nobody_may_be_below_
                              "users): likely nobody is below the cut; a broader one selects more.")
     analysis["current"]["population"] = {"users": 16.0, "users_stddev": 2.83}   # 9 inverted writers and 1 clean
     assert "empty" not in explain(analysis)["sentence"]
+    analysis["evidence"]["mostly_noise"] = []
+    analysis["evidence"]["mostly_no_background"] = ["current"]   # a dark texture (a diverged GAN)
+    assert "Inconclusive: `low` draws mostly textures without a background;" in explain(analysis)["sentence"]

@@ -51,6 +51,8 @@ def test_word_lm_signal_is_position_ones_share_of_the_sampled_oov_not_its_raw_ra
     ({"blank_share": 0.0, "noise_share": 0.51}, "51% of its samples were noise"),
     ({"blank_share": 0.5, "noise_share": 0.5}, None),     # at the analyses' inconclusive share: still learning
     ({"blank_share": 0.0, "noise_share": 0.0}, None),
+    ({"blank_share": 0.0, "noise_share": 0.0, "no_background_share": 0.9}, "90% of its samples were without a background"),
+    ({"blank_share": 0.0, "noise_share": 0.0, "no_background_share": 0.5}, None),
 ])
 def test_a_gan_drawing_mostly_blank_or_noise_has_a_problem(quality, says):
     problem = measure.problem("gan", {"quality": quality})

@@ -114,10 +114,13 @@ def format_report(report: dict) -> list[str]:
                          f"≈{p['users']:.0f} ± {p['users_stddev']:.0f} users): it learned little from users' data; "
                          "a broader cut (a higher quantile=) selects more")
     e = report["evidence"]
-    for kind, names in (("blank", e["mostly_blank"]), ("noise", e.get("mostly_noise", []))):
-        for name in names:
+    for kind, what in (("blank", "blank images"), ("noise", "noise images"),
+                       ("no_background", "images without a background (a texture, not characters)")):
+        for name in e.get(f"mostly_{kind}", []):
+            if kind == "no_background" and name in e["mostly_blank"] + e.get("mostly_noise", []):
+                continue   # noise has no background either: one warning says it
             gan = "compare" if name == "reference" else "current"
-            lines.append(f"WARNING: the {gan} GAN draws {kind} images ({e[kind][name]['share']:.0%} of samples): it did "
+            lines.append(f"WARNING: the {gan} GAN draws {what} ({e[kind][name]['share']:.0%} of samples): it did "
                          "not learn its data, so its dark-background share is no evidence; train longer, with more "
                          "clients per round or less noise")
     for warning in (report.get("primary_fit") or {}).get("warnings", []):

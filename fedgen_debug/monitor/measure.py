@@ -16,7 +16,7 @@ how much OOV a word-LM samples overall moves with the DP noise from one period's
 on one monitor's models it read 0.017, 0.062, 0.026 in three clean periods and missed a 10% bug the
 share flagged one period after it began (README, Monitoring).
 
-A GAN whose samples are mostly blank or noise has not learned its data (`problem`, the analyses' own
+A GAN whose samples are mostly blank, noise or without a background has not learned its data (`problem`, the analyses' own
 `inconclusive` rule): its signals say little, and a warm start from it stays stuck (seen: a GAN
 saturated to white after a fix stayed blank for every later period), so when it went bad after a
 warm start from a healthy period the runner retrains it from scratch in the next one (`runner`).
@@ -60,7 +60,8 @@ def _measure_gan(run_dir: str, samples: int, seed: int) -> dict:
     return {"signals": {"dark_background_share": current["dark_background"]["share"]},
             "quality": {"frechet_distance_to_clean": current["quality"]["frechet_distance"],
                         "blank_share": evidence["blank"]["current"]["share"],
-                        "noise_share": evidence["noise"]["current"]["share"]},
+                        "noise_share": evidence["noise"]["current"]["share"],
+                        "no_background_share": evidence["no_background"]["current"]["share"]},
             "thumbnail": {"samples_png": os.path.relpath(store.released(run_dir, store.SAMPLES_PNG), run_dir)},
             "samples": samples}
 
@@ -70,7 +71,8 @@ def problem(kind: str, measured: dict) -> str | None:
     from fedgen_debug.scenarios.gan_analysis import INCONCLUSIVE_SHARE
 
     quality = measured.get("quality", {}) if kind == "gan" else {}
-    for what, key in (("blank", "blank_share"), ("noise", "noise_share")):
+    for what, key in (("blank", "blank_share"), ("noise", "noise_share"),
+                      ("without a background", "no_background_share")):
         share = quality.get(key, 0.0)
         if share > INCONCLUSIVE_SHARE:
             return f"{share:.0%} of its samples were {what} (it had not learned its data)"

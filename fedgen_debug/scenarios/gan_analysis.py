@@ -28,6 +28,13 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
   pepper, not handwriting (handwriting: 0.03-0.08; learned demo GANs: 0.11-0.15; GANs whose noisy
   discriminator taught G nothing: 0.44-0.52, measured). Mostly noise is `inconclusive` too: such a
   GAN's frame median says "white" by chance.
+- Samples without a background: the statistic reads a background from the frame, so the frame must be
+  one. An image where under `FLAT_FRAME_SHARE` of the frame's pixels lie within `FLAT_FRAME_WITHIN` of
+  its median has none (measured: every image of the real FEMNIST writers and of the synthetic ones has
+  one; every learned GAN, inverted or not, drew 0% without; a bilinear generator that diverged under
+  DP noise on real FEMNIST drew dark textures, 100% dark and 100% without a background, with speckle
+  0.11-0.19, inside learned GANs' range, so the noise test missed them; noise GANs: 100% without).
+  Mostly such images is `inconclusive` too: a dark texture is not an inverted character.
 - Sample quality: Fréchet distance in the primary CNN's Dense-128 feature space, and the
   classifier score exp(E[KL(p(y|x) || p(y))]) from the CNN's logits (TF-GAN's EMNIST metrics).
 - Near duplicates (mode collapse): in the same feature space, the share of samples whose nearest
@@ -55,6 +62,8 @@ FRAME = 3
 INK_CONTRAST = 0.5
 BLANK_INK_BELOW = 0.01
 NOISE_SPECKLE_ABOVE = 0.3
+FLAT_FRAME_WITHIN = 0.25
+FLAT_FRAME_SHARE = 0.8
 INCONCLUSIVE_SHARE = 0.5
 NEAR_DUPLICATE_QUANTILE = 0.05
 REFERENCE_NEAREST_IMAGES = 1000  # clean held-out images whose nearest distances are the reference
@@ -65,12 +74,33 @@ def to_unit(images) -> np.ndarray:
     return np.clip((cnn.as_input(images)[..., 0].astype(np.float64) + 1.0) / 2.0, 0.0, 1.0)
 
 
-def background_intensity(images) -> np.ndarray:
-    """Per image: the median of the outer `FRAME`-pixel frame, in [0, 1]."""
-    unit = to_unit(images)
+def _frame_pixels(images) -> np.ndarray:
+    """Per image, the outer `FRAME`-pixel frame's pixels in [0, 1]: [n, 300]."""
     frame = np.ones((28, 28), bool)
     frame[FRAME:-FRAME, FRAME:-FRAME] = False
-    return np.median(unit[:, frame], axis=1)
+    return to_unit(images)[:, frame]
+
+
+def background_intensity(images) -> np.ndarray:
+    """Per image: the median of the outer `FRAME`-pixel frame, in [0, 1]."""
+    return np.median(_frame_pixels(images), axis=1)
+
+
+def flat_frame_share(images) -> np.ndarray:
+    """Per image: the share of its frame's pixels within `FLAT_FRAME_WITHIN` of the frame's median (1.0 for
+    a character on a plain background, however dark)."""
+    frame = _frame_pixels(images)
+    return np.mean(np.abs(frame - np.median(frame, axis=1, keepdims=True)) <= FLAT_FRAME_WITHIN, axis=1)
+
+
+def no_background_samples(images) -> dict:
+    """How many images have no background to read: a frame under `FLAT_FRAME_SHARE` flat (a texture)."""
+    values = flat_frame_share(images)
+    if len(values) == 0:
+        raise ValueError("no images to analyze.")
+    without = int(np.sum(values < FLAT_FRAME_SHARE))
+    return {"samples": len(values), "no_background": without, "share": without / len(values),
+            "median_flat_frame": float(np.median(values))}
 
 
 def dark_background(images) -> dict:
@@ -146,12 +176,14 @@ def path_z_threshold(tests: int) -> float:
 
 def _learned(images) -> bool:
     return (blank_samples(images)["share"] <= INCONCLUSIVE_SHARE
-            and noise_samples(images)["share"] <= INCONCLUSIVE_SHARE)
+            and noise_samples(images)["share"] <= INCONCLUSIVE_SHARE
+            and no_background_samples(images)["share"] <= INCONCLUSIVE_SHARE)
 
 
 def training_path_evidence(current: Mapping[int, np.ndarray], reference: Mapping[int, np.ndarray] | None = None) -> dict:
     """The dark-background test at every round with a snapshot of `current` (and of `reference`, when
-    given: the rounds both have), skipping snapshots mostly blank or noise on either side. Images in
+    given: the rounds both have), skipping snapshots mostly blank, noise or without a background on either
+    side. Images in
     [-1, 1]. Suspected when the largest z clears `path_z_threshold(rounds tested)`."""
     rounds = sorted(current) if reference is None else sorted(set(current) & set(reference))
     tests = []
@@ -179,7 +211,8 @@ def inversion_verdict(current, reference=None, path: dict | None = None) -> dict
     their `training_path_evidence` (optional): a bug the path shows is suspected even if the final
     samples show the clean mode.
 
-    `inconclusive` is set when either GAN draws mostly blank or noise images (it did not learn its data)
+    `inconclusive` is set when either GAN draws mostly blank, noise or background-less images (it did
+    not learn its data)
     and the path, tested on learned snapshots only, does not show the bug."""
     now = dark_background(current)
     if reference is None:
@@ -194,12 +227,17 @@ def inversion_verdict(current, reference=None, path: dict | None = None) -> dict
     noise = {"current": noise_samples(current), "reference": None if reference is None else noise_samples(reference)}
     mostly_blank = [name for name, b in blank.items() if b is not None and b["share"] > INCONCLUSIVE_SHARE]
     mostly_noise = [name for name, b in noise.items() if b is not None and b["share"] > INCONCLUSIVE_SHARE]
+    no_background = {"current": no_background_samples(current),
+                     "reference": None if reference is None else no_background_samples(reference)}
+    mostly_no_background = [name for name, b in no_background.items()
+                            if b is not None and b["share"] > INCONCLUSIVE_SHARE]
     on_path = bool(path is not None and path["suspected"])
     return {"pixel_inversion_suspected": bool(z > Z_THRESHOLD) or on_path,
-            "inconclusive": bool(mostly_blank or mostly_noise) and not on_path,
+            "inconclusive": bool(mostly_blank or mostly_noise or mostly_no_background) and not on_path,
             "evidence": {"statistic": "dark_background_share", "test": test, "z": z, "z_threshold": Z_THRESHOLD,
                          "current": now, "reference": base, "blank": blank, "mostly_blank": mostly_blank,
-                         "noise": noise, "mostly_noise": mostly_noise, "training_path": path}}
+                         "noise": noise, "mostly_noise": mostly_noise, "no_background": no_background,
+                         "mostly_no_background": mostly_no_background, "training_path": path}}
 
 
 def sample_grid(images, rows: int, cols: int) -> np.ndarray:
