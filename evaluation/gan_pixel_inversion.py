@@ -69,6 +69,8 @@ def main() -> None:
                         help="D's server step: over qN, or over the DP estimate of qualifying clients")
     parser.add_argument("--cycle-client-data", action="store_true", help="train-gan --cycle-client-data")
     parser.add_argument("--gen-ema", type=float, default=0.0, help="train-gan --gen-ema")
+    parser.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
+                        help="train-gan --gen-upsample")
     parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--reuse-finished", action="store_true",
@@ -104,7 +106,8 @@ def main() -> None:
                                  noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
                                  clip=args.clip, clip_quantile=args.clip_quantile, selection=args.selection,
                                  d_step=args.d_step,
-                                 cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema), run_dir)
+                                 cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema,
+                                 gen_upsample=args.gen_upsample), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             if args.compare_dir:
@@ -123,6 +126,8 @@ def main() -> None:
                                          ("dp_images", round(report[name]["population"]["images"])),
                                          ("dark_share", round(report[name]["dark_background"]["share"], 4)),
                                          ("blank_share", round(report["evidence"]["blank"][
+                                             "current" if name == "current" else "reference"]["share"], 4)),
+                                         ("no_background_share", round(report["evidence"]["no_background"][
                                              "current" if name == "current" else "reference"]["share"], 4)),
                                          ("fid", round(report[name]["quality"]["frechet_distance"], 1)),
                                          ("near_duplicates", report[name]["quality"].get("near_duplicates", {}).get("share")))},

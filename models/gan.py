@@ -21,8 +21,9 @@ Two deliberate details:
   statistics serve inference (`training=False`) only. BN uses `scale=False` (a ReLU follows) and
   momentum 0.999, as in the paper code.
 
-`gen_upsample="bilinear"` (evaluations only, see the field) replaces each Conv2DTranspose k4 s2 with a
-bilinear ×2 resize and a Conv2D k3 (same channels): G only, so the critic and its DP noise are unchanged.
+`gen_upsample="bilinear"` (`train-gan --gen-upsample bilinear`, see the field) replaces each Conv2DTranspose
+k4 s2 with a bilinear ×2 resize and a Conv2D k3 (same channels): G only, so the critic and its DP noise
+are unchanged.
 
 LeakyReLU slope 0.01 and L2 weight decay 2.5e-5 are the paper code's (TF-GAN's) values. Every
 initializer is seeded from `seed`, so a model is a pure function of (config, seed).
@@ -51,9 +52,9 @@ class GANConfig:
     # How G doubles its resolution (7 → 14 → 28): "transpose", the paper code's Conv2DTranspose k4 s2, or
     # "bilinear", a bilinear resize then Conv2D k3 (Odena et al. 2016, "Deconvolution and checkerboard
     # artifacts"). A k4 s2 transposed convolution covers output pixels unevenly, and the small demo G
-    # draws that pattern as speckle around its strokes. Bilinear is for evaluations only (gan_quality's
-    # `bilinear` config): under DP noise it drew a dark texture on 1 of 5 FEMNIST secrets, a failure the
-    # pixel-inversion verdict would read as the bug (README, "GAN sample quality").
+    # draws that pattern as speckle around its strokes. Under DP noise bilinear drew a dark texture on 1
+    # of 5 FEMNIST secrets; the verdict marks such a GAN inconclusive (its samples have no background,
+    # `gan_analysis.no_background_samples`), so it is a `train-gan` option, off by default (README).
     gen_upsample: str = "transpose"
 
     def __post_init__(self):

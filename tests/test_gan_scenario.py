@@ -323,6 +323,26 @@ def test_the_generator_average_is_opt_in_and_reaches_the_training_config():
         GANRun(DATA, "by-user-accuracy:low", gen_ema=1.5)
 
 
+def test_a_bilinear_generator_is_opt_in_trains_and_reloads_as_bilinear(tmp_path, monkeypatch, runs):
+    from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+
+    plain = GANRun(DATA, "by-user-accuracy:low")
+    assert plain.model_config().gen_upsample == "transpose" and "gen_upsample" not in plain.to_json()
+    with pytest.raises(ValueError, match="gen_upsample must be one of"):
+        GANRun(DATA, "by-user-accuracy:low", gen_upsample="nearest")
+    _, low, _ = runs
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))
+    Ledger(str(tmp_path / "ledger")).set_budget("*", float("inf"))
+    run_dir = str(tmp_path / "bilinear")
+    train_gan(GANRun(DATA, "by-user-accuracy:low", 0.5, "test", rounds=1, primary=store.released(low, store.PRIMARY),
+                     gen_upsample="bilinear"), run_dir)
+    generator, run = load_generator(run_dir)
+    assert run.gen_upsample == "bilinear" and json.load(open(store.released(run_dir, store.CONFIG)))["gan"]["gen_upsample"] == "bilinear"
+    layers = {type(layer).__name__ for layer in generator.layers}
+    assert "Conv2DTranspose" not in layers and "UpSampling2D" in layers, layers
+    assert generate(generator, 3, seed=0).shape == (3, 28, 28, 1)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--bug", "concat:0.1"], "--bug must look like invert:0.5"),
     (["--bug", "invert:1.5"], "fraction"),

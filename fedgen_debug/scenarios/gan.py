@@ -34,7 +34,7 @@ import tensorflow as tf
 from fedgen_debug.bugs import PixelInversionBug
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.models import cnn
-from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
+from fedgen_debug.models.gan import GANConfig, build_discriminator, build_generator, gan_config
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
@@ -98,6 +98,7 @@ class GANRun(PrivacySettings):
     d_step: str = "fixed"          # D's server step: `D_STEPS`
     cycle_client_data: bool = False  # clients short of n·B images cycle to n D steps (`GANTrainingConfig`)
     gen_ema: float = 0.0             # > 0: the released generator is a moving average (`GANTrainingConfig`)
+    gen_upsample: str = "transpose"  # how G doubles its resolution (`models.gan.GANConfig.gen_upsample`)
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -113,11 +114,16 @@ class GANRun(PrivacySettings):
             raise ValueError(f"classes must be >= 2. Found {self.classes}.")
         if not 0.0 <= self.gen_ema < 1.0:
             raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
+        self.model_config()  # validates gen_upsample
         if self.d_step not in D_STEPS:
             raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
         if self.d_step == "selected" and self.selection != "strict":
             raise ValueError("d_step 'selected' scales strict selection's step; under selection "
                              f"{self.selection!r} every sampled user qualifies already.")
+
+    def model_config(self) -> GANConfig:
+        """The preset's networks, with the run's generator upsampling."""
+        return dataclasses.replace(gan_config(self.preset), gen_upsample=self.gen_upsample)
 
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
@@ -138,6 +144,8 @@ class GANRun(PrivacySettings):
         for name in ("cycle_client_data", "gen_ema"):
             if not out[name]:
                 del out[name]
+        if out["gen_upsample"] == "transpose":
+            del out["gen_upsample"]
         return self.privacy_json(out)
 
 
@@ -306,7 +314,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     selector = with_thresholds(selector, lambda part: thresholds[target_quantile(part)])
     selected = gan_data.select_gan_data(app_data, model, selector)
     _release_selection_counts(selected, everyone, out_dir, secret)
-    gan = gan_config(run.preset)
+    gan = run.model_config()
     process_config = config
     if run.d_step == "selected":
         disc_params = build_discriminator(gan, run.seed).count_params()
@@ -420,7 +428,7 @@ def released_d_step(run_dir: str) -> dict:
 def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
     """The trained generator of a finished GAN run directory, and its GANRun."""
     run = GANRun(**store.finished_run_config(run_dir, "gan", "train-gan")["gan"])
-    generator = build_generator(gan_config(run.preset), run.seed)
+    generator = build_generator(run.model_config(), run.seed)
     rd.load_model_weights(run_dir, generator)
     return generator, run
 
