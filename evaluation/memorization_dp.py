@@ -6,6 +6,7 @@ multipliers, each checked with `check-memorization`. Prints one JSON row per (z,
       --out runs/eval-mem-shakespeare
   .venv/bin/python evaluation/memorization_dp.py --kind gan --data synthetic-images:writers=100 \\
       --canaries ramaswamy:n_u=4,n_e=200+ramaswamy:n_u=1,n_e=200 --out runs/eval-mem-gan
+  (GAN: --cycle-client-data, --gen-ema D, --gen-upsample bilinear as train-gan's)
 
 Runs resume; rows go into OUT/summary.json as soon as they are measured. Every run is charged to the
 privacy ledger ($FEDGEN_DEBUG_LEDGER): z = 0 needs a budget of ε = ∞ (`fedgen-debug ledger budget`).
@@ -47,6 +48,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--clients-per-round", type=int)
     parser.add_argument("--references", type=int, help="default: 2,000,000 suffixes (LM), 2,000 glyphs (GAN)")
+    parser.add_argument("--cycle-client-data", action="store_true", help="GAN: train-gan --cycle-client-data")
+    parser.add_argument("--gen-ema", type=float, default=0.0, help="GAN: train-gan --gen-ema")
+    parser.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
+                        help="GAN: train-gan --gen-upsample")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -61,7 +66,8 @@ def main() -> None:
         settings = dict(preset="demo", rounds=args.rounds, clients_per_round=args.clients_per_round,
                         noise_multiplier=z, canaries=args.canaries)
         if args.kind == "gan":
-            train_gan(GANRun(args.data, args.select, **settings), run_dir)
+            train_gan(GANRun(args.data, args.select, cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema,
+                             gen_upsample=args.gen_upsample, **settings), run_dir)
         else:
             train_lm(LMRun(args.kind, args.data, **settings), run_dir)
         seconds = time.perf_counter() - started
