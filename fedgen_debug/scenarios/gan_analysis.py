@@ -93,33 +93,34 @@ def flat_frame_share(images) -> np.ndarray:
     return np.mean(np.abs(frame - np.median(frame, axis=1, keepdims=True)) <= FLAT_FRAME_WITHIN, axis=1)
 
 
-def no_background_samples(images) -> dict:
-    """How many images have no background to read: a frame under `FLAT_FRAME_SHARE` flat (a texture)."""
-    values = flat_frame_share(images)
+def _per_image(values: np.ndarray) -> np.ndarray:
     if len(values) == 0:
         raise ValueError("no images to analyze.")
-    without = int(np.sum(values < FLAT_FRAME_SHARE))
-    return {"samples": len(values), "no_background": without, "share": without / len(values),
-            "median_flat_frame": float(np.median(values))}
+    return values
+
+
+def _flagged(flags: np.ndarray, key: str, **extra) -> dict:
+    """{"samples", key: how many are flagged, "share", **extra} of one boolean per image."""
+    count = int(np.sum(flags))
+    return {"samples": len(flags), key: count, "share": count / len(flags), **extra}
+
+
+def no_background_samples(images) -> dict:
+    """How many images have no background to read: a frame under `FLAT_FRAME_SHARE` flat (a texture)."""
+    values = _per_image(flat_frame_share(images))
+    return _flagged(values < FLAT_FRAME_SHARE, "no_background", median_flat_frame=float(np.median(values)))
 
 
 def dark_background(images) -> dict:
-    background = background_intensity(images)
-    if len(background) == 0:
-        raise ValueError("no images to analyze.")
-    dark = int(np.sum(background < DARK_BELOW))
-    return {"samples": len(background), "dark": dark, "share": dark / len(background),
-            "median_background": float(np.median(background))}
+    background = _per_image(background_intensity(images))
+    return _flagged(background < DARK_BELOW, "dark", median_background=float(np.median(background)))
 
 
 def blank_samples(images) -> dict:
     """How many images show no character: ink on under `BLANK_INK_BELOW` of their pixels."""
-    unit = to_unit(images)
-    if len(unit) == 0:
-        raise ValueError("no images to analyze.")
+    unit = _per_image(to_unit(images))
     ink = np.mean(np.abs(unit - background_intensity(images)[:, None, None]) > INK_CONTRAST, axis=(1, 2))
-    blank = int(np.sum(ink < BLANK_INK_BELOW))
-    return {"samples": len(unit), "blank": blank, "share": blank / len(unit)}
+    return _flagged(ink < BLANK_INK_BELOW, "blank")
 
 
 def speckle(images) -> np.ndarray:
@@ -130,12 +131,8 @@ def speckle(images) -> np.ndarray:
 
 def noise_samples(images) -> dict:
     """How many images are salt-and-pepper noise (speckle above `NOISE_SPECKLE_ABOVE`)."""
-    values = speckle(images)
-    if len(values) == 0:
-        raise ValueError("no images to analyze.")
-    noisy = int(np.sum(values > NOISE_SPECKLE_ABOVE))
-    return {"samples": len(values), "noise": noisy, "share": noisy / len(values),
-            "median_speckle": float(np.median(values))}
+    values = _per_image(speckle(images))
+    return _flagged(values > NOISE_SPECKLE_ABOVE, "noise", median_speckle=float(np.median(values)))
 
 
 def nearest_neighbour_distances(features) -> np.ndarray:
