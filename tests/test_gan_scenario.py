@@ -337,7 +337,8 @@ def test_a_bilinear_generator_is_opt_in_trains_and_reloads_as_bilinear(tmp_path,
     train_gan(GANRun(DATA, "by-user-accuracy:low", 0.5, "test", rounds=1, primary=store.released(low, store.PRIMARY),
                      gen_upsample="bilinear"), run_dir)
     generator, run = load_generator(run_dir)
-    assert run.gen_upsample == "bilinear" and json.load(open(store.released(run_dir, store.CONFIG)))["gan"]["gen_upsample"] == "bilinear"
+    assert run.gen_upsample == "bilinear"
+    assert json.load(open(store.released(run_dir, store.CONFIG)))["gan"]["gen_upsample"] == "bilinear"
     layers = {type(layer).__name__ for layer in generator.layers}
     assert "Conv2DTranspose" not in layers and "UpSampling2D" in layers, layers
     assert generate(generator, 3, seed=0).shape == (3, 28, 28, 1)

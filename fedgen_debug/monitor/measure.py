@@ -16,10 +16,11 @@ how much OOV a word-LM samples overall moves with the DP noise from one period's
 on one monitor's models it read 0.017, 0.062, 0.026 in three clean periods and missed a 10% bug the
 share flagged one period after it began (README, Monitoring).
 
-A GAN whose samples are mostly blank, noise or without a background has not learned its data (`problem`, the analyses' own
-`inconclusive` rule): its signals say little, and a warm start from it stays stuck (seen: a GAN
-saturated to white after a fix stayed blank for every later period), so when it went bad after a
-warm start from a healthy period the runner retrains it from scratch in the next one (`runner`).
+A GAN whose samples are mostly blank, noise or without a background has not learned its data
+(`problem`, the analyses' own `inconclusive` rule): its signals say little, and a warm start from it
+stays stuck (seen: a GAN saturated to white after a fix stayed blank for every later period), so when
+it went bad after a warm start from a healthy period the runner retrains it from scratch in the next
+one (`runner`).
 
 The drift signals themselves compare periods (`drift`). Everything here is post-processing of the
 period's DP release (generated samples), so it costs no ε; the analyses write their usual files
