@@ -164,6 +164,6 @@ def test_the_flag_reaches_the_training_config_and_keeps_the_presets_otherwise():
     assert (dp.clip, dp.clip_quantile, dp.noise_multiplier) == (0.2, 0.5, 0.3)
     unset = PrivacySettings(**privacy_settings(parser.parse_args([])))
     assert unset.override(preset, population=100).dp == preset.dp
-    assert "clip_quantile" not in unset.privacy_json({"clip_quantile": None})
+    assert "clip_quantile" not in unset.saved_json()
     with pytest.raises(ValueError, match=r"clip_quantile must be in \(0, 1\). Found 2.0."):
         PrivacySettings(clip_quantile=2.0).check_privacy_settings()

@@ -120,11 +120,13 @@ def format_report(report: dict) -> list[str]:
                          f"≈{p['users']:.0f} ± {p['users_stddev']:.0f} users): it learned little from users' data; "
                          "a broader cut (a higher quantile=) selects more")
     e = report["evidence"]
+    warned = set()   # one warning a GAN, its first reason (noise has no background either)
     for kind, what in (("blank", "blank images"), ("noise", "noise images"),
                        ("no_background", "images without a background (a texture, not characters)")):
         for name in e.get(f"mostly_{kind}", []):
-            if kind == "no_background" and name in e["mostly_blank"] + e.get("mostly_noise", []):
-                continue   # noise has no background either: one warning says it
+            if name in warned:
+                continue
+            warned.add(name)
             gan = "compare" if name == "reference" else "current"
             lines.append(f"WARNING: the {gan} GAN draws {what} ({e[kind][name]['share']:.0%} of samples): it did "
                          "not learn its data, so its dark-background share is no evidence; train longer, with more "

@@ -135,18 +135,7 @@ class GANRun(PrivacySettings):
         return dataclasses.replace(config, training=self.override(config.training, population))
 
     def to_json(self) -> dict:
-        out = dataclasses.asdict(self)
-        for name in ("canaries", "classes"):  # runs from before these options resume with the config they saved
-            if out[name] is None:
-                del out[name]
-        if out["d_step"] == "fixed":
-            del out["d_step"]
-        for name in ("cycle_client_data", "gen_ema"):
-            if not out[name]:
-                del out[name]
-        if out["gen_upsample"] == "transpose":
-            del out["gen_upsample"]
-        return self.privacy_json(out)
+        return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample"))
 
 
 def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -> tf.keras.Model:

@@ -128,10 +128,7 @@ class LMRun(PrivacySettings):
         return self.override(base, population)
 
     def to_json(self) -> dict:
-        out = dataclasses.asdict(self)
-        if not self.update_canaries:  # runs from before the option resume with the config they saved
-            del out["update_canaries"]
-        return self.privacy_json(out)
+        return self.saved_json(("update_canaries",))
 
 
 def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:

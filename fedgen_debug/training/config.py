@@ -187,10 +187,15 @@ class PrivacySettings:
         if self.clip_quantile is not None and not 0.0 < self.clip_quantile < 1.0:
             raise ValueError(f"clip_quantile must be in (0, 1). Found {self.clip_quantile}.")
 
-    def privacy_json(self, out: dict) -> dict:
-        """`out` (this run's asdict) without the settings left unset that runs from before them lack."""
-        if out["clip_quantile"] is None:
-            del out["clip_quantile"]
+    def saved_json(self, later_options: tuple[str, ...] = ()) -> dict:
+        """This run's settings as saved: its asdict without the options added after the first runs while
+        they are at their defaults (`clip_quantile`, and a run type's `later_options`), so runs from
+        before an option resume with the config they saved."""
+        out = dataclasses.asdict(self)
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        for name in ("clip_quantile", *later_options):
+            if out[name] == defaults[name]:
+                del out[name]
         return out
 
     def override(self, preset: TrainingConfig, population: int) -> TrainingConfig:
