@@ -27,6 +27,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
+from fedgen_debug.cli.gan_cmd import add_sample_quality_flags, sample_quality_settings  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models import cnn  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
@@ -67,10 +68,7 @@ def main() -> None:
     parser.add_argument("--selection", choices=("strict", "paper"), default="strict")
     parser.add_argument("--d-step", choices=D_STEPS, default="fixed",
                         help="D's server step: over qN, or over the DP estimate of qualifying clients")
-    parser.add_argument("--cycle-client-data", action="store_true", help="train-gan --cycle-client-data")
-    parser.add_argument("--gen-ema", type=float, default=0.0, help="train-gan --gen-ema")
-    parser.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
-                        help="train-gan --gen-upsample")
+    add_sample_quality_flags(parser)
     parser.add_argument("--tag", default="", help="suffix of the run directories (e.g. z0.3)")
     parser.add_argument("--primary-from-data", action="store_true")
     parser.add_argument("--reuse-finished", action="store_true",
@@ -105,9 +103,7 @@ def main() -> None:
                 train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
                                  noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
                                  clip=args.clip, clip_quantile=args.clip_quantile, selection=args.selection,
-                                 d_step=args.d_step,
-                                 cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema,
-                                 gen_upsample=args.gen_upsample), run_dir)
+                                 d_step=args.d_step, **sample_quality_settings(args)), run_dir)
                 seconds += time.perf_counter() - started
                 dirs.append(run_dir)
             if args.compare_dir:

@@ -22,6 +22,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
+from fedgen_debug.cli.gan_cmd import add_sample_quality_flags, sample_quality_settings  # noqa: E402
 from fedgen_debug.memorization.check import CheckConfig, check_lm_run  # noqa: E402
 from fedgen_debug.memorization.gan_check import GanCheckConfig, check_gan_run  # noqa: E402
 from fedgen_debug.memorization.report import plot_exposure  # noqa: E402
@@ -48,10 +49,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--clients-per-round", type=int)
     parser.add_argument("--references", type=int, help="default: 2,000,000 suffixes (LM), 2,000 glyphs (GAN)")
-    parser.add_argument("--cycle-client-data", action="store_true", help="GAN: train-gan --cycle-client-data")
-    parser.add_argument("--gen-ema", type=float, default=0.0, help="GAN: train-gan --gen-ema")
-    parser.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
-                        help="GAN: train-gan --gen-upsample")
+    add_sample_quality_flags(parser)   # GAN only
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -66,8 +64,7 @@ def main() -> None:
         settings = dict(preset="demo", rounds=args.rounds, clients_per_round=args.clients_per_round,
                         noise_multiplier=z, canaries=args.canaries)
         if args.kind == "gan":
-            train_gan(GANRun(args.data, args.select, cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema,
-                             gen_upsample=args.gen_upsample, **settings), run_dir)
+            train_gan(GANRun(args.data, args.select, **sample_quality_settings(args), **settings), run_dir)
         else:
             train_lm(LMRun(args.kind, args.data, **settings), run_dir)
         seconds = time.perf_counter() - started

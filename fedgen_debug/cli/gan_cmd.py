@@ -30,19 +30,7 @@ def register(sub) -> None:
                             "Algorithm 1) or selected (over the DP estimate of the qualifying clients a round "
                             "samples: a small subpopulation, e.g. a 5th-percentile cut, trains as fast as a large "
                             "one; same ε)")
-    train.add_argument("--cycle-client-data", action="store_true",
-                       help="a client with fewer than n·B images goes through them again to take all n D steps "
-                            "(default: one pass, as the paper's code; same ε). Sharper samples from writers with few "
-                            "images, but a GAN on ~20 writers drew noise with it on real FEMNIST (README)")
-    train.add_argument("--gen-ema", type=float, default=0.0, metavar="DECAY",
-                       help="release a moving average of the generator's weights over its training phases, e.g. "
-                            "0.9 (default 0: the last generator). No privacy cost. With --cycle-client-data it helped "
-                            "every FEMNIST seed (Fréchet 51 to 44, 5 seeds); with one pass it did not (README)")
-    train.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
-                       help="how the generator doubles its resolution: transpose (the paper code's k4 s2 transposed "
-                            "convolution) or bilinear (a resize then a 3×3 convolution: no checkerboard speckle; "
-                            "FEMNIST Fréchet 44 → 35 on 4 of 5 seeds, one diverged to a texture the verdict marks "
-                            "inconclusive; README)")
+    add_sample_quality_flags(train)
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "
@@ -59,6 +47,28 @@ def register(sub) -> None:
     analyze.set_defaults(handler=run_analyze)
 
 
+def add_sample_quality_flags(parser) -> None:
+    """The GAN's sample-quality options (train-gan's, and the evaluations' that train GANs); off by
+    default, none changes ε."""
+    parser.add_argument("--cycle-client-data", action="store_true",
+                        help="a client with fewer than n·B images goes through them again to take all n D steps "
+                             "(default: one pass, as the paper's code; same ε). Sharper samples from writers with few "
+                             "images; on ~20 real FEMNIST writers it drew noise without the next two options (README)")
+    parser.add_argument("--gen-ema", type=float, default=0.0, metavar="DECAY",
+                        help="release a moving average of the generator's weights over its training phases, e.g. "
+                             "0.9 (default 0: the last generator). No privacy cost. With --cycle-client-data it helped "
+                             "every FEMNIST seed (Fréchet 51 to 44, 5 seeds); with one pass it did not (README)")
+    parser.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
+                        help="how the generator doubles its resolution: transpose (the paper code's k4 s2 transposed "
+                             "convolution) or bilinear (a resize then a 3×3 convolution: no checkerboard speckle; "
+                             "FEMNIST Fréchet 44 → 35 on 4 of 5 seeds, one diverged to a texture the verdict marks "
+                             "inconclusive; README)")
+
+
+def sample_quality_settings(args) -> dict:
+    return {"cycle_client_data": args.cycle_client_data, "gen_ema": args.gen_ema, "gen_upsample": args.gen_upsample}
+
+
 def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import parse_bug
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
@@ -68,8 +78,7 @@ def run_train(args) -> int:
     run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
-                 cycle_client_data=args.cycle_client_data, gen_ema=args.gen_ema, gen_upsample=args.gen_upsample,
-                 **privacy_settings(args))
+                 **sample_quality_settings(args), **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
