@@ -9,7 +9,8 @@ differently:
   Dense as an einsum, Conv2D as one grouped convolution with the clients folded into channels (TF's
   own kernels, twice differentiable for the gradient penalty; an im2col of strided slices was 3.5×
   slower), except on one input channel, where one shared convolution takes the patches and an einsum
-  applies each client's kernel (oneDNN's grouped input gradient is slow with one channel per group).
+  applies each client's kernel (oneDNN's grouped input gradient is slow with one channel per group; the
+  patches' own input gradient runs as a stride-1 convolution, `subpixel_conv`).
   Each client's loss depends only on its own weights, so the gradient of the summed loss is each
   client's own gradient.
 - G (fixed during a round) runs through its own Keras layers on all clients' noise at once, except
@@ -37,7 +38,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.training import dp_fedavg_gan
+from fedgen_debug.training import dp_fedavg_gan, subpixel_conv
 
 logger = logging.getLogger(__name__)
 _ELEMENTWISE = (tf.keras.layers.LeakyReLU, tf.keras.layers.ReLU, tf.keras.layers.Activation)
@@ -128,9 +129,13 @@ def _single_channel_conv_per_client(x, kernel, layer):
     is 4× faster than patches, so it stays there."""
     clients, batch = x.shape[0], tf.shape(x)[1]
     kh, kw, _, cout = kernel.shape[1:]
-    one_hot = tf.reshape(tf.eye(kh * kw, dtype=x.dtype), [kh, kw, 1, kh * kw])  # channel i·kw + j = pixel (i, j)
-    patches = tf.nn.conv2d(tf.reshape(x, [-1, *x.shape[2:]]), one_hot, strides=layer.strides,
-                           padding=layer.padding.upper())
+    images = tf.reshape(x, [-1, *x.shape[2:]])
+    if subpixel_conv.supported((kh, kw), layer.strides, layer.padding):
+        # Its input gradient (the penalty's) as a stride-1 convolution: 50 → 8 ms a call without AVX-512.
+        patches = subpixel_conv.patches((kh, kw), layer.strides[0], tuple(x.shape[2:4]))(images)
+    else:
+        one_hot = tf.reshape(tf.eye(kh * kw, dtype=x.dtype), [kh, kw, 1, kh * kw])  # channel i·kw + j = pixel (i, j)
+        patches = tf.nn.conv2d(images, one_hot, strides=layer.strides, padding=layer.padding.upper())
     patches = tf.reshape(patches, [clients, batch, patches.shape[1], patches.shape[2], kh * kw])
     return tf.einsum("cbhwp,cpo->cbhwo", patches, tf.reshape(kernel, [clients, kh * kw, cout]))
 
