@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from fedgen_debug.models.char_lm import decode_symbols, encode_word, joint_log_prob, sample_words, word_sequences
 from fedgen_debug.models.cifg import CIFGCell
-from fedgen_debug.models.lm import (BOW, CHAR_VOCAB, EOW, StaticUnrollRNN, build_lm, char_lm_config,
-                                    word_lm_config)
+from fedgen_debug.models.lm import (BOW, CHAR_VOCAB, EOW, StaticUnrollRNN, TokenCrossentropy, build_lm,
+                                    char_lm_config, word_lm_config)
 from fedgen_debug.runs.secret import RunSecret
 
 
@@ -85,6 +85,29 @@ def test_static_unroll_rnn_is_the_loop_unrolled_in_graphs_with_a_static_length()
     assert "While" not in _graph_ops(output_and_gradients(unrolled), tf.TensorSpec([None, 5, 4]))
     assert "While" in _graph_ops(output_and_gradients(unrolled), tf.TensorSpec([None, None, 4]))
     assert "While" in _graph_ops(output_and_gradients(looped), tf.TensorSpec([None, 5, 4]))
+
+
+@pytest.mark.parametrize("scale", [1.0, 300.0])  # 300: exp overflows in float32 unless the max is taken out
+def test_token_crossentropy_is_keras_loss_with_the_same_gradient(scale):
+    rng = np.random.default_rng(4)
+    logits = tf.constant(rng.normal(size=(3, 5, 17)) * scale, tf.float32)
+    labels = tf.constant(rng.integers(0, 17, (3, 5)), tf.int32)
+    keras = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def loss_and_gradient(loss):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            value = loss(labels, logits)
+        return value, tape.gradient(value, logits)
+
+    (want, want_gradient), (got, got_gradient) = loss_and_gradient(keras), loss_and_gradient(TokenCrossentropy())
+    assert np.isfinite(got) and want > 0
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got_gradient, want_gradient, atol=1e-7)
+    # Its config round-trips, and it refuses what it does not compute.
+    assert isinstance(TokenCrossentropy.from_config(TokenCrossentropy().get_config()), TokenCrossentropy)
+    with pytest.raises(ValueError, match="logits"):
+        TokenCrossentropy(from_logits=False)
 
 
 def test_cifg_validation():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fedgen_debug.models.lm import LMConfig, build_lm
+from fedgen_debug.models.lm import LMConfig, TokenCrossentropy, build_lm
 from fedgen_debug.models.word_lm import build_word_lm
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training import vectorized_lm as vl
@@ -108,7 +108,7 @@ def test_a_client_whose_update_is_not_finite_sends_zeros():
 
 def test_models_and_losses_it_cannot_compute_are_detected():
     char_lm = lm_fn(LMConfig(11, 4, 8, 5, 2))()
-    assert vl.supports(char_lm, LOSS)
+    assert vl.supports(char_lm, LOSS) and vl.supports(char_lm, TokenCrossentropy())   # the LM scenario's
     assert not vl.supports(char_lm, tf.keras.losses.SparseCategoricalCrossentropy())   # probabilities
     assert not vl.supports(char_lm, tf.keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, reduction=tf.keras.losses.Reduction.SUM))

@@ -27,7 +27,7 @@ from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.models.char_lm import word_sequences
-from fedgen_debug.models.lm import CHAR_VOCAB, build_lm, char_lm_config, word_lm_config
+from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm, char_lm_config, word_lm_config
 from fedgen_debug.models.word_lm import sequences
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
@@ -135,7 +135,7 @@ def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:
     config = run.model_config(num_ids)
     shape = [None, run.max_length]
     return dp_fedavg.ModelSpec(lambda: build_lm(config, seed=run.seed),
-                               lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                               TokenCrossentropy,
                                (tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape, tf.int32)))
 
 
