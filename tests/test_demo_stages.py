@@ -1,6 +1,5 @@
-"""The demo's stages hand their training runs to the workers they are given: on worker processes the
-primary CNN is queued first (it trains during the data stage), then the LM runs (a free worker takes the
-next), then the GANs a phase's pair at a
+"""The demo's stages hand their training runs to the workers they are given: on worker processes the LM
+runs, then the primary CNN are queued (a free worker takes the next), then the GANs a phase's pair at a
 time, the next pair queued once this one has trained and before it is analysed; one process trains a
 phase's pair, then analyses it, before the next phase. The real runs on real workers: test_cli's demo."""
 
@@ -113,40 +112,3 @@ def test_the_stage_trains_a_missing_primary_cnn_first_unless_it_was_queued(tmp_p
     queued.set_result(None)
     _stage(tmp_path, RecordingPool(False, events), primary=queued)  # waited for, not queued again
     assert events[0] == ("train", "with_bug-low-accuracy")
-
-
-def test_the_demo_queues_the_primary_cnn_before_the_data_stage_and_the_lm_runs_after_it(tmp_path, monkeypatch):
-    # The primary CNN learns from public stand-in handwriting: a worker trains it while this process runs
-    # the data stage, instead of after the word-LMs with the other worker idle.
-    import argparse
-
-    from fedgen_debug.cli import demo_cmd, demo_data
-    from fedgen_debug.runs import side_by_side
-
-    events = []
-    pool = RecordingPool(False, events)
-    monkeypatch.setattr(side_by_side, "SideBySide", lambda processes: _Entered(pool))
-    monkeypatch.setattr(demo_cmd, "settle_budgets", lambda args, stages: [])
-    monkeypatch.setattr(demo_data, "run_data_stage", lambda *args: events.append(("data",)) or {})
-    monkeypatch.setattr(demo_data, "print_data_stage", lambda summary: None)
-    monkeypatch.setattr(demo_lm, "finish_lm_stage", lambda queued: {})
-    monkeypatch.setattr(demo_gan, "run_gan_stage", lambda *args: events.append(("gan stage",)) or {})
-    args = argparse.Namespace(out=str(tmp_path), writers=4, users=4, seed=0, concat_fraction=0.1,
-                              invert_fraction=0.5, vocab_size=100, preset="test", parallel_runs=2,
-                              stages="data,lm,gan")
-    monkeypatch.setattr(demo_cmd, "planned_records", lambda args, stages: {})
-    assert demo_cmd.run(args) == 0
-    assert events == [("train", "primary_cnn.npz"), ("data",), ("train", "char-lm-before"),
-                      ("train", "char-lm-after"), ("train", "word-lm-before"), ("train", "word-lm-after"),
-                      ("gan stage",)]
-
-
-class _Entered:
-    def __init__(self, pool):
-        self.pool = pool
-
-    def __enter__(self):
-        return self.pool
-
-    def __exit__(self, *exc):
-        return False

@@ -120,26 +120,25 @@ def run(args) -> int:
     summary = store.read_json(summary_path) if os.path.exists(summary_path) else {}
     print("\n".join(settle_budgets(args, stages)))
     text_spec, image_spec = _specs(args)
+    if "data" in stages:
+        summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
+                                      args.invert_fraction, args.vocab_size))
+        store.write_json(summary_path, summary)
+        print_data_stage(summary)
     # One set of worker processes for both stages' training runs (they keep TF imported between runs),
-    # taking calls in the order queued: the primary CNN (public stand-in handwriting, so it needs none of
-    # the data stage's output) while this process runs the data stage on the other core, then the LM runs,
-    # then the GANs. Before, the primary CNN trained after the word-LMs, while this process analysed them
-    # (15 of its 47 s; the other worker idle), on a 2-core EPYC without AVX-512. Tried and measured slower
-    # (whole demo, 2 EPYC cores with AVX-512, one session): every run queued before the data stage with
-    # the primary CNN first, 847 s, or with the longest GAN (with the bug, low accuracy) between the LM
-    # pairs, 832 s, against 816 s with the LM runs first. Beside a word-LM that GAN trained 365 s (316-335
-    # s beside GANs) and the word-LMs 199 s (174-183 s).
+    # taking calls in the order queued: the LM runs, then the primary CNN (while this process analyses
+    # the word-LMs), then the GANs. Tried and measured slower (whole demo, 2 EPYC cores, one session):
+    # every run queued before the data stage with the primary CNN first, 847 s, or with the longest GAN
+    # (with the bug, low accuracy) between the LM pairs, 832 s, against 816 s this way. Beside a
+    # word-LM that GAN trained 365 s (316-335 s beside GANs) and the word-LMs 199 s (174-183 s).
     gan_out = os.path.join(args.out, "gan")
     with SideBySide(args.parallel_runs if {"lm", "gan"} & set(stages) else 1) as workers:
-        primary = queue_primary(gan_out, args.preset, args.seed, workers) if "gan" in stages else None
-        if "data" in stages:
-            summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
-                                          args.invert_fraction, args.vocab_size))
-            store.write_json(summary_path, summary)
-            print_data_stage(summary)
+        lm = None
         if "lm" in stages:
             lm = queue_lm_stage(text_spec, args.concat_fraction, os.path.join(args.out, "lm"), args.seed,
                                 args.preset, args.vocab_size, workers)
+        primary = queue_primary(gan_out, args.preset, args.seed, workers) if "gan" in stages else None
+        if lm is not None:
             summary["lm"] = finish_lm_stage(lm)
             store.write_json(summary_path, summary)
         if "gan" in stages:

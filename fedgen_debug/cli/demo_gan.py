@@ -43,9 +43,9 @@ def _train_primary(path: str, preset: str, seed: int) -> None:
 
 def queue_primary(out: str, preset: str, seed: int, workers):
     """On worker processes: queues the primary CNN's training (returns its future; None if it exists), so
-    that a worker trains it as soon as the calls queued before it leave one free (the demo queues it first:
-    it trains while this process runs the data stage). In one process: None (the stage trains it when it
-    starts)."""
+    that a worker trains it as soon as the calls queued before it leave one free (the demo queues it behind
+    the LM runs: it trains while this process analyses the word-LMs). In one process: None (the stage
+    trains it when it starts)."""
     path = primary_path(out)
     if workers.in_process or os.path.exists(path):
         return None
