@@ -76,21 +76,14 @@ def build_lm(config: LMConfig, seed: int = 0) -> tf.keras.Model:
     return tf.keras.Sequential(layers)
 
 
-def token_crossentropy(labels, logits):
-    """−log softmax(logits)[label] per token, as `tf.nn.sparse_softmax_cross_entropy_with_logits`, computed
-    as logsumexp minus the label's logit. Why: TF's fused kernel computes the softmax's gradient in the
-    forward pass too (a second pass over every logit and a tensor of their size written), and autodiff of
-    this form takes it once: a demo word-LM client step (16 sentences × 20 tokens × 10,004 ids) 45 → 28
-    ms on one core without AVX-512 (a round of 20 clients 2.2 → 1.7 s), the same loss and gradients to float
-    rounding (tests/test_models.py)."""
-    labels = tf.cast(labels, tf.int32)
-    return tf.reduce_logsumexp(logits, axis=-1) - tf.gather(logits, labels, batch_dims=len(labels.shape))
-
-
 class TokenCrossentropy(tf.keras.losses.SparseCategoricalCrossentropy):
-    """Keras' `SparseCategoricalCrossentropy(from_logits=True)` (the mean over every token) by
-    `token_crossentropy`: the LMs' training loss. A subclass, so that what accepts the Keras loss
-    (TFF's `from_keras_model`, `vectorized_lm.supports`) accepts it."""
+    """The LMs' training loss: Keras' `SparseCategoricalCrossentropy(from_logits=True)` (the mean over every
+    token of −log softmax(logits)[label]), computed as logsumexp minus the label's logit. Why: TF's fused
+    kernel computes the softmax's gradient in the forward pass too (a second pass over every logit and a
+    tensor of their size written), and autodiff of this form takes it once: a demo word-LM client step
+    (16 sentences × 20 tokens × 10,004 ids) 45 → 28 ms on one core without AVX-512 (a round of 20 clients
+    2.2 → 1.7 s), the same loss and gradients to float rounding (tests/test_models.py). A subclass, so
+    that what accepts the Keras loss (TFF's `from_keras_model`, `vectorized_lm.supports`) accepts it."""
 
     def __init__(self, reduction=tf.keras.losses.Reduction.AUTO, name: str = "token_crossentropy",
                  from_logits: bool = True, ignore_class=None):
@@ -99,4 +92,5 @@ class TokenCrossentropy(tf.keras.losses.SparseCategoricalCrossentropy):
         super().__init__(from_logits=True, reduction=reduction, name=name)
 
     def call(self, y_true, y_pred):
-        return token_crossentropy(y_true, y_pred)
+        labels = tf.cast(y_true, tf.int32)
+        return tf.reduce_logsumexp(y_pred, axis=-1) - tf.gather(y_pred, labels, batch_dims=len(labels.shape))

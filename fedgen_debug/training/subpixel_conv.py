@@ -56,23 +56,26 @@ def conv2d_transpose(y, kernel, output_hw, stride: int):
     return blocks[:, top:top + height, left:left + width, :]
 
 
+def one_hot_patch_filter(kernel_hw, dtype=tf.float32):
+    """[kh, kw, 1, kh·kw]: the convolution filter whose output channel i·kw + j is pixel (i, j) of each
+    kh×kw patch of a one-channel image."""
+    kh, kw = kernel_hw
+    return tf.reshape(tf.eye(kh * kw, dtype=dtype), [kh, kw, 1, kh * kw])
+
+
 @functools.lru_cache(maxsize=None)
 def patches(kernel_hw: tuple[int, int], stride: int, input_hw: tuple[int, int]):
     """A function x [N, H, W, 1] → every kh×kw patch [N, oh, ow, kh·kw] (channel i·kw + j = pixel (i, j)),
     SAME padding, twice differentiable with only forward convolutions: the patches are one convolution
     with a one-hot kernel, and its input gradient, the transposed convolution, runs as `conv2d_transpose`
     (whose own gradient is the patches again). Requires `supported(kernel_hw, (stride, stride), "SAME")`."""
-    kh, kw = kernel_hw
-
-    def one_hot(dtype):  # built where it is used: a cached tensor would belong to the first caller's graph
-        return tf.reshape(tf.eye(kh * kw, dtype=dtype), [kh, kw, 1, kh * kw])
-
+    # The filter is built where it is used: a cached tensor would belong to the first caller's graph.
     @tf.custom_gradient
     def take(x):
-        return tf.nn.conv2d(x, one_hot(x.dtype), stride, "SAME"), put_back
+        return tf.nn.conv2d(x, one_hot_patch_filter(kernel_hw, x.dtype), stride, "SAME"), put_back
 
     @tf.custom_gradient
     def put_back(dy):
-        return conv2d_transpose(dy, one_hot(dy.dtype), input_hw, stride), take
+        return conv2d_transpose(dy, one_hot_patch_filter(kernel_hw, dy.dtype), input_hw, stride), take
 
     return take
