@@ -166,6 +166,28 @@ def test_gan_rounds_are_the_same_on_both_backends():
     assert not np.allclose(flat(tf_states[0]["server"]["generator"]), flat(tf_states[-1]["server"]["generator"]))
 
 
+def test_a_gan_run_traces_its_vectorized_round_once_whatever_its_rounds_client_counts():
+    """The client axis is unknown to the traced call: rounds with 1, 2 and 3 clients that selected
+    something, each computed exactly (no padding clients), share one trace."""
+    def client_dataset(cid, round_num=None):
+        keep = 64 if cid in ("c1", "c2", "c3")[:1 + round_num % 3] else 0
+        return tf.data.Dataset.from_tensor_slices(gan_fixtures.CLIENTS[cid][:keep]).batch(16)
+
+    config = gan_fixtures.tiny_config(1.0, 0.5, rounds=3)
+    process = dpgan.build_gan_process(gan_fixtures.TINY_G, gan_fixtures.TINY_D, config, SECRET, backend="tf")
+    rounds, computed = process.iterative_process, []
+    original = tf_backend.vectorized_gan.rows_to_compute
+    state = process.initialize()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tf_backend.vectorized_gan, "rows_to_compute",
+                      lambda mask, multiple=8: computed.append(len(original(mask, multiple))) or original(mask, multiple))
+        for r in range(3):
+            clients = sorted(gan_fixtures.CLIENTS)
+            state = process.next(state, loop.round_datasets(process, clients, client_dataset, r)).state
+    assert computed == [1, 2, 3]
+    assert rounds._vectorized.experimental_get_tracing_count() == 1
+
+
 @pytest.mark.parametrize("clip_quantile", [None, 0.5])
 def test_gan_rounds_with_devices_that_select_nothing_are_the_same_on_both_backends(monkeypatch, clip_quantile):
     """Strict selection: most sampled devices of a small population train on nothing (the tf backend

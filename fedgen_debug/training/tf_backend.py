@@ -291,10 +291,19 @@ class GANRounds:
         # own, converted): without AutoGraph's conversion of every function they call, a demo GAN run's
         # first round took 6.8 s instead of 9.9 s, and each new padded client count's trace 1-2 s less.
         self._vectorized = self._clients = None
+        # One trace a run: the client axis is left unknown (None), so a round computes exactly the clients
+        # that selected something, where a static axis traced once per padded client count (6-26 s a
+        # demo GAN) and computed up to 7 padding clients a round.
         if vectorized_gan.supports(self._gen, self._disc) and vectorized_gan.runs_here(self._disc):
+            steps, batch = config.disc_steps, client.batch_size
+            image = self._disc.input_shape[1:]
+            signature = (tf.TensorSpec([None, steps, batch, *image], tf.float32),
+                         tf.TensorSpec([None, steps, batch], tf.float32), tf.TensorSpec([None, steps, 2], tf.int64),
+                         [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables],
+                         [tf.TensorSpec(v.shape, v.dtype) for v in self._gen.trainable_variables])
             self._vectorized = tf.function(lambda real, mask, seeds, dw, gw: vectorized_gan.vectorized_client_updates(
                 self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty),
-                autograph=False)
+                input_signature=signature, autograph=False)
         else:
             self._clients = ClientWorkers(make_update_fn)
         specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
@@ -320,8 +329,8 @@ class GANRounds:
                                                             cycle=self._config.cycle_client_data)
             if not mask.any():   # nobody in the chunk selected anything: they all send exactly zero
                 continue
-            rows = vectorized_gan.rows_to_compute(mask)
-            yield self._vectorized(real[rows], mask[rows], seeds[rows], disc_weights, gen_weights)
+            rows = vectorized_gan.rows_to_compute(mask, multiple=1)
+            yield self._vectorized(real[rows], mask[rows], seeds[rows], list(disc_weights), list(gen_weights))
 
     def next_with_seeds(self, state, client_datasets, step_seeds):
         """A round on the clients' real batches and each client's [n, 2] step seeds."""

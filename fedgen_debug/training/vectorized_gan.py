@@ -16,10 +16,11 @@ differently:
 - G (fixed during a round) runs through its own Keras layers on all clients' noise at once, except
   BatchNormalization, whose training-mode statistics are taken per client batch (masked), as each
   client's G call takes them over its own batch.
-- Clients with fewer than n batches, or a smaller last batch, are padded and masked: a missing step
-  leaves the client's weights unchanged and padded examples enter no mean. Noise and interpolation
-  coefficients are drawn for the padded batch from the client's per-step seed; stateless draws are
-  prefix-stable, so the first b rows are the reference's (checked in the tests).
+- Clients with fewer than n batches, or a smaller last batch, are padded and masked: a step is
+  computed for the clients with a batch there only (the others' weights stay), and padded examples
+  enter no mean. Noise and interpolation coefficients are drawn for the padded batch from the client's
+  per-step seed; stateless draws are prefix-stable, so the first b rows are the reference's (checked
+  in the tests). The client axis needs no static size, so a run can trace its round once.
 
 `vectorized_client_updates` returns one update per client, zeroed as `usable_update` zeroes it. Which
 models it supports is decided by `supports(gen, disc)`: Sequential models of
@@ -111,10 +112,10 @@ def _conv_per_client(x, kernel, layer):
 
 def _grouped_conv_per_client(x, kernel, layer):
     """The clients folded into channels and one grouped convolution."""
-    clients, cin, cout = x.shape[0], x.shape[-1], kernel.shape[-1]
+    clients, cin, cout = tf.shape(x)[0], x.shape[-1], kernel.shape[-1]
     batch, height, width = tf.shape(x)[1], x.shape[2], x.shape[3]
     folded = tf.reshape(tf.transpose(x, [1, 2, 3, 0, 4]), [batch, height, width, clients * cin])
-    filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [*kernel.shape[1:4], clients * cout])
+    filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [*kernel.shape[1:3], cin, clients * cout])
     y = tf.nn.conv2d(folded, filters, strides=layer.strides, padding=layer.padding.upper())
     y = tf.reshape(y, [batch, y.shape[1], y.shape[2], clients, cout])
     return tf.transpose(y, [3, 0, 1, 2, 4])
@@ -127,7 +128,7 @@ def _single_channel_conv_per_client(x, kernel, layer):
     input gradient (the gradient penalty's) took 130 ms of a 330 ms demo step (32 clients); this layer's
     forward, gradient and penalty gradient take 0.05 s instead of 0.13 s. With 8 channels the grouped one
     is 4× faster than patches, so it stays there."""
-    clients, batch = x.shape[0], tf.shape(x)[1]
+    clients, batch = tf.shape(x)[0], tf.shape(x)[1]
     kh, kw, _, cout = kernel.shape[1:]
     images = tf.reshape(x, [-1, *x.shape[2:]])
     if subpixel_conv.supported((kh, kw), layer.strides, layer.padding):
@@ -257,27 +258,33 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
                               gradient_penalty_weight: float):
     """All clients' D updates θ_D⁰ − θ_D. real [C, n, B, *image]; example_mask [C, n, B]; seeds [C, n, 2]
     (each client step's stateless seed, as `client_step_seeds`); a step whose mask row is all zero is not
-    taken. Returns a list like `disc_weights`, each [C, *shape]."""
+    taken, and each client's batches are its first steps (as `pack_clients` packs them). C may be
+    unknown when traced. Returns a list like `disc_weights`, each [C, *shape]."""
     for variable, value in zip(gen.trainable_variables, gen_weights):
         variable.assign(value)
-    clients, steps, batch = real.shape[0], real.shape[1], real.shape[2]
+    clients, batch = tf.shape(real)[0], real.shape[2]
     noise_dim = gen.input_shape[-1]
     refs = [v.ref() for v in disc.trainable_variables]
     initial = [tf.tile(w[None], [clients] + [1] * len(w.shape)) for w in disc_weights]
+    has_batch = tf.reduce_any(example_mask > 0, axis=2)  # [C, n]: a client's batches are its first steps
+
     def step(t, current):
-        mask = tf.gather(example_mask, t, axis=1)
-        taken = tf.cast(tf.reduce_any(mask > 0, axis=1), tf.float32)  # [C]
+        # Step t is computed for the clients with a batch there only (a client holding fewer than n·B
+        # examples has fewer steps: ~10% of a demo round's client steps), the others' weights stay.
+        active = tf.where(has_batch[:, t])[:, 0]
+        mask = tf.gather(example_mask[:, t], active)
         # Each client's draws from its step seed, as the reference draws them; a loop in the graph, not
-        # C ops per step (unrolled, a 32-client round took ~19 s to trace, once per padded client count).
+        # C ops per step (unrolled, a 32-client round took ~19 s to trace).
         noise, alpha = tf.map_fn(lambda seed: dp_fedavg_gan.client_step_draws(seed, batch, noise_dim),
-                                 tf.gather(seeds, t, axis=1), fn_output_signature=(tf.float32, tf.float32))
+                                 tf.gather(seeds[:, t], active), fn_output_signature=(tf.float32, tf.float32))
         fake = gen_forward_grouped(gen, noise, mask)
-        x = tf.gather(real, t, axis=1)
-        per_example = [clients, batch] + [1] * (len(x.shape) - 2)
+        x = tf.gather(real[:, t], active)
+        per_example = [-1, batch] + [1] * (len(x.shape) - 2)
         interpolates = x + tf.reshape(alpha, per_example) * (fake - x)
+        own = [tf.gather(w, active) for w in current]
         with tf.GradientTape() as tape:
-            tape.watch(current)
-            weights = dict(zip(refs, current))
+            tape.watch(own)
+            weights = dict(zip(refs, own))
             # Real and fake rows through D in one call (D has no batch statistics: each row's score is
             # its own), half the launches of two calls.
             real_scores, fake_scores = tf.split(disc_forward(disc, weights, tf.concat([x, fake], 1))[..., 0], 2, axis=1)
@@ -288,24 +295,26 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
             gradients = inner.gradient(scores, interpolates)
             slopes = tf.sqrt(tf.reduce_sum(tf.square(gradients), axis=list(range(2, len(x.shape)))) + 1e-10)
             penalty = _masked_mean(tf.square(slopes - 1.0), mask)
-            loss = tf.reduce_sum(taken * (wasserstein + gradient_penalty_weight * penalty)) + _regularization(disc, weights)
-        grads = tape.gradient(loss, current)
-        return t + 1, [w - learning_rate * tf.reshape(taken, [clients] + [1] * (len(w.shape) - 1)) * g
-                       for w, g in zip(current, grads)]
+            loss = tf.reduce_sum(wasserstein + gradient_penalty_weight * penalty) + _regularization(disc, weights)
+        grads = tape.gradient(loss, own)
+        return t + 1, [tf.tensor_scatter_nd_sub(w, active[:, None], learning_rate * g) for w, g in zip(current, grads)]
 
     # The steps as a graph loop: its body is traced once, where unrolled steps traced n copies of the
-    # double backprop (most of a round's tracing time, and a run traces one round per padded client count).
+    # double backprop (most of a round's tracing time). It stops after the last step any client has, so
+    # no step runs on no clients.
+    steps = tf.reduce_max(tf.reduce_sum(tf.cast(has_batch, tf.int32), axis=1))
     _, current = tf.while_loop(lambda t, _: t < steps, step, (tf.constant(0), initial))
     updates = [w0 - w for w0, w in zip(initial, current)]
     usable = tf.map_fn(dp_fedavg_gan.usable_update, updates, fn_output_signature=tf.bool)  # per client
-    return [tf.where(tf.reshape(usable, [clients] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
+    return [tf.where(tf.reshape(usable, [-1] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
 
 
 def rows_to_compute(example_mask: np.ndarray, multiple: int = 8) -> np.ndarray:
     """Which clients of a packed round to compute: those with a batch first, then clients without one
-    up to the next multiple of `multiple` (a few distinct shapes, so a few traces per run). A client
-    without a batch sends exactly zero, which adds nothing to the DP sum, so leaving it out changes no
-    sum; under strict selection most sampled clients of a small population have no batch."""
+    up to the next multiple of `multiple` (a few distinct shapes, so a few traces per run, for a call
+    with a static client axis; `GANRounds`' has none and takes `multiple=1`). A client without a batch
+    sends exactly zero, which adds nothing to the DP sum, so leaving it out changes no sum; under
+    strict selection most sampled clients of a small population have no batch."""
     has_batch = example_mask.reshape(len(example_mask), -1).any(axis=1)
     order = np.concatenate([np.flatnonzero(has_batch), np.flatnonzero(~has_batch)])
     size = min(len(order), max(multiple, -(-int(has_batch.sum()) // multiple) * multiple))
