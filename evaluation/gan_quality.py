@@ -195,14 +195,24 @@ def low_accuracy_writers(data, primary, share: float) -> set[str]:
     return {c for c, a in accuracy.items() if a <= cut}
 
 
-def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int, ema: float = 0.0):
+def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int, ema: float = 0.0,
+                     measure_at: tuple = ()):
     """`train`'s experiment with each round run by the `tf` backend's `GANRounds` (all clients in one
-    vectorized call, the DP sum and server step as `make demo` runs them)."""
+    vectorized call, the DP sum and server step as `make demo` runs them). `measure_at`: earlier rounds
+    whose generators are returned too, as a fourth value {round: generator}: a run of R rounds is the
+    first R rounds of a longer one (nothing in a round depends on the total)."""
     secret = RunSecret(seed + 7)
     process = tf_backend.GANRounds(lambda: gan_models.build_generator(model_config, seed),
                                    lambda: gan_models.build_discriminator(model_config, seed), config, secret)
-    state, ids, average = process.initialize(), sorted(images), None
+    state, ids, average, earlier = process.initialize(), sorted(images), None, {}
     steps = config.disc_steps
+
+    def generator_of(state):
+        gen = gan_models.build_generator(model_config, seed)
+        weights = state["server"]["generator"]
+        assign(gen, weights["trainable"], weights["non_trainable"])
+        return gen
+
     for round_num in range(rounds):
         sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
         data = [images[cid][np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))]
@@ -212,10 +222,9 @@ def train_vectorized(images: dict, qualified: set, model_config, config, seed: i
         state, _ = process.next_with_seeds(state, data, seeds)
         if ema and (round_num + 1) % config.disc_rounds_per_gen_update == 0:
             average = averaged(average, state["server"]["generator"]["trainable"], ema)
-    gen = gan_models.build_generator(model_config, seed)
-    weights = state["server"]["generator"]
-    assign(gen, weights["trainable"], weights["non_trainable"])
-    return gen, None, average
+        if round_num + 1 in measure_at:
+            earlier[round_num + 1] = generator_of(state)
+    return generator_of(state), None, average, earlier
 
 
 def quality(generator, primary, primary_path: str) -> tuple[dict, np.ndarray]:
@@ -257,6 +266,9 @@ def main() -> None:
     parser.add_argument("--configs", default="before,demo")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--rounds", type=int, default=None, help="default: the preset's")
+    parser.add_argument("--measure-at", default="",
+                        help="comma-separated earlier rounds also measured on the way (with --vectorized), "
+                             "each a row with its round count")
     parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
     parser.add_argument("--vectorized", action="store_true",
                         help="rounds through the tf backend's vectorized clients (median update norm not measured)")
@@ -274,26 +286,33 @@ def main() -> None:
     rows = []
     if not 0.0 <= args.gen_ema < 1.0:
         raise SystemExit(f"--gen-ema must be in [0, 1). Found {args.gen_ema}.")
+    measure_at = tuple(int(r) for r in args.measure_at.split(",") if r)
+    if measure_at and not args.vectorized:
+        raise SystemExit("--measure-at needs --vectorized.")
     for name in args.configs.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             model_config, config = configs(name, seed)
             rounds = args.rounds or config.training.rounds
             started = time.perf_counter()
-            generator, norm, average = (train_vectorized if args.vectorized else train)(
-                images, qualified, model_config, config, seed, rounds, args.gen_ema)
+            if args.vectorized:
+                generator, norm, average, earlier = train_vectorized(
+                    images, qualified, model_config, config, seed, rounds, args.gen_ema, measure_at)
+            else:
+                (generator, norm, average), earlier = train(
+                    images, qualified, model_config, config, seed, rounds, args.gen_ema), {}
             seconds = round(time.perf_counter() - started)
-            measured_as = [(name, generator)]
+            measured_as = [(name, generator, rounds)] + [(name, gen, r) for r, gen in sorted(earlier.items())]
             if average is not None:
                 ema_generator = gan_models.build_generator(model_config, seed)
                 assign(ema_generator, average, generator.non_trainable_variables)
-                measured_as.append((f"{name}@ema{args.gen_ema:g}", ema_generator))
-            for label, gen in measured_as:
+                measured_as.append((f"{name}@ema{args.gen_ema:g}", ema_generator, rounds))
+            for label, gen, at in measured_as:
                 measured, samples = quality(gen, primary, args.primary)
-                grid = os.path.join(args.out, f"{label}-seed{seed}.png")
+                grid = os.path.join(args.out, f"{label}-seed{seed}{'' if at == rounds else f'-round{at}'}.png")
                 gan_analysis.sample_grid_png(samples[:64], grid)
                 np.savez(grid.replace(".png", ".weights.npz"),   # to look again without retraining
                          *[v.numpy() for v in gen.trainable_variables + gen.non_trainable_variables])
-                row = {"data": args.data, "config": label, "seed": seed, "rounds": rounds,
+                row = {"data": args.data, "config": label, "seed": seed, "rounds": at,
                        "qualified": len(qualified), "writers": len(images),
                        "median_update_norm": None if norm is None else round(norm, 4),
                        "seconds": seconds, **measured, "grid": grid}
@@ -302,10 +321,10 @@ def main() -> None:
                 with open(os.path.join(args.out, "rows.jsonl"), "a", encoding="utf-8") as f:
                     f.write(json.dumps(row) + "\n")
     _comparison(rows, os.path.join(args.out, "comparison.png"))
-    print(f"\n{'config':<8}{'seed':>5}{'Fréchet':>9}{'cls score':>10}{'confident':>10}{'near dup':>9}{'noise':>7}"
+    print(f"\n{'config':<8}{'seed':>5}{'rounds':>7}{'Fréchet':>9}{'cls score':>10}{'confident':>10}{'near dup':>9}{'noise':>7}"
           f"{'blank':>7}")
     for r in rows:
-        print(f"{r['config']:<8}{r['seed']:>5}{r['frechet']:>9.1f}{r['classifier_score']:>10.2f}{r['confident']:>10.1%}"
+        print(f"{r['config']:<8}{r['seed']:>5}{r['rounds']:>7}{r['frechet']:>9.1f}{r['classifier_score']:>10.2f}{r['confident']:>10.1%}"
               f"{r['near_duplicates'] or 0:>9.1%}{r['noise']:>7.0%}{r['blank']:>7.0%}")
 
 
