@@ -2,7 +2,8 @@
 install), stage by stage, plus the training time of each run directory (sum of the per-round seconds
 in its server/timing.csv). Prints numbers, not pass/fail:
 
-  .venv/bin/python benchmarks/demo_wall_time.py [--stages gan] [--preset demo] [--out DIR] [--code DIR] [--per-stage]
+  .venv/bin/python benchmarks/demo_wall_time.py [--stages gan] [--preset demo] [--gan-rounds N] [--out DIR] [--code DIR]
+      [--per-stage]
 
 By default the stages run in one `fedgen-debug demo` process, as `make demo` runs them, and a stage's
 time runs from its first line of output to the next stage's (the data stage from the process's start:
@@ -56,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stages", default="data,lm,gan")
     parser.add_argument("--preset", default="demo", choices=("demo", "test"))
+    parser.add_argument("--gan-rounds", type=int, help="the demo's --gan-rounds (default: the demo's default)")
     parser.add_argument("--out", help="run directory (default: a temporary one, deleted afterwards)")
     parser.add_argument("--code", help="a directory holding another fedgen_debug package to run instead")
     parser.add_argument("--per-stage", action="store_true", help="each stage in a fresh process (the default: "
@@ -73,6 +75,8 @@ def main() -> None:
         subprocess.run([*cli, "ledger", "budget", "*", "--epsilon", "inf", "--reason", "demo_wall_time benchmark"],
                        check=True, stdout=subprocess.DEVNULL, env=env, cwd=tmp)
         demo = [*cli, "demo", "--out", out, "--preset", args.preset]
+        if args.gan_rounds is not None:
+            demo += ["--gan-rounds", str(args.gan_rounds)]
         stages = args.stages.split(",")
         if args.per_stage:
             walls = []

@@ -112,3 +112,31 @@ def test_the_stage_trains_a_missing_primary_cnn_first_unless_it_was_queued(tmp_p
     queued.set_result(None)
     _stage(tmp_path, RecordingPool(False, events), primary=queued)  # waited for, not queued again
     assert events[0] == ("train", "with_bug-low-accuracy")
+
+
+def test_the_demo_gans_train_150_rounds_unless_told_and_the_privacy_plan_counts_the_rounds_they_train(tmp_path):
+    import argparse
+
+    from fedgen_debug.cli import demo_cmd
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    parser = argparse.ArgumentParser()
+    demo_cmd.register(parser.add_subparsers())
+
+    def args(*flags):
+        return parser.parse_args(["demo", "--out", str(tmp_path), *flags])
+
+    assert demo_cmd.gan_rounds(args()) == demo_gan.DEMO_GAN_ROUNDS == 150
+    assert demo_cmd.gan_rounds(args("--gan-rounds", "200")) == 200
+    assert demo_cmd.gan_rounds(args("--preset", "test")) is None  # the test preset's own
+    runs = demo_gan.stage_runs("synthetic-images:writers=100,seed=0", 0.5, str(tmp_path), 0, "demo", 150)
+    assert {run.training_config(100).training.rounds for run, _ in runs.values()} == {150}
+    assert {run.training_config(100).training.rounds
+            for run, _ in demo_gan.stage_runs("synthetic-images:writers=100,seed=0", 0.5, str(tmp_path), 0,
+                                              "demo").values()} == {200}
+
+    def gan_epsilon(*flags):
+        (records,) = demo_cmd.planned_records(args(*flags), ["gan"]).values()
+        return composed_guarantee(records, 1e-4).epsilon
+
+    assert gan_epsilon() < gan_epsilon("--gan-rounds", "200")

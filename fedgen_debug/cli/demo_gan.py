@@ -16,15 +16,25 @@ def primary_path(out: str) -> str:
     return os.path.join(out, store.PRIMARY)
 
 
-def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str) -> dict:
-    """{(phase, "low"|"high"): (GANRun, run_dir)}; every run copies the one public primary CNN."""
+# `make demo`'s GANs train 150 rounds, not the demo preset's 200 (`train-gan`'s default): on 2 AVX2
+# cores the last 50 rounds were 1.5-2 minutes of the demo and changed no verdict, at a cost in sample
+# quality (README, "A CPU without AVX-512": in 3 demo runs every GAN's dark-background share is the same
+# from round 10 to 200; `evaluation/gan_quality.py --measure-at 150` over 5 seeds: Fréchet 120 against
+# 89 at 200, blanks 9% and 20% in 2 seeds against at most 2%). `demo --gan-rounds 200` trains the preset's.
+DEMO_GAN_ROUNDS = 150
+
+
+def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str, rounds: int | None = None) -> dict:
+    """{(phase, "low"|"high"): (GANRun, run_dir)}; every run copies the one public primary CNN.
+    `rounds`: each GAN's (None: the preset's)."""
     from fedgen_debug.scenarios.gan import GANRun
 
     primary = primary_path(out)
     runs = {}
     for phase, fraction in zip(PHASES, (invert_fraction, 0.0)):
         for side in ("low", "high"):
-            runs[phase, side] = (GANRun(data, f"by-user-accuracy:{side}", fraction, preset, seed=seed, primary=primary),
+            runs[phase, side] = (GANRun(data, f"by-user-accuracy:{side}", fraction, preset, seed=seed, primary=primary,
+                                        rounds=rounds),
                                  os.path.join(out, f"{phase}-{side}-accuracy"))
     return runs
 
@@ -54,7 +64,7 @@ def queue_primary(out: str, preset: str, seed: int, workers):
 
 
 def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset: str, workers,
-                  primary=None, samples: int = 1000) -> dict:
+                  primary=None, samples: int = 1000, rounds: int | None = None) -> dict:
     """`workers` (`runs.side_by_side.SideBySide`): a phase's pair trains, on two workers side by side or
     here one after the other; then this process analyses it, while the workers train the next phase's
     pair. Why a pair at a time on workers: with every GAN queued at once, a free worker took the
@@ -65,7 +75,8 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     the other worker idle while the with-bug low GAN finishes alone. Earlier, queued largest first (the
     with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage took as long as
     phase by phase (445 s against 440 s) and printed the with-bug verdict last. `primary`: the future of
-    `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing."""
+    `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing.
+    `rounds`: each GAN's (None: the preset's)."""
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.scenarios.gan_report import analyze_gan
@@ -74,7 +85,7 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     if primary is not None or not os.path.exists(primary_path(out)):
         print("\n[images] training the primary CNN on clean public stand-in handwriting", flush=True)
         (primary or workers.submit(_train_primary, primary_path(out), preset, seed)).result()
-    runs = stage_runs(data, invert_fraction, out, seed, preset)
+    runs = stage_runs(data, invert_fraction, out, seed, preset, rounds)
     trained = {}
 
     def queue(phase):
