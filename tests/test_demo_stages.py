@@ -140,3 +140,12 @@ def test_the_demo_gans_train_150_rounds_unless_told_and_the_privacy_plan_counts_
         return composed_guarantee(records, 1e-4).epsilon
 
     assert gan_epsilon() < gan_epsilon("--gan-rounds", "200")
+
+
+def test_the_stage_says_how_many_rounds_its_gans_train_and_when_that_is_not_the_presets(tmp_path, events, capsys):
+    pool = RecordingPool(in_process=True, events=events)
+    demo_gan.run_gan_stage("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test", pool, rounds=2)
+    assert "2 rounds each (the test preset's, train-gan's default: 3)" in capsys.readouterr().out
+    demo_gan.run_gan_stage("synthetic-images:writers=4,seed=0", 0.5, str(tmp_path), 0, "test", pool)
+    out = capsys.readouterr().out
+    assert "3 rounds each;" in out and "default" not in out

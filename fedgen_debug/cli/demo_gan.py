@@ -80,12 +80,16 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.scenarios.gan_report import analyze_gan
+    from fedgen_debug.training.gan_config import gan_training_config
 
     summary = {}
     if primary is not None or not os.path.exists(primary_path(out)):
         print("\n[images] training the primary CNN on clean public stand-in handwriting", flush=True)
         (primary or workers.submit(_train_primary, primary_path(out), preset, seed)).result()
     runs = stage_runs(data, invert_fraction, out, seed, preset, rounds)
+    preset_rounds = gan_training_config(preset).training.rounds
+    rounds = preset_rounds if rounds is None else rounds
+    told = "" if rounds == preset_rounds else f" (the {preset} preset's, train-gan's default: {preset_rounds})"
     trained = {}
 
     def queue(phase):
@@ -94,7 +98,8 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
 
     for i, phase in enumerate(PHASES):
         print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
-              "(T4, DP 25th/75th percentile thresholds, strict selection); re-running resumes", flush=True)
+              f"(T4, DP 25th/75th percentile thresholds, strict selection), {rounds} rounds each{told}; "
+              "re-running resumes", flush=True)
         if (phase, "low") not in trained:
             queue(phase)
         for side in ("low", "high"):
