@@ -18,7 +18,7 @@ def primary_path(out: str) -> str:
 
 # `make demo`'s GANs train 150 rounds, not the demo preset's 200 (`train-gan`'s default): on 2 AVX2
 # cores the last 50 rounds were 1.5-2 minutes of the demo and changed no verdict, at a cost in sample
-# quality (README, "A CPU without AVX-512": in 3 demo runs every GAN's dark-background share is the same
+# quality (README, "Fewer demo GAN rounds": in 3 demo runs every GAN's dark-background share is the same
 # from round 10 to 200; `evaluation/gan_quality.py --measure-at 150` over 5 seeds: Fréchet 120 against
 # 89 at 200, blanks 9% and 20% in 2 seeds against at most 2%). `demo --gan-rounds 200` trains the preset's.
 DEMO_GAN_ROUNDS = 150
