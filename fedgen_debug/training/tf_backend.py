@@ -289,8 +289,9 @@ class GANRounds:
         # All clients of a round in one traced call when the models allow it (`vectorized_gan`). Its
         # loops are graph ops already, as is the server's schedule (whose G steps are a function of their
         # own, converted): without AutoGraph's conversion of every function they call, a demo GAN run's
-        # first round took 6.8 s instead of 9.9 s, and each new padded client count's trace 1-2 s less.
+        # first round took 6.8 s instead of 9.9 s, and each later trace 1-2 s less.
         self._vectorized = self._clients = None
+        specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
         # One trace a run: the client axis is left unknown (None), so a round computes exactly the clients
         # that selected something, where a static axis traced once per padded client count (6-26 s a
         # demo GAN) and computed up to 7 padding clients a round.
@@ -299,14 +300,12 @@ class GANRounds:
             image = self._disc.input_shape[1:]
             signature = (tf.TensorSpec([None, steps, batch, *image], tf.float32),
                          tf.TensorSpec([None, steps, batch], tf.float32), tf.TensorSpec([None, steps, 2], tf.int64),
-                         [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables],
-                         [tf.TensorSpec(v.shape, v.dtype) for v in self._gen.trainable_variables])
+                         specs, [tf.TensorSpec(v.shape, v.dtype) for v in self._gen.trainable_variables])
             self._vectorized = tf.function(lambda real, mask, seeds, dw, gw: vectorized_gan.vectorized_client_updates(
                 self._gen, self._disc, real, mask, seeds, dw, gw, client.learning_rate, config.gradient_penalty),
                 input_signature=signature, autograph=False)
         else:
             self._clients = ClientWorkers(make_update_fn)
-        specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
         self._dp = DPSum(dp_query(config.training.dp, secret.tf_seed("dp-noise")), specs)
         self._server = tf.function(lambda server, mean: dp_fedavg_gan.server_round_update(
             self._gen, self._disc, self._gen_opt, self._disc_opt, config, server, mean), autograph=False)

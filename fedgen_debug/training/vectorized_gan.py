@@ -115,7 +115,7 @@ def _grouped_conv_per_client(x, kernel, layer):
     clients, cin, cout = tf.shape(x)[0], x.shape[-1], kernel.shape[-1]
     batch, height, width = tf.shape(x)[1], x.shape[2], x.shape[3]
     folded = tf.reshape(tf.transpose(x, [1, 2, 3, 0, 4]), [batch, height, width, clients * cin])
-    filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [*kernel.shape[1:3], cin, clients * cout])
+    filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [*kernel.shape[1:4], clients * cout])
     y = tf.nn.conv2d(folded, filters, strides=layer.strides, padding=layer.padding.upper())
     y = tf.reshape(y, [batch, y.shape[1], y.shape[2], clients, cout])
     return tf.transpose(y, [3, 0, 1, 2, 4])
