@@ -59,6 +59,9 @@ def render(root: str) -> None:
     cols[3].metric("δ", f"{g.delta:.2g}")
     st.caption(f"N = {total.population_size} (the largest population of its releases); {len(total.releases)} "
                f"releases; budget from {budget.source!r}")
+    if total.overlaps:
+        st.caption(f"Its worst-off users are also in {', '.join(total.overlaps)}: those populations' releases "
+                   "count for them, and are listed below.")
     if not math.isinf(g.epsilon) and g.epsilon > 10:
         st.warning("ε above 10: weak privacy for this population.")
     st.subheader("Which releases spent it")

@@ -50,7 +50,7 @@ def device_training_data(private_pixels: np.ndarray, public_pixels: np.ndarray, 
 def train_public_discriminator(private, public_pixels: np.ndarray, config: TrainingConfig, run_dir: str,
                                population: str) -> tf.keras.Model:
     """DP-FedAvg training of the discriminator on `private` (a ClientData of images; `population`: its
-    ledger key, `data.spec.population_key`)."""
+    ledger key, `privacy.ledger.population_key`)."""
     if len(public_pixels) == 0:
         raise ValueError("the public image set is empty.")
 

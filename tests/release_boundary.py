@@ -1,9 +1,11 @@
 """Walks the released part of run stores and fails on anything private: a file the store does not
-declare, secret material, a client id, a raw sentence or image, or an exact count of private data.
-Shared by test_release_boundary.py and the demo test."""
+declare, secret material, a client id, a raw sentence or image, an exact count of private data, or a
+digest of a raw data file (a deterministic function of every example: a guess of one user's data can
+be checked against it). Shared by test_release_boundary.py and the demo test."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -32,16 +34,28 @@ def _numbers(value) -> list[float]:
     return []
 
 
-def check_released(run_dir: str, client_ids=(), sentences=(), images=None, exact_counts=()) -> None:
+def file_digests(paths) -> list[str]:
+    """The common digests of each file (hex, and the 16- and 8-character prefixes keys are cut to)."""
+    digests = []
+    for path in paths:
+        content = open(path, "rb").read()
+        for name in ("sha256", "sha1", "md5", "blake2b", "sha512"):
+            full = hashlib.new(name, content).hexdigest()
+            digests += [full, full[:16]]
+    return digests
+
+
+def check_released(run_dir: str, client_ids=(), sentences=(), images=None, exact_counts=(), data_files=()) -> None:
     """Asserts the boundary for one run directory. `exact_counts`: numbers that only private data
-    determines (e.g. selected users, kept images); they must not appear in released JSON or CSV."""
+    determines (e.g. selected users, kept images); they must not appear in released JSON or CSV.
+    `data_files`: the raw data files the run read; no digest of them may appear in any released file."""
     root = os.path.join(run_dir, store.RELEASED)
     assert os.path.isdir(root), f"{run_dir}: no released/ part"
     top = sorted(os.listdir(root))
     assert set(top) <= set(store.RELEASED_FILES), f"undeclared released files: {set(top) - set(store.RELEASED_FILES)}"
     assert sorted(os.listdir(run_dir)) in (["released", "server"], ["released"]), os.listdir(run_dir)
     secret = secret_lib.load(run_dir)
-    needles = []
+    needles = file_digests(data_files)
     if secret is not None:
         needles += [f"{secret.entropy:064x}", str(secret.entropy)]
         for stream in secret_lib.STREAMS:
@@ -49,7 +63,7 @@ def check_released(run_dir: str, client_ids=(), sentences=(), images=None, exact
     for path in released_files(run_dir):
         raw = open(path, "rb").read()
         for needle in needles:
-            assert needle.encode() not in raw, f"{path}: holds secret material"
+            assert needle.encode() not in raw, f"{path}: holds secret material or a digest of the data"
         if not path.endswith(TEXT_SUFFIXES):
             continue
         text = raw.decode("utf-8")

@@ -210,3 +210,187 @@ def test_attack_a_meaningless_delta_is_refused_before_training(tmp_path, delta, 
                      "--delta", delta, "--out", out)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not os.path.exists(out)
+
+
+# ---- second review (issue 53): the population key, budget resets, a rewritten ledger ------------------
+
+PLAY = """ROMEO:
+I have a secret word, {word}.
+And I keep it.
+
+JULIET:
+Mine is different. It is plain.
+
+NURSE:
+I know none. Good night.
+"""
+CANDIDATES = ("falcon", "otter", "walrus", "heron", "badger", "lynx")
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    from fedgen_debug.cli.main import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_attack_a_preimage_of_the_population_key_finds_no_secret_word(tmp_path, fresh_ledger, capsys):
+    """Before: a file's population key was sha256(file)[:16], in released/config.json, privacy.json, the
+    ledger and the CLI's output. Substituting each candidate for ROMEO's secret word and hashing named
+    the one in the file. Now the key is a keyed MAC of the user ids: no candidate reproduces anything
+    released, and the key is the same whatever the word (it is not a function of the text at all)."""
+    import hashlib
+
+    fresh_ledger.set_budget("*", 1e6)
+    path = tmp_path / "play.txt"
+    released = {}
+    for word in ("otter", "lynx"):
+        path.write_text(PLAY.format(word=word))
+        code, output = _cli(capsys, "data", "inspect", f"play:{path}", "--json")
+        assert code == 0, output
+        released[word] = output + open(fresh_ledger.path).read()
+        key = json.loads(output[output.index("{"):])["population"]
+        released[word + " key"] = key
+    for word in ("otter", "lynx"):
+        guesses = {}
+        for candidate in CANDIDATES:
+            digest = hashlib.sha256(PLAY.format(word=candidate).encode()).hexdigest()
+            guesses[candidate] = (digest[:16], digest)
+        # Control: the guesses differ per candidate, so a content hash would single out the word.
+        assert len({g[0] for g in guesses.values()}) == len(CANDIDATES)
+        found = [c for c, (short, full) in guesses.items() if short in released[word] or full in released[word]]
+        assert found == [], f"the released text reproduces the hash of a candidate file: {found}"
+    assert released["otter key"] == released["lynx key"]
+
+
+def test_attack_editing_or_converting_the_data_resets_no_budget(tmp_path, fresh_ledger, capsys):
+    """Before: a blank line (any changed byte) or `data make` into another format made a new population
+    with a fresh budget (refused at ε 10.75, accepted at 3.25 after the edit)."""
+    path = tmp_path / "play.txt"
+    path.write_text(PLAY.format(word="otter"))
+    assert _cli(capsys, "data", "inspect", f"play:{path}")[0] == 0
+    (total,) = fresh_ledger.totals()
+    fresh_ledger.set_budget(total.population, total.guarantee.epsilon * 1.5)  # no room for a second inspect
+    refused = "over the budget set for"
+    code, output = _cli(capsys, "data", "inspect", f"play:{path}")
+    assert code == 2 and refused in output, output
+    edited = tmp_path / "edited.txt"
+    edited.write_text("\n" + PLAY.format(word="heron").replace("Good night.", "Good night, all.") + "\n\n")
+    converted = tmp_path / "converted.jsonl"
+    assert _cli(capsys, "data", "make", f"play:{path}", "--out", str(converted))[0] == 0
+    reordered = tmp_path / "reordered.jsonl"
+    reordered.write_text("".join(reversed(converted.read_text().splitlines(keepends=True))))
+    for spec in (f"play:{edited}", f"jsonl:{converted}", f"jsonl:{reordered}", f"play:{path},min_sentences=2"):
+        code, output = _cli(capsys, "data", "inspect", spec)
+        assert code == 2 and refused in output, (spec, output)
+    assert len(fresh_ledger.records()) == 2  # the first inspect's two releases, nothing since
+
+
+def test_attack_images_converted_to_tff_sqlite_reset_no_budget(tmp_path, fresh_ledger, capsys):
+    from conftest import hand_built_images
+    from fedgen_debug.data import npz
+    from fedgen_debug.data.client_data import ArrayClientData
+
+    arrays = tmp_path / "writers.npz"
+    npz.write_npz(ArrayClientData(hand_built_images()), str(arrays))
+    assert _cli(capsys, "data", "inspect", f"npz:{arrays}")[0] == 0
+    (total,) = fresh_ledger.totals()
+    fresh_ledger.set_budget(total.population, total.guarantee.epsilon * 1.5)
+    cache = tmp_path / "tff-cache"
+    assert _cli(capsys, "data", "make", f"npz:{arrays}", "--out", str(cache), "--format", "tff-sqlite")[0] == 0
+    code, output = _cli(capsys, "data", "inspect", f"tff-emnist:{cache}")
+    assert code == 2 and "over the budget set for" in output, output
+
+
+def _ledger_with_three_releases(ledger):
+    from test_ledger import _record
+
+    ledger.set_budget("*", 1e6)
+    for name in ("a", "b", "c"):
+        ledger.spend(_record(name, z=0.3, t=200))
+    return open(ledger.path).read().splitlines()
+
+
+def test_attack_dropping_records_and_re_chaining_the_ledger_fails(fresh_ledger):
+    """Before: the chain was sha256 of the previous line, so dropping records and recomputing the chain
+    took a population from ε 1,173 to 3.15, undetected. Now each line is MACed under a key outside
+    the ledger file; an attacker without it can renumber and re-point lines but not re-sign them."""
+    from fedgen_debug.privacy.ledger import LedgerCorrupted
+
+    lines = _ledger_with_three_releases(fresh_ledger)
+    full = fresh_ledger.totals()[0].guarantee.epsilon
+    kept = [json.loads(line) for line in lines[:2]]  # the budget and release a; b and c dropped
+    with open(fresh_ledger.path, "w") as f:
+        f.write("\n".join(json.dumps(e, sort_keys=True) for e in kept) + "\n")
+    with pytest.raises(LedgerCorrupted, match="cut short"):
+        fresh_ledger.totals()
+    # Re-chained as the old ledger was (no MACs, sha256 of the line before): refused too.
+    import hashlib
+
+    prev, rechained = "", []
+    for entry in kept:
+        entry = {k: v for k, v in entry.items() if k not in ("mac", "seq")} | {"prev": prev}
+        line = json.dumps(entry, sort_keys=True)
+        rechained.append(line)
+        prev = hashlib.sha256(line.encode()).hexdigest()
+    with open(fresh_ledger.path, "w") as f:
+        f.write("\n".join(rechained) + "\n")
+    with pytest.raises(LedgerCorrupted):
+        fresh_ledger.totals()
+    # Dropping b and re-pointing c at a (the attacker copies a's MAC as c's prev): c no longer verifies.
+    c = json.loads(lines[3]) | {"seq": 3, "prev": json.loads(lines[1])["mac"]}
+    with open(fresh_ledger.path, "w") as f:
+        f.write("\n".join([lines[0], lines[1], json.dumps(c, sort_keys=True)]) + "\n")
+    with pytest.raises(LedgerCorrupted, match="does not verify"):
+        fresh_ledger.spend([])
+    # The intact ledger still reads, with the same total: the refusals above were the attack's.
+    with open(fresh_ledger.path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    assert fresh_ledger.totals()[0].guarantee.epsilon == full
+
+
+@pytest.mark.parametrize("attack", ["truncate the tail", "delete the ledger", "delete the head", "delete the key"])
+def test_attack_truncating_or_resetting_the_ledger_fails(fresh_ledger, attack):
+    from fedgen_debug.privacy.ledger import LedgerCorrupted
+    from fedgen_debug.privacy.ledger_keys import HEAD_FILE
+
+    lines = _ledger_with_three_releases(fresh_ledger)
+    if attack == "truncate the tail":
+        with open(fresh_ledger.path, "w") as f:
+            f.write("\n".join(lines[:-1]) + "\n")
+    elif attack == "delete the ledger":
+        os.remove(fresh_ledger.path)
+    elif attack == "delete the head":
+        os.remove(os.path.join(fresh_ledger.keys.directory, HEAD_FILE))
+    else:
+        os.remove(fresh_ledger.keys.key_path)
+    with pytest.raises(LedgerCorrupted):
+        fresh_ledger.totals()
+    from test_ledger import _record
+
+    with pytest.raises(LedgerCorrupted):  # and nothing more is charged on top of it
+        fresh_ledger.spend(_record("d"))
+
+
+def test_attack_exact_counts_of_known_users_through_inspect_public_fails(tmp_path, fresh_ledger, capsys):
+    """Before: `data inspect --public` printed exact counts and per-client min/max of any data, charging
+    and checking nothing. Now users the ledger holds DP releases on are private until the data owner
+    declares them public, and the declaration is on the ledger's record."""
+    path = tmp_path / "play.txt"
+    path.write_text(PLAY.format(word="otter"))
+    code, output = _cli(capsys, "data", "inspect", f"play:{path}", "--public", "--json")
+    assert code == 0 and json.loads(output)["examples"] == 6  # unknown users: the modeler's public data
+    assert fresh_ledger.records() == []
+    assert _cli(capsys, "data", "inspect", f"play:{path}")[0] == 0  # now a private population
+    converted = tmp_path / "converted.jsonl"
+    assert _cli(capsys, "data", "make", f"play:{path}", "--out", str(converted))[0] == 0
+    for spec in (f"play:{path}", f"jsonl:{converted}"):
+        code, output = _cli(capsys, "data", "inspect", spec, "--public", "--json")
+        assert code == 2 and "the ledger holds DP releases on users of this data" in output, output
+        assert '"examples"' not in output and "examples_per_client" not in output
+    code, output = _cli(capsys, "data", "inspect", f"play:{path}", "--public", "--declare-public", "published play")
+    assert code == 0 and "examples: 6 (public data: exact)" in output
+    declared = [e for e in fresh_ledger.entries() if e["kind"] == "declared-public"]
+    assert [e["reason"] for e in declared] == ["published play"]
+    assert declared[0]["population"] == fresh_ledger.population_key(f"play:{path}")

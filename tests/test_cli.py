@@ -31,9 +31,12 @@ def test_inspect_reports_dp_counts_charged_to_the_ledger(tmp_path, fresh_ledger)
                                                                 "DP aggregate data inspect: examples"]
     text = run_cli("data", "inspect", "synthetic-images:writers=30,seed=2").stdout
     assert "(DP; each client counted up to 1024)" in text and "charged to the ledger" in text
-    # Public data (the modeler says so): exact, nothing charged.
-    public = json.loads(run_cli("data", "inspect", "synthetic-images:writers=3,seed=2", "--public", "--json").stdout)
-    assert public["examples"] == sum(sizes[:3]) and public["examples_per_client"]["max"] == max(sizes[:3])
+    # Public data (the modeler says so): exact, nothing charged; not for users the ledger knows as private.
+    refused = run_cli("data", "inspect", "synthetic-images:writers=3,seed=2", "--public", "--json")
+    assert refused.returncode == 2 and "the ledger holds DP releases on users of this data" in refused.stderr
+    public = json.loads(run_cli("data", "inspect", "synthetic-images:writers=3,seed=5", "--public", "--json").stdout)
+    other = [si.generate_writer(5, w, si.SyntheticImagesConfig(writers=3))[1].size for w in range(3)]
+    assert public["examples"] == sum(other) and public["examples_per_client"]["max"] == max(other)
     assert len(fresh_ledger.records()) == 4
 
 
@@ -80,8 +83,8 @@ def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_pat
     assert "OOV rate (DP" in result.stdout and "mean pixel intensity (DP" in result.stdout
     # The simulated populations had no budget: the demo sets what its releases need, and says so.
     assert result.stdout.count("it had no budget, so the demo sets ε =") == 2
-    assert {fresh_ledger.budget(p, 100).source for p in ("synthetic-text:seed=0", "synthetic-images:seed=0")} == {
-        "synthetic-text:seed=0", "synthetic-images:seed=0"}
+    keys = {fresh_ledger.population_key(s) for s in ("synthetic-text:users=60,seed=0", "synthetic-images:writers=40,seed=0")}
+    assert {fresh_ledger.budget(p, 100).source for p in keys} == keys
     summary = json.loads((out / "summary.json").read_text())
     exact = _exact_data_stage_means(summary)
     for kind, key in (("text", "oov_rate"), ("images", "mean_pixel_intensity")):

@@ -67,7 +67,9 @@ def test_training_writes_a_resumable_run_with_dp_counts_and_privacy_records(runs
     assert fit["classes"] == 10 and fit["classes_source"].startswith("the primary model's outputs")
     assert not os.path.exists(store.released(high, store.PRIMARY_FIT))
     # Every release is over the same population, all 12 users: the ledger composes them.
-    assert low_privacy["population"] == high_privacy["population"] == "synthetic-images:seed=3"
+    from fedgen_debug.privacy.ledger import population_key
+
+    assert low_privacy["population"] == high_privacy["population"] == population_key("synthetic-images:writers=12,seed=3")
     assert all(r["population_size"] == 12 for r in list(low_privacy["releases"].values())
                + list(high_privacy["releases"].values()))
     assert high_privacy["population_total"]["releases"] == 6

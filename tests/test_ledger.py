@@ -1,6 +1,8 @@
 """The privacy ledger: composition, budgets, and every bypass the issue found, as attacks that must fail
 (non-canonical population names, per-directory ledgers, refunds by deletion, unchecked resumes, no
-budget file meaning no check, a quantile spending before the check, δ ≥ 1/N, edited history)."""
+budget file meaning no check, a quantile spending before the check, δ ≥ 1/N, edited history).
+The second review's (a hash of the data as the key, budget resets by editing or converting the data,
+re-chained and truncated ledgers) are in test_attacks.py."""
 
 import json
 import math
@@ -10,10 +12,9 @@ import shutil
 import pytest
 
 from conftest import run_cli
-from fedgen_debug.data.spec import population_key
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, epsilon_of_events
 from fedgen_debug.privacy.ledger import (DEFAULT_BUDGET_EPSILON, LedgerCorrupted, PrivacyBudgetExceeded,
-                                         PrivacyRecord, event_from_json, event_to_json)
+                                         PrivacyRecord, event_from_json, event_to_json, population_key)
 
 
 def _record(release_id, pop="synthetic-images:seed=0", qn=10, n=3400, z=1.0, t=100):
@@ -68,10 +69,12 @@ def test_all_or_nothing_and_mixed_relations_are_refused(fresh_ledger):
         fresh_ledger.spend(PrivacyRecord("synthetic-images:seed=0", 3400, "add-remove", (poisson.dp_event(),), "p", "p"))
 
 
-def test_attack_non_canonical_population_names_are_one_population(tmp_path):
-    assert population_key("synthetic-text:users=1000") == population_key("synthetic-text:seed=0,users=1000")
-    # users=300 are the first 300 of users=1000: the same people.
-    assert population_key("synthetic-text:users=300") == population_key("synthetic-text:users=1000,seed=0")
+def test_attack_non_canonical_population_names_are_one_population(tmp_path, fresh_ledger):
+    key = population_key("synthetic-text:users=1000")
+    assert key == population_key("synthetic-text:seed=0,users=1000") and key.startswith("users-")
+    # users=300 are the first 300 of users=1000: another population, but the same people (they compose).
+    assert population_key("synthetic-text:users=300") != key
+    assert fresh_ledger.registry.members(population_key("synthetic-text:users=300")) < fresh_ledger.registry.members(key)
     assert population_key("synthetic-text:users=300,seed=1") != population_key("synthetic-text:users=300")
     assert population_key("synthetic-images:writers=5") != population_key("synthetic-text:users=5")
     # A file: relative or absolute path, a copy, another filter option: the same users.
@@ -80,8 +83,34 @@ def test_attack_non_canonical_population_names_are_one_population(tmp_path):
     shutil.copy(data, tmp_path / "copy.jsonl")
     os.chdir(tmp_path)
     keys = {population_key(f"jsonl:{p}") for p in ("users.jsonl", str(data), "copy.jsonl", "./users.jsonl")}
-    assert len(keys) == 1 and keys.pop().startswith("jsonl:sha256=")
-    assert population_key("tff-emnist:/a") == population_key("tff-emnist:/b") == "tff-emnist"
+    assert len(keys) == 1
+    # TFF's datasets are the data owner's users, named by their ids, like any file.
+    assert population_key("tff-emnist:/a", ["f0000_14"]) == population_key("jsonl:/b", ["f0000_14"])
+
+
+def test_overlapping_populations_compose_per_user(fresh_ledger):
+    """A release on users 0-299 and one on users 0-999 compose for users 0-299 (the worst off), and a
+    budget on either population counts both."""
+    small, large = population_key("synthetic-text:users=300"), population_key("synthetic-text:users=1000")
+    other = population_key("synthetic-text:users=1000,seed=1")
+    a, b = _record("a", pop=small, n=300, qn=10), _record("b", pop=large, n=1000, qn=10)
+    c = _record("c", pop=other, n=1000, qn=10)
+    fresh_ledger.set_budget("*", 1e6)
+    fresh_ledger.spend([a, b, c])
+    totals = {t.population: t for t in fresh_ledger.totals()}
+    delta_small, delta_large = 0.01 / 300, 0.01 / 1000
+    assert totals[small].overlaps == (large,) and totals[large].overlaps == (small,)
+    assert totals[small].guarantee.epsilon == pytest.approx(
+        epsilon_of_events([a.events[0], b.events[0]], delta_small).epsilon)
+    assert totals[large].guarantee.epsilon == pytest.approx(
+        epsilon_of_events([a.events[0], b.events[0]], delta_large).epsilon)
+    assert totals[other].overlaps == () and totals[other].guarantee.epsilon == pytest.approx(
+        epsilon_of_events([c.events[0]], delta_large).epsilon)
+    # A budget set on the superset covers its subset's users: a release on the subset is refused.
+    fresh_ledger.set_budget(large, totals[large].guarantee.epsilon * 1.01)
+    with pytest.raises(PrivacyBudgetExceeded, match=large):
+        fresh_ledger.spend(_record("d", pop=small, n=300, qn=10))
+    fresh_ledger.spend(_record("e", pop=other, n=1000, qn=10))  # other people: not touched
 
 
 def test_attack_runs_in_other_directories_and_deleted_runs_still_count(tmp_path, fresh_ledger):
@@ -147,23 +176,35 @@ def test_attack_editing_the_ledger_is_detected(fresh_ledger):
     lines = open(fresh_ledger.path).read().splitlines()
     with open(fresh_ledger.path, "w") as f:  # drop the middle release: a refund attempt
         f.write("\n".join(lines[:2] + lines[3:]) + "\n")
-    with pytest.raises(LedgerCorrupted, match="chain of hashes is broken"):
+    with pytest.raises(LedgerCorrupted, match="removed or reordered"):
         fresh_ledger.totals()
     with open(fresh_ledger.path, "w") as f:  # or lower one's cost in place
         f.write("\n".join(lines).replace('"count": 100', '"count": 1', 1) + "\n")
-    with pytest.raises(LedgerCorrupted):
+    with pytest.raises(LedgerCorrupted, match="does not verify"):
         fresh_ledger.spend(_record("d"))
+
+
+def test_a_crash_between_the_line_and_the_head_is_not_corruption(fresh_ledger):
+    fresh_ledger.set_budget("*", 1e6)
+    fresh_ledger.spend(_record("a"))
+    head = fresh_ledger.keys.read_head()
+    fresh_ledger.spend(_record("b"))
+    fresh_ledger.keys.write_head(*head)  # the head write of b never happened
+    assert [r.release_id for r in fresh_ledger.records()] == ["a", "b"]
+    fresh_ledger.spend(_record("c"))
+    assert fresh_ledger.keys.read_head()[0] == 4
 
 
 def test_ledger_cli_shows_totals_and_sets_canonical_budgets(fresh_ledger):
     result = run_cli("ledger", "budget", "synthetic-text:users=300", "--epsilon", "50", "--reason", "test")
     assert result.returncode == 0, result.stderr
-    assert "budget of synthetic-text:seed=0: ε = 50 at δ = 0.01/N" in result.stdout
-    assert fresh_ledger.budget("synthetic-text:seed=0", 300).epsilon == 50
-    fresh_ledger.spend(_record("x", pop="synthetic-text:seed=0", n=300, z=3.0, t=20, qn=10))
+    key = population_key("synthetic-text:users=300,seed=0")
+    assert f"budget of {key}: ε = 50 at δ = 0.01/N" in result.stdout
+    assert fresh_ledger.budget(key, 300).epsilon == 50
+    fresh_ledger.spend(_record("x", pop=key, n=300, z=3.0, t=20, qn=10))
     result = run_cli("ledger", "--json")
     assert result.returncode == 0, result.stderr
     (population,) = json.loads(result.stdout)["populations"]
-    assert population["population"] == "synthetic-text:seed=0" and population["budget"]["epsilon"] == 50
+    assert population["population"] == key and population["budget"]["epsilon"] == 50
     assert math.isfinite(population["epsilon"]) and population["releases"][0]["label"] == "run x"
-    assert "synthetic-text:seed=0 (N=300)" in run_cli("ledger").stdout
+    assert f"{key} (N=300)" in run_cli("ledger").stdout

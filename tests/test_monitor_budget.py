@@ -9,7 +9,7 @@ import pytest
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.monitor.budget import check_budget, period_records, present_devices
 from fedgen_debug.monitor.plan import plan_from_dict
-from fedgen_debug.privacy.ledger import Ledger, composed_guarantee
+from fedgen_debug.privacy.ledger import Ledger, composed_guarantee, population_key
 
 DATA = "synthetic-images:writers=20,seed=6"
 
@@ -40,7 +40,7 @@ def test_each_period_charges_the_scenarios_records_for_the_devices_present(clien
     # counts, training: each for the period's devices.
     assert [r.label for r in records] == ["T4 threshold: DP quantile 0.25", "DP aggregate labels-present",
                                           "DP aggregate selected", "GAN by-user-accuracy:low"]
-    present = Population(data_spec.population_key(DATA), present_devices(plan, client_ids, 3))
+    present = Population(population_key(DATA, client_ids), present_devices(plan, client_ids, 3))
     run = gan.GANRun(DATA, "by-user-accuracy:low", preset="test", seed=6, rounds=4, clients_per_round=5,
                      noise_multiplier=1.0, clip=0.1)
     expected = gan.release_records(run, present, RunSecret.fresh(), "")
@@ -65,11 +65,12 @@ def test_the_budget_affords_exactly_the_periods_whose_composition_fits(client_id
                            client_ids, ledger)
     assert noisier.affordable_periods > 3
     # What the population already spent counts: the same budget affords fewer periods.
-    ledger.spend(period_records(plan, client_ids, 1) + period_records(plan, client_ids, 2))
+    ledger.spend(period_records(plan, client_ids, 1, ledger) + period_records(plan, client_ids, 2, ledger))
     after = check_budget(dataclasses.replace(plan, budget_epsilon=(eps[2] + eps[3]) / 2), client_ids, ledger)
     assert after.spent_before == pytest.approx(eps[1], rel=1e-6) and after.affordable_periods == 1
     # The ledger's own budget caps the plan's.
-    ledger.set_budget(data_spec.population_key(DATA), eps[0] / 2)
+    key = population_key(DATA, client_ids, ledger)
+    ledger.set_budget(key, eps[0] / 2)
     assert check_budget(plan, client_ids, ledger).affordable_periods == 0
-    assert composed_guarantee(ledger.records(data_spec.population_key(DATA)), tight.delta).epsilon == pytest.approx(
+    assert composed_guarantee(ledger.records(key), tight.delta).epsilon == pytest.approx(
         eps[1], rel=1e-6)

@@ -117,3 +117,50 @@ def test_the_walker_catches_each_kind_of_leak(text_runs, tmp_path, plant):
     store.write_json(analysis, report)
     with pytest.raises(AssertionError):
         check_released(run, client_ids, sentences, exact_counts=counts)
+
+
+@pytest.fixture(scope="module")
+def file_runs(tmp_path_factory):
+    """The scenarios on the data formats modelers bring (a JSONL and an .npz file): a word-LM with the
+    DP cross-client ratios, a GAN, and a 3-period monitor, all charged to one ledger."""
+    from conftest import GAN_MONITOR_PLAN, monitor
+    from fedgen_debug.data import jsonl, npz
+    from fedgen_debug.memorization.cross_client_lm import CrossClientConfig, cross_client_memorization
+    from fedgen_debug.scenarios.lm import load_lm
+
+    root = tmp_path_factory.mktemp("files")
+    text, images = str(root / "users.jsonl"), str(root / "writers.npz")
+    jsonl.write_jsonl(data_spec.load_client_data(TEXT), text)
+    npz.write_npz(data_spec.load_client_data(IMAGES), images)
+    runs = {"word": str(root / "word"), "gan": str(root / "gan")}
+    train_lm(LMRun("word", f"jsonl:{text}", 0.3, "test", rounds=2, vocab_size=300, vocab="dp"), runs["word"])
+    model, vocab, run = load_lm(runs["word"])
+    cross_client_memorization(runs["word"], model, vocab, run, CrossClientConfig(prefixes_per_client=3))
+    train_gan(GANRun(f"npz:{images}", "by-user-accuracy:low", 0.5, "test", rounds=2, primary_classes=10), runs["gan"])
+    # The monitor on the images (a text monitor on 40 users' file data has a DP vocabulary of ~0 words).
+    plan = {**GAN_MONITOR_PLAN, "data": f"npz:{images}", "periods": 3, "rollout": "invert:3=0.5"}
+    out, env, done = monitor(root, "monitor", plan=plan)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs.update({p: str(out / p / "gan-random") for p in os.listdir(out) if p.startswith("period_")})
+    return runs, str(out), (text, images), env["FEDGEN_DEBUG_LEDGER"]
+
+
+def test_runs_on_data_files_release_no_digest_of_them(file_runs):
+    """Before issue 53 a file's population key was sha256(file)[:16], released in config.json,
+    privacy.json and the ledger: a deterministic function of every raw example."""
+    from release_boundary import file_digests, released_files
+
+    runs, monitor_dir, files, ledger_home = file_runs
+    assert len(runs) == 5
+    releases = store.read_json(store.released(runs["word"], store.PRIVACY))["releases"]
+    assert any("cross-client-mr" in k for k in releases)
+    text_ids, image_ids = data_spec.load_client_data(TEXT).client_ids, data_spec.load_client_data(IMAGES).client_ids
+    for name, run_dir in runs.items():
+        check_released(run_dir, client_ids=text_ids if name == "word" else image_ids, data_files=files)
+    digests = file_digests(files)
+    for path in released_files(monitor_dir) + [os.path.join(ledger_home, "ledger.jsonl")]:
+        raw = open(path, "rb").read()
+        assert not any(d.encode() in raw for d in digests), path
+    # What names the population in the store now: the users' keyed MAC, the same for both runs' files.
+    for name in ("word", "gan"):
+        assert store.read_json(store.released(runs[name], store.PRIVACY))["population"].startswith("users-")

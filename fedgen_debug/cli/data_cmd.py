@@ -23,7 +23,11 @@ def register(sub) -> None:
                                   "each call is a DP release charged to the ledger)")
     inspect.add_argument("spec", help="data spec, e.g. synthetic-images:writers=100")
     inspect.add_argument("--public", action="store_true",
-                         help="the data is public (e.g. a public stand-in): exact counts, nothing charged")
+                         help="the data is public (e.g. a public stand-in): exact counts, nothing charged; refused "
+                         "for users the ledger holds DP releases on")
+    inspect.add_argument("--declare-public", metavar="REASON",
+                         help="with --public, on users the ledger knows: the data owner declares them public "
+                         "(recorded in the ledger with REASON)")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.set_defaults(handler=run_inspect)
 
@@ -86,16 +90,37 @@ def size_summary(sizes: dict[str, int]) -> dict:
     }
 
 
+def _check_public(spec, client_ids, declared_reason: str | None) -> None:
+    """Exact counts only of users the ledger holds no DP release on, unless the data owner declares
+    them public (recorded, so the declaration is on the ledger's record)."""
+    from fedgen_debug.privacy.ledger import Ledger
+
+    ledger = Ledger()
+    known = ledger.known_users(spec, client_ids)
+    if not known:
+        return
+    if declared_reason is None:
+        raise ValueError(f"{spec}: the ledger holds DP releases on users of this data ({', '.join(known)}), so it is "
+                         "private and its exact counts are not shown. Drop --public for DP counts, or, if the data "
+                         "owner says this data is public, add --declare-public REASON (recorded in the ledger).")
+    ledger.declare_public(ledger.population_key(spec, client_ids), declared_reason)
+
+
 def run_inspect(args) -> int:
     from fedgen_debug.data import client_data as cd
 
     spec = data_spec.parse_data_spec(args.spec)
     client_data = data_spec.load_client_data(spec)
     sizes = cd.client_sizes(client_data)
+    if args.declare_public is not None and not args.public:
+        raise ValueError("--declare-public goes with --public.")
     if args.public:
+        _check_public(spec, client_data.client_ids, args.declare_public)
         summary = {"spec": str(spec), "modality": spec.modality, "public": True, **size_summary(sizes)}
     else:
-        population = data_spec.population_key(spec)
+        from fedgen_debug.privacy.ledger import population_key
+
+        population = population_key(spec, client_data.client_ids)
         summary = {"spec": str(spec), "population": population, "modality": spec.modality,
                    **dp_size_summary(sizes, population)}
     if args.json:

@@ -66,14 +66,15 @@ def _specs(args) -> tuple[str, str]:
 def planned_records(args, stages) -> dict[str, list]:
     """Every DP release the demo's stages will make, by population (events only: placeholder ids)."""
     from fedgen_debug.cli import demo_data, demo_gan, demo_lm
-    from fedgen_debug.data.spec import population_key
+    from fedgen_debug.data.spec import client_ids
+    from fedgen_debug.privacy.ledger import population_key
     from fedgen_debug.runs.secret import RunSecret
     from fedgen_debug.scenarios import gan, lm
     from fedgen_debug.training.loop import Population
 
     text_spec, image_spec = _specs(args)
-    text = Population(population_key(text_spec), tuple(map(str, range(args.users))))
-    images = Population(population_key(image_spec), tuple(map(str, range(args.writers))))
+    text = Population(population_key(text_spec), client_ids(text_spec))
+    images = Population(population_key(image_spec), client_ids(image_spec))
     plan = {text.key: [], images.key: []}
     if "data" in stages:
         plan[text.key] += demo_data.stage_records("text", text.key, text.size, RunSecret.fresh(), "")
@@ -99,7 +100,7 @@ def settle_budgets(args, stages) -> list[str]:
     for population, records in planned_records(args, stages).items():
         size = max(r.population_size for r in records)
         budget = ledger.budget(population, size)
-        need = composed_guarantee(ledger.records(population) + records, budget.delta)
+        need = composed_guarantee(ledger.total(population, *records).releases, budget.delta)
         if budget.source == "default":
             ledger.set_budget(population, need.epsilon * 1.001, reason="fedgen-debug demo: simulated users; the "
                               "budget its releases need")

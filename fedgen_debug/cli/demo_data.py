@@ -56,12 +56,12 @@ def release_population(kind: str, client_data, data_spec_text: str, run_dir: str
     """Charges and computes one population's aggregates into `run_dir` (once; a re-run reads them)."""
     from fedgen_debug.cli.data_cmd import dp_size_summary
     from fedgen_debug.data import client_data as cd
-    from fedgen_debug.data.spec import population_key
+    from fedgen_debug.privacy.ledger import population_key
     from fedgen_debug.privacy import aggregates
     from fedgen_debug.runs import store
     from fedgen_debug.runs.start import charge, open_run
 
-    population = population_key(data_spec_text)
+    population = population_key(data_spec_text, client_data.client_ids)
     config_json = {"demo-data": {"data": data_spec_text, "kind": kind}}
     with store.exclusive(run_dir):
         secret, _ = open_run(run_dir, config_json)

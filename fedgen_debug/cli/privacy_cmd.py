@@ -97,9 +97,9 @@ def run_ledger(args) -> int:
     if args.ledger_command == "budget":
         population = args.population
         if population != ALL_POPULATIONS:
-            from fedgen_debug.data.spec import population_key
+            from fedgen_debug.privacy.ledger import population_key
 
-            population = population_key(population)
+            population = population_key(population, ledger=ledger)
         ledger.set_budget(population, args.epsilon, args.delta, args.reason)
         print(f"{ledger.path}: budget of {population}: ε = {args.epsilon:g}"
               + (f" at δ = {args.delta:g}" if args.delta is not None else " at δ = 0.01/N")
@@ -116,6 +116,8 @@ def run_ledger(args) -> int:
         mark = f"  WARNING: ε > {accounting.EPSILON_WARNING:g}" if t["above_warning"] else ""
         print(f"{t['population']} (N={t['population_size']}): ε = {t['epsilon']:.4g} at δ = {t['delta']:.3g} over "
               f"{len(t['releases'])} release(s); budget ε = {t['budget']['epsilon']:g} ({t['budget']['source']}){mark}")
+        if t["overlaps"]:
+            print(f"    its worst-off users are also in {', '.join(t['overlaps'])}: their releases count too")
         for r in t["releases"]:
             print(f"    ε = {r['epsilon_alone']:.4g}  {r['label']}  {r['source']}")
     return 0

@@ -110,29 +110,39 @@ def load_client_data(spec: DataSpec | str):
     return tff_sqlite.load_tff_stackoverflow(spec.path)
 
 
-def population_key(spec: DataSpec | str) -> str:
-    """The canonical name of the users a spec holds: the privacy ledger's key.
-
-    The same users must never pass for two populations, whatever the spelling: synthetic users are
-    keyed by their generator seed alone (user k depends only on (seed, k), so `users=300` is a prefix
-    of `users=1000`: the same people); files by the SHA-256 of their content (a copy, a move or a
-    relative path is the same data; filter options such as `min_sentences` select among the same
-    people); TFF's datasets by their name (the cache directory does not matter).
-    """
-    import hashlib
-    import os
-
+def user_namespace(spec: DataSpec | str) -> str:
+    """Where a spec's user ids name people (`privacy.populations`): synthetic users are simulated per
+    generator and seed; every file or TFF dataset is the data owner's users, named by their ids in any
+    format (a play converted to JSONL, an `.npz` written as TFF sqlite: the same people)."""
     if isinstance(spec, str):
         spec = parse_data_spec(spec)
     if spec.source in ("synthetic-images", "synthetic-text"):
         return f"{spec.source}:seed={spec.option('seed')}"
-    if spec.source in ("tff-emnist", "tff-stackoverflow"):
-        return spec.source
-    path = os.path.expanduser(spec.path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{spec.path}: no such file.")
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"{spec.source}:sha256={digest.hexdigest()[:16]}"
+    return "users"
+
+
+def client_ids(spec: DataSpec | str) -> tuple[str, ...]:
+    """The user ids a spec holds (synthetic ones without generating their data; a file's read once per
+    version of the file in a process: a monitor asks each period)."""
+    import os
+
+    from fedgen_debug.data import synthetic_images, synthetic_text
+
+    if isinstance(spec, str):
+        spec = parse_data_spec(spec)
+    if spec.source == "synthetic-images":
+        return tuple(map(synthetic_images.writer_id, range(spec.option("writers"))))
+    if spec.source == "synthetic-text":
+        return tuple(map(synthetic_text.user_id, range(spec.option("users"))))
+    path = os.path.expanduser(spec.path or "")
+    version = (os.path.abspath(path), os.stat(path).st_mtime_ns, os.stat(path).st_size) if os.path.isfile(path) else None
+    key = (spec.source, spec.options, version)
+    if version is None or key not in _CLIENT_IDS:
+        ids = tuple(load_client_data(spec).client_ids)
+        if version is None:
+            return ids
+        _CLIENT_IDS[key] = ids
+    return _CLIENT_IDS[key]
+
+
+_CLIENT_IDS: dict = {}

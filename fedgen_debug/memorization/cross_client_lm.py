@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 
 from fedgen_debug.memorization import cross_client
+from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge
@@ -73,7 +74,7 @@ def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClie
         raise ValueError(f"{run_dir}: the run's server part (its secret) is missing; the cross-client ratios are a "
                          "DP release that only the server can noise.")
     client_data = data_spec.load_client_data(run.data)
-    population = data_spec.population_key(run.data)
+    population = population_key(run.data, client_data.client_ids)
     clients = sorted(client_data.client_ids)
     release_id = f"{secret.run_id}/{config.key}"
     charge(cross_client.release_record(population, len(clients), release_id, run_dir), run_dir)

@@ -14,7 +14,7 @@ import dataclasses
 
 from fedgen_debug.data.fleet import membership
 from fedgen_debug.monitor.plan import Auxiliary, MonitorPlan
-from fedgen_debug.privacy.ledger import Ledger, composed_guarantee
+from fedgen_debug.privacy.ledger import Ledger, composed_guarantee, population_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,14 +56,13 @@ def present_devices(plan: MonitorPlan, client_ids, period: int) -> tuple[str, ..
     return tuple(c for c in sorted(client_ids) if membership(plan.fleet, c).present(period))
 
 
-def period_records(plan: MonitorPlan, client_ids, period: int) -> list:
+def period_records(plan: MonitorPlan, client_ids, period: int, ledger: Ledger | None = None) -> list:
     """Every DP release of `period`, as the scenarios will charge them (placeholder release ids)."""
-    from fedgen_debug.data.spec import population_key
     from fedgen_debug.runs.secret import RunSecret
     from fedgen_debug.scenarios import gan, lm
     from fedgen_debug.training.loop import Population
 
-    present = Population(population_key(plan.data), present_devices(plan, client_ids, period))
+    present = Population(population_key(plan.data, client_ids, ledger), present_devices(plan, client_ids, period))
     if present.size == 0:
         return []
     records = []
@@ -82,20 +81,19 @@ def check_budget(plan: MonitorPlan, client_ids, ledger: Ledger | None = None, do
     it anyway); δ is the ledger's for the population. It counts the planned warm starts: a restart from
     scratch (an auxiliary that had not learned its data) costs the first period's rounds, is charged
     when it happens, and a period it would take over the budget is refused then (`Monitor`)."""
-    from fedgen_debug.data.spec import population_key
-
     ledger = ledger or Ledger()
-    key = population_key(plan.data)
+    key = population_key(plan.data, client_ids, ledger)
     before = ledger.records(key)
     size = len(client_ids)
     ledger_budget = ledger.budget(key, size)
     budget = min(plan.budget_epsilon, ledger_budget.epsilon)
     delta = ledger_budget.delta
-    spent = composed_guarantee(before, delta).epsilon if before else 0.0
-    records, epsilons, affordable = list(before), [], done
+    # The worst user's releases (overlapping populations' too), at the δ of all the plan's devices.
+    spent = composed_guarantee(ledger.total(key).releases, delta).epsilon if before else 0.0
+    records, epsilons, affordable = [], [], done
     for period in range(done + 1, plan.periods + 1):
-        records += period_records(plan, client_ids, period)
-        epsilon = composed_guarantee(records, delta).epsilon if records else 0.0
+        records += period_records(plan, client_ids, period, ledger)
+        epsilon = composed_guarantee(ledger.total(key, *records).releases, delta).epsilon if records or before else 0.0
         epsilons.append(epsilon)
         if epsilon > budget:
             break

@@ -50,6 +50,7 @@ from fedgen_debug.monitor import alerts as alerts_lib
 from fedgen_debug.monitor import budget as budget_lib
 from fedgen_debug.monitor import measure, signals
 from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds
+from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
@@ -138,8 +139,8 @@ class Monitor:
         self.sleep, self.clock = sleep, clock
         self.every = every if every is not None else (cadence_seconds(plan.cadence) if plan.cadence else None)
         self.rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
-        self.key = data_spec.population_key(plan.data)
         self.source = data_spec.load_client_data(plan.data)
+        self.key = population_key(plan.data, self.source.client_ids, ledger)
         self.names = [n for a in plan.auxiliaries for n in measure.signal_names(a)]
 
     # -- state ------------------------------------------------------------------------------------
@@ -276,7 +277,7 @@ class Monitor:
     def _charge_period(self, period: int, runs: dict, population) -> float:
         """Charges every auxiliary's releases of `period` at once (all or nothing) after checking the
         plan's budget; returns the population's ε after the period."""
-        from fedgen_debug.privacy.ledger import Ledger, PrivacyBudgetExceeded, composed_guarantee
+        from fedgen_debug.privacy.ledger import Ledger, PrivacyBudgetExceeded
         from fedgen_debug.runs.start import charge
         from fedgen_debug.scenarios import gan, lm
 
@@ -285,10 +286,9 @@ class Monitor:
         for auxiliary, (run, run_dir, run_secret) in runs.items():
             scenario = gan if auxiliary.kind == "gan" else lm
             records += scenario.release_records(run, population, run_secret, run_dir)
-        before = ledger.records(self.key)
-        known = {r.release_id for r in before}
-        delta = ledger.budget(self.key, max([population.size] + [r.population_size for r in before])).delta
-        after = composed_guarantee(before + [r for r in records if r.release_id not in known], delta).epsilon
+        known = {r.release_id for r in ledger.records(self.key)}
+        total = ledger.total(self.key, *[r for r in records if r.release_id not in known])
+        delta, after = total.guarantee.delta, total.guarantee.epsilon
         if after > self.plan.budget_epsilon:
             raise PlanRefused(f"period {period} would bring population {self.key} to ε = {after:.4g} at δ = "
                               f"{delta:.2g}, over the plan's budget (ε = {self.plan.budget_epsilon:g}); it was "

@@ -12,32 +12,39 @@ accounts for nothing.
   is idempotent by `release_id`: a resumed run finds its records (re-validated: same events, still
   within the budget) and charges nothing twice; the same id with other events is refused.
 - Records are never removed: deleting a run directory refunds nothing.
-- Populations are canonical keys (`fedgen_debug.data.spec.population_key`): the same users under
-  another spelling, path or copy of the file are the same population.
+- Populations are their users (`privacy.populations`): keyed tags of the user ids, so the same users
+  under another file, copy, edit, order or format are the same population, and overlapping
+  populations compose per user (a release is checked against the worst user of every population it
+  touches).
 - Budgets are entries of the same file (`set_budget`); without one a population gets
   `DEFAULT_BUDGET_EPSILON` at δ = 0.01/N. δ must be < 1/N.
-- Each line carries the SHA-256 of the line before it, so an edited or reordered ledger is detected.
+- Every line carries its sequence number, the MAC of the line before it and its own HMAC under the
+  ledger key, and the key directory keeps the MAC of the last line (`privacy.ledger_keys`): an edited,
+  removed, reordered, re-chained or truncated ledger is refused on the next read. Lines carry no
+  wall time: when a monitoring period charged its releases would tell when the one before finished.
 
-Line format: {"kind": "release", "record": {...}, "time": ..., "prev": ...} or
-{"kind": "budget", "population": key or "*", "epsilon": E, "delta": D or null, ...}.
+Line format: {"kind": "release", "record": {...}, "seq": n, "prev": MAC, "mac": MAC};
+{"kind": "budget", "population": key or "*", "epsilon": E, "delta": D or null, ...};
+{"kind": "declared-public", "population": key, "reason": ...} (`data inspect --public` on known users).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import importlib
 import json
 import math
 import os
-import time
 
 import dp_accounting
 
 from fedgen_debug.privacy.accounting import (ACCOUNTINGS, ADD_REMOVE, TIGHT, PrivacyGuarantee, check_delta,
                                              default_delta, epsilon_of_events)
+from fedgen_debug.privacy.ledger_keys import LedgerCorrupted, LedgerKeys, keys_dir
+from fedgen_debug.privacy.populations import PopulationRegistry
 
 LEDGER_ENV = "FEDGEN_DEBUG_LEDGER"
 DEFAULT_HOME = os.path.join("~", ".fedgen-debug", "ledger")
@@ -47,10 +54,6 @@ ALL_POPULATIONS = "*"
 
 
 class PrivacyBudgetExceeded(ValueError):
-    pass
-
-
-class LedgerCorrupted(ValueError):
     pass
 
 
@@ -150,27 +153,35 @@ class Budget:
 
 @dataclasses.dataclass(frozen=True)
 class PopulationTotal:
+    """The worst-off user of a population: ε composed over every release that held them (their own
+    population's and every overlapping population's, `overlaps`)."""
+
     population: str
     population_size: int
     releases: tuple[PrivacyRecord, ...]
     guarantee: PrivacyGuarantee
     budget: Budget
+    overlaps: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {"population": self.population, "population_size": self.population_size,
                 "releases": [{"label": r.label, "source": r.source, "release_id": r.release_id,
+                              "population": r.population,
                               "epsilon_alone": r.guarantee(self.guarantee.delta).epsilon} for r in self.releases],
-                **self.guarantee.as_dict(), "budget": dataclasses.asdict(self.budget)}
+                **self.guarantee.as_dict(), "budget": dataclasses.asdict(self.budget),
+                "overlaps": list(self.overlaps)}
 
 
-def _line_hash(line: str) -> str:
-    return hashlib.sha256(line.encode("utf-8")).hexdigest()
+def _entry_payload(entry: dict) -> str:
+    return json.dumps({k: v for k, v in entry.items() if k != "mac"}, sort_keys=True)
 
 
 class Ledger:
     def __init__(self, home: str | None = None):
         self.home = os.path.abspath(home) if home else ledger_home()
         self.path = os.path.join(self.home, LEDGER_FILE)
+        self.keys = LedgerKeys(keys_dir(self.home))
+        self.registry = PopulationRegistry(self.keys)
 
     # ---- file ------------------------------------------------------------------------------------
 
@@ -184,41 +195,79 @@ class Ledger:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def entries(self) -> list[dict]:
-        """Every entry, oldest first; raises LedgerCorrupted if the chain of hashes is broken."""
+    def _lines(self) -> list[str]:
         if not os.path.exists(self.path):
             return []
-        entries, prev = [], ""
         with open(self.path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                line = line.rstrip("\n")
-                if not line:
-                    continue
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    raise LedgerCorrupted(f"{self.path}:{number}: not a JSON line; the ledger was edited "
-                                          "or cut short.") from None
-                if entry.get("prev") != prev:
-                    raise LedgerCorrupted(f"{self.path}:{number}: the chain of hashes is broken; lines were "
-                                          "edited, removed or reordered.")
-                prev = _line_hash(line)
-                entries.append(entry)
+            return [line.rstrip("\n") for line in f if line.strip()]
+
+    def _ensure_key(self) -> None:
+        """Makes the key of a new ledger; a ledger with entries and no key is refused (`entries`)."""
+        if not self.keys.exists():
+            self.entries()
+            self.keys.create()
+
+    def entries(self) -> list[dict]:
+        """Every entry, oldest first; raises LedgerCorrupted unless every line verifies under the key,
+        in order, and the ledger reaches the head the key directory remembers."""
+        lines = self._lines()
+        head = self.keys.read_head() if self.keys.exists() else None
+        if not lines and head is None:
+            return []
+        if lines and not self.keys.exists():
+            raise LedgerCorrupted(f"{self.path} has {len(lines)} entries but no ledger key at {self.keys.key_path} "
+                                  "(or it was written before ledgers were authenticated); restore the key, or move "
+                                  "the ledger aside and start a new one as the data owner.")
+        entries, prev = [], ""
+        for number, line in enumerate(lines, 1):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                raise LedgerCorrupted(f"{self.path}:{number}: not a JSON line; the ledger was edited "
+                                      "or cut short.") from None
+            if not self.keys.verify("entry", _entry_payload(entry), entry.get("mac", "")):
+                raise LedgerCorrupted(f"{self.path}:{number}: the line does not verify under the ledger key; it "
+                                      "was edited or forged.")
+            if entry.get("seq") != number or entry.get("prev") != prev:
+                raise LedgerCorrupted(f"{self.path}:{number}: lines were removed or reordered.")
+            prev = entry["mac"]
+            entries.append(entry)
+        # A crash between appending a line and moving the head leaves lines past the head; they verify,
+        # so they were written with the key. Fewer lines than the head is a ledger cut short.
+        if head is None or len(entries) < head[0] or (head[0] and entries[head[0] - 1]["mac"] != head[1]):
+            raise LedgerCorrupted(f"{self.path}: {len(entries)} entries, but the ledger's head remembers "
+                                  f"{head[0] if head else 'none'}; the ledger was cut short, replaced or deleted.")
         return entries
 
     def _append(self, entry: dict) -> None:
+        self._ensure_key()
         entries = self.entries()
-        prev = ""
-        if entries:
-            with open(self.path, encoding="utf-8") as f:
-                last = [line.rstrip("\n") for line in f if line.strip()][-1]
-            prev = _line_hash(last)
-        line = json.dumps({**entry, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "prev": prev},
-                          sort_keys=True)
+        entry = {**entry, "seq": len(entries) + 1, "prev": entries[-1]["mac"] if entries else ""}
+        entry["mac"] = self.keys.mac("entry", _entry_payload(entry))
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        self.keys.write_head(entry["seq"], entry["mac"])
+
+    # ---- populations -----------------------------------------------------------------------------
+
+    def population_key(self, spec, client_ids=None) -> str:
+        """The ledger key of the users of data `spec` (all its users unless `client_ids` are given)."""
+        from fedgen_debug.data import spec as data_spec
+
+        ids = data_spec.client_ids(spec) if client_ids is None else client_ids
+        self._ensure_key()
+        return self.registry.register(data_spec.user_namespace(spec), ids)
+
+    def known_users(self, spec, client_ids=None) -> list[str]:
+        """The populations with releases in the ledger that hold any user of `spec` (nothing written)."""
+        from fedgen_debug.data import spec as data_spec
+
+        if not self.keys.exists():
+            return []
+        ids = data_spec.client_ids(spec) if client_ids is None else client_ids
+        return self.registry.overlapping(self.registry.tags(data_spec.user_namespace(spec), ids), self.populations())
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -242,13 +291,29 @@ class Ledger:
         return Budget(float(chosen["epsilon"]), float(delta), chosen["population"])
 
     def total(self, population: str, *extra: PrivacyRecord) -> PopulationTotal:
-        records = self.records(population) + list(extra)
-        if not records:
+        """The worst user of `population`: for each group of its users that took part in the same
+        populations' releases (overlapping populations' included), ε of their composition; the largest."""
+        by_population = collections.defaultdict(list)
+        for record in self.records() + list(extra):
+            by_population[record.population].append(record)
+        if not by_population.get(population):
             raise ValueError(f"the ledger has no release on population {population!r}.")
-        size = max(r.population_size for r in records)
+        size = max(r.population_size for r in by_population[population])
         budget = self.budget(population, size)
         check_delta(budget.delta, size)
-        return PopulationTotal(population, size, tuple(records), composed_guarantee(records, budget.delta), budget)
+        groups = {(population,)}
+        own = self.registry.members(population)
+        if own is not None:
+            others = [p for p in by_population if p != population]
+            members = {p: self.registry.members(p) for p in others}
+            others = [p for p in others if members[p] is not None and not members[p].isdisjoint(own)]
+            groups = {(population, *(p for p in others if tag in members[p])) for tag in own}
+        totals = []
+        for group in sorted(groups):
+            records = [r for p in group for r in by_population[p]]
+            totals.append(PopulationTotal(population, size, tuple(records), composed_guarantee(records, budget.delta),
+                                          budget, group[1:]))
+        return max(totals, key=lambda t: (t.guarantee.epsilon, len(t.releases)))
 
     def totals(self) -> list[PopulationTotal]:
         return [self.total(p) for p in self.populations()]
@@ -257,7 +322,8 @@ class Ledger:
 
     def spend(self, records) -> dict[str, PopulationTotal]:
         """Charges `records` (one or several releases) to their populations, all or nothing, or raises
-        PrivacyBudgetExceeded. Call it before releasing. Returns each population's new total."""
+        PrivacyBudgetExceeded. Call it before releasing. Checks the budget of every population whose
+        users the records touch (overlapping ones too). Returns each record population's new total."""
         records = [records] if isinstance(records, PrivacyRecord) else list(records)
         with self._locked():
             known = {r.release_id: r for r in self.records()}
@@ -269,15 +335,22 @@ class Ledger:
                 elif earlier.to_json()["events"] != record.to_json()["events"] or earlier.population != record.population:
                     raise ValueError(f"release {record.release_id} ({record.label}) is in the ledger with other "
                                      "events or another population; a resumed run must keep its configuration.")
+            charged = list(dict.fromkeys(r.population for r in records))
+            touched = list(charged)
+            for population in charged:
+                members = self.registry.members(population)
+                if members is not None:
+                    touched += [p for p in self.registry.overlapping(members, self.populations()) if p not in touched]
             totals = {}
-            for population in dict.fromkeys(r.population for r in records):
+            for population in touched:
                 extra = [r for r in new if r.population == population]
-                total = self.total(population, *extra)
-                self._check_budget(total, extra[0] if extra else records[0], resumed=not extra)
+                total = self.total(population, *new)
+                first = extra[0] if extra else next((r for r in new if r.population in total.overlaps), None)
+                self._check_budget(total, first or records[0], resumed=not new)
                 totals[population] = total
             for record in new:
                 self._append({"kind": "release", "record": record.to_json()})
-            return totals
+            return {p: totals[p] for p in charged}
 
     @staticmethod
     def _check_budget(total: PopulationTotal, record: PrivacyRecord, resumed: bool) -> None:
@@ -301,3 +374,15 @@ class Ledger:
         with self._locked():
             self._append({"kind": "budget", "population": population, "epsilon": epsilon, "delta": delta,
                           "reason": reason})
+
+    def declare_public(self, population: str, reason: str) -> None:
+        """Records that the data owner declared users the ledger knows as private to be public."""
+        if not reason.strip():
+            raise ValueError("declaring known users public needs a reason.")
+        with self._locked():
+            self._append({"kind": "declared-public", "population": population, "reason": reason})
+
+
+def population_key(spec, client_ids=None, ledger: Ledger | None = None) -> str:
+    """The ledger key of the users of data `spec` (`Ledger.population_key`), in the default ledger."""
+    return (ledger or Ledger()).population_key(spec, client_ids)

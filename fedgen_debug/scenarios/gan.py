@@ -37,6 +37,7 @@ from fedgen_debug.models import cnn
 from fedgen_debug.models.gan import GANConfig, build_discriminator, build_generator, gan_config
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
+from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
@@ -275,7 +276,10 @@ def train_gan(run: GANRun, out_dir: str, *, client_data=None, app_update=None, c
 
 def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm_start_from) -> loop.TrainingResult:
     clean = client_data if client_data is not None else data_spec.load_client_data(run.data)
-    everyone = loop.Population(data_spec.population_key(run.data), tuple(clean.client_ids))
+    # The ledger's population is all users of the data, also when `client_data` holds some of them (a
+    # monitoring period's devices).
+    everyone = loop.Population(population_key(run.data, None if client_data is not None else clean.client_ids),
+                               tuple(clean.client_ids))
     if run.delta is not None:
         check_delta(run.delta, everyone.size)
     trained = training_population(run, everyone)

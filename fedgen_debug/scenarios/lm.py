@@ -31,6 +31,7 @@ from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm, char
 from fedgen_debug.models.word_lm import sequences
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
+from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
@@ -215,8 +216,11 @@ def train_lm(run: LMRun, out_dir: str, *, client_data=None, context: dict | None
 
 
 def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -> loop.TrainingResult:
+    # The ledger's population is all users of the data, also when `client_data` holds some of them (a
+    # monitoring period's devices).
+    key = population_key(run.data) if client_data is not None else None
     client_data = client_data if client_data is not None else data_spec.load_client_data(run.data)
-    everyone = loop.Population(data_spec.population_key(run.data), tuple(client_data.client_ids))
+    everyone = loop.Population(key or population_key(run.data, client_data.client_ids), tuple(client_data.client_ids))
     trained = training_population(run, everyone)
     config = run.training_config(trained.size)
     if run.delta is not None:

@@ -61,7 +61,9 @@ def check_vocabulary_source(source: str, data: str) -> None:
     public = data_spec.parse_data_spec(source[len(PUBLIC_PREFIX):])
     if public.modality != "text":
         raise ValueError(f"the public vocabulary needs text data. Found {public}.")
-    if data_spec.population_key(public) == data_spec.population_key(data):
+    same_users = data_spec.user_namespace(public) == data_spec.user_namespace(data) and \
+        set(data_spec.client_ids(public)) == set(data_spec.client_ids(data))
+    if same_users:
         raise ValueError(f"{public} holds the same users as the private data; a public vocabulary must come "
                          "from other text (or use --vocab dp).")
 

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import synthetic_text
-from fedgen_debug.data.spec import population_key
+from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.data.text import Vocabulary, tokenize
 from fedgen_debug.models.sampling import expected_symbol_rate
 from fedgen_debug.models.word_lm import build_word_lm, sample_sentences, sequences
@@ -141,7 +141,7 @@ def run(config: T6Config, run_root: str) -> dict:
                         for cid in private.client_ids}
     # On each device: its sentences' public density, from the shipped public LM.
     log_probs = {cid: np.array([public_lm.log_prob_per_token(t) for t in toks]) for cid, toks in tokens_by_client.items()}
-    population = population_key(f"synthetic-text:users={config.users},seed={config.seed}")
+    population = population_key(f"synthetic-text:users={config.users},seed={config.seed}", private.client_ids)
     selected = {name: _selected(selector, tokens_by_client, log_probs)
                 for name, selector in (("t1", RandomExamples()), ("t6", PublicDensity(config.eps)))}
     vocab = _vocabulary(public, selected["t6"], config, population, os.path.join(run_root, "vocabulary"))
