@@ -7,6 +7,7 @@ charged to the ledger before anything is computed."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -62,6 +63,37 @@ def continue_prefixes(model, vocab, prefixes: list[tuple[str, ...]], length: int
     return out
 
 
+Continuation = Callable[[list[tuple[str, ...]]], list[list[str]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Contributions:
+    """What each user adds to the release, and what it is computed from (the server side's, never released)."""
+    prefixes: dict      # user -> its sampled prefixes
+    generations: dict   # user -> the continuations of its prefixes
+    hits: dict          # (j, k) -> the indices of j's generations that match one of k's suffixes
+    records: dict       # user -> (MR_{j→j}, MR_inter(j)): the record the DP sum adds
+
+
+def user_contributions(user_sentences: Mapping[str, list[list[str]]], continue_fn: Continuation,
+                       config: CrossClientConfig, secret: secret_lib.RunSecret) -> Contributions:
+    """Each user's record of the release from every user's tokenized sentences. `continue_fn`: greedy
+    continuations of a batch of prefixes (the released model's; a stand-in in tests)."""
+    clients = sorted(user_sentences)
+    rng = secret.rng("cross-client-prefixes", config.seed)
+    prefixes, suffixes = {}, {}
+    for cid in clients:
+        prefixes[cid], suffixes[cid] = client_splits(user_sentences[cid], config, rng)
+    order = [(cid, i) for cid in clients for i in range(len(prefixes[cid]))]
+    generated = continue_fn([prefixes[cid][i] for cid, i in order])
+    generations = {cid: [] for cid in clients}
+    for (cid, _), tokens in zip(order, generated):
+        generations[cid].append(tokens)
+    hits = cross_client.pairwise_hits(generations, suffixes, config.ngram)
+    ratios = cross_client.memorization_ratios(hits, {cid: len(prefixes[cid]) for cid in clients})
+    return Contributions(prefixes, generations, hits, {cid: r[:2] for cid, r in ratios.per_client.items()})
+
+
 def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClientConfig) -> dict:
     from fedgen_debug.data import spec as data_spec
     from fedgen_debug.scenarios import lm_data
@@ -78,18 +110,10 @@ def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClie
     release_id = f"{secret.run_id}/{config.key}"
     charge(cross_client.release_record(population, len(clients), release_id, run_dir), run_dir)
 
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0xC1C1,)))
-    prefixes, suffixes = {}, {}
-    for cid in clients:
-        prefixes[cid], suffixes[cid] = client_splits(lm_data.device_tokens(client_data, cid, None), config, rng)
-    order = [(cid, i) for cid in clients for i in range(len(prefixes[cid]))]
-    generated = continue_prefixes(model, vocab, [prefixes[cid][i] for cid, i in order], config.continuation_tokens)
-    generations = {cid: [] for cid in clients}
-    for (cid, _), tokens in zip(order, generated):
-        generations[cid].append(tokens)
-    hits = cross_client.pairwise_hits(generations, suffixes, config.ngram)
-    ratios = cross_client.memorization_ratios(hits, {cid: len(prefixes[cid]) for cid in clients})
-    release = cross_client.dp_release(ratios.per_client, secret.tf_seed("aggregate-noise", config.key))
+    contributions = user_contributions(
+        {cid: lm_data.device_tokens(client_data, cid, None) for cid in clients},
+        lambda prefixes: continue_prefixes(model, vocab, prefixes, config.continuation_tokens), config, secret)
+    release = cross_client.dp_release(contributions.records, secret.tf_seed("aggregate-noise", config.key))
     privacy = store.read_json(store.released(run_dir, store.PRIVACY))["releases"][release_id]
     return {**dataclasses.asdict(config), **release, "epsilon": privacy["epsilon"], "delta": privacy["delta"],
             "detector": "verbatim n-gram matching only (the paper's PAN2014 paraphrase and idea levels are not "
