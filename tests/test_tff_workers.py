@@ -1,10 +1,15 @@
 """TFF workers (tff_workers.py, `fedgen-debug worker`, `--workers`): a SIGKILLed run leaves no worker
-behind; DP-FedAvg and DP-FedAvg-GAN rounds split across two workers by TFF's mergeable context give
+(nor its network bridge) behind; the local worker cannot be reached from the network (or, where it can,
+says so); DP-FedAvg and DP-FedAvg-GAN rounds split across two workers by TFF's mergeable context give
 the one-worker result."""
 
+import contextlib
+import ipaddress
 import json
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +21,7 @@ import pytest
 
 from conftest import fedgen_cli
 from fedgen_debug import runtime, tff_workers
+from fedgen_debug.cli.doctor_cmd import federated_mean_check
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training.sampling import sample_clients
@@ -47,6 +53,8 @@ _HOLD = textwrap.dedent("""
     from fedgen_debug.cli.doctor_cmd import federated_mean_check
     federated_mean_check()
     print("WORKERS", *runtime.worker_processes(os.getpid()), flush=True)
+    children = [p for p in os.listdir("/proc") if p.isdigit() and runtime._read_stat_ppid(int(p)) == os.getpid()]
+    print("CHILDREN", *children, flush=True)
     time.sleep(600)
 """)
 
@@ -59,14 +67,83 @@ def test_a_sigkilled_run_leaves_no_worker_behind():
         line = proc.stdout.readline().split()
         assert line[:1] == ["WORKERS"] and len(line) == 2, line
         worker = int(line[1])
-        assert _alive(worker)
+        children = [int(p) for p in proc.stdout.readline().split()[1:]]   # the worker and its network bridge
+        assert _alive(worker) and worker in children
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         time.sleep(2.0)
         assert not _alive(worker), f"worker {worker} outlived its SIGKILLed parent"
+        assert not [p for p in children if _alive(p)], "a child outlived its SIGKILLed parent"
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _own_addresses() -> list[str]:
+    """This machine's addresses other than loopback (`hostname -I`, else the one a UDP socket would use)."""
+    try:
+        found = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        found = []
+    if not found:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))   # no packet is sent: this only picks the outgoing address
+            found = [s.getsockname()[0]]
+    return [a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on (its sockets, as its own network namespace lists them)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for row in f.read().splitlines()[1:]:
+                fields = row.split()
+                if fields[3] == "0A" and fields[9] in inodes:   # 0A: LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_the_local_worker_cannot_be_reached_from_the_network():
+    """worker_binary listens on [::]:PORT, unauthenticated: from another machine, or another network
+    namespace of this one, its port must not answer."""
+    addresses = _own_addresses()
+    if not addresses:
+        pytest.skip("this machine has no address other than loopback")
+    tff_workers.use_context(())
+    assert federated_mean_check() == 3.0
+    (worker,) = runtime.worker_processes(os.getpid())
+    ports = _listening_ports(worker)
+    assert ports, "the worker listens on no TCP port"
+    for address in addresses:
+        for port in ports:
+            with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+                probe.settimeout(5.0)
+                reached = probe.connect_ex((address, port)) == 0
+            assert not reached, f"the local TFF worker {worker} answers on {address}:{port}"
+
+
+def test_where_no_namespace_can_be_made_the_worker_says_it_listens_on_all_interfaces(monkeypatch, caplog):
+    monkeypatch.setattr(tff_workers, "namespace_unavailable", lambda: "no user namespaces (test)")
+    monkeypatch.setattr(tff_workers, "_warned_local_exposure", False)
+    local = tff_workers._LocalWorker()
+    try:
+        with caplog.at_level(logging.WARNING, logger=tff_workers.__name__):
+            assert local.get_stub().is_ready
+            tff_workers._warn_local_exposure(1234, "again")
+        (warning,) = [r.getMessage() for r in caplog.records]   # once a process
+        port = int(local.worker.args[-1].split("=")[1])
+        assert f"listens on all interfaces ([::]:{port})" in warning and "without TLS or authentication" in warning
+        assert "no user namespaces (test)" in warning and "--backend tf" in warning
+    finally:
+        local.worker.send_signal(signal.SIGINT)
+        local.worker.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

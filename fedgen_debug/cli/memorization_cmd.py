@@ -25,7 +25,8 @@ def register(sub) -> None:
                             f"bits for LMs, {DEFAULT_GAN_MAX_EXPOSURE_BITS:g} for GANs; an unseen canary exceeds t bits "
                             "with probability 2^-t)")
     check.add_argument("--seed", type=int, default=0,
-                       help="the checker's public randomness (reference suffixes; GAN: noise and reference glyphs)")
+                       help="the checker's public randomness (reference suffixes; GAN: noise and reference glyphs); "
+                            "--cross-client: which draw of the prefixes (drawn from the run secret)")
     check.add_argument("--samples", type=int, default=20_000, help="GAN: generated images searched for each glyph")
     check.add_argument("--cross-client", action="store_true",
                        help="word-LM: also the intra-/inter-client memorization ratios (Udsa et al.) on the simulated "

@@ -16,11 +16,19 @@ available offline: this is the *verbatim* category only, by n-gram matching.
 
 Release. The ratios are computed on the simulated devices (the matching needs every client's text) and
 leave only as one DP sum of the records (MR_{j→j}, MR_inter(j)) ∈ [0, 1]² over users, so the means are
-over users (w_j = 1/L: the weights |D_j| would publish each client's size). Replacing one user u moves
-Σ_j MR_{j→j} by at most 1 (its own term) and Σ_j MR_inter(j) by at most 2 (its own term, and 1/(L−1)
-in each other client's, through its suffixes): L2 sensitivity √5, noise σ = z·√5. MR_total is not
-released: one user's text can turn every other client's prefix into a match, so its sensitivity grows
-with L and no useful noise covers it; `memorization_ratios` computes it for simulations on public data.
+over users (w_j = 1/L: the weights |D_j| would publish each client's size).
+
+Sensitivity, replace-one user (the L user ids are public and fixed; user u's data is replaced by any
+other, including none). It holds because nothing of user j ≠ u depends on u's data: j's prefixes come
+from j's own draw and j's continuations from a model call whose shape and other rows do not depend on u
+(`cross_client_lm.user_contributions`), and L, the normalizer, counts every user whether or not it has a
+prefix. So of the sets P_{j,k} only P_{u,k} (u's generations) and P_{j,u} (u's suffixes) change, and
+  - Σ_j MR_{j→j} changes in u's term only: by at most 1;
+  - Σ_j MR_inter(j) changes in u's term, by at most 1, and in each other user's through MR_{j→u} ∈ [0, 1]
+    alone, by at most 1/(L−1), (L−1)/(L−1) = 1 in all: by at most 2.
+L2 sensitivity √(1² + 2²) = √5, noise σ = z·√5. MR_total is not released: one user's text can turn every
+other client's prefix into a match, so its sensitivity grows with L and no useful noise covers it;
+`memorization_ratios` computes it for simulations on public data.
 """
 
 from __future__ import annotations
@@ -60,6 +68,8 @@ def pairwise_hits(generations: Mapping[str, Sequence[Sequence[str]]], suffixes: 
         for suffix in client_suffixes:
             for gram in ngrams(suffix, min(n, len(suffix))) if suffix else ():
                 index.setdefault(gram, set()).add(k)
+    # Over every client's suffixes, but a width that none of k's suffixes has finds none of k's n-grams:
+    # whether j's generation matches k depends on j's generation and k's suffixes only.
     widths = sorted({len(g) for g in index})
     hits: dict[tuple[str, str], set[int]] = {}
     for j, client_generations in generations.items():
@@ -85,13 +95,14 @@ def memorization_ratios(hits: Mapping[tuple[str, str], frozenset[int]], num_pref
                         weights: Mapping[str, float] | None = None) -> Ratios:
     """Eq. 1-5 over the clients of `num_prefixes`. A client without a prefix (no sentence longer than the
     prefix) takes part with ratios 0, so L, the normalizer of MR_inter(j), is every client: a fixed,
-    public number, as the release's sensitivity needs. `weights` w_j, normalized here (the paper's:
-    |D_j|); None: uniform, as released."""
+    public number, as the release's sensitivity needs. No prefix at all is ratios 0, not an error: one
+    user's data can make it so, and an error after the release's charge would tell. `weights` w_j,
+    normalized here (the paper's: |D_j|); None: uniform, as released."""
     clients = sorted(num_prefixes)
     if len(clients) < 2:
         raise ValueError(f"cross-client memorization needs at least 2 clients. Found {len(clients)}.")
-    if any(num_prefixes[j] < 0 for j in clients) or not sum(num_prefixes.values()):
-        raise ValueError("prefix counts must be >= 0, and some client needs a prefix.")
+    if any(num_prefixes[j] < 0 for j in clients):
+        raise ValueError("prefix counts must be >= 0.")
     raw = {j: 1.0 for j in clients} if weights is None else {j: float(weights[j]) for j in clients}
     total_weight = sum(raw.values())
     if not total_weight > 0 or any(w < 0 for w in raw.values()):
@@ -107,9 +118,10 @@ def memorization_ratios(hits: Mapping[tuple[str, str], frozenset[int]], num_pref
                          len(union) / num_prefixes[j])
     w = {j: raw[j] / total_weight for j in clients}
     matched = sum(per_client[j][2] * num_prefixes[j] for j in clients)
+    prefixes = sum(num_prefixes.values())
     return Ratios(intra=sum(w[j] * per_client[j][0] for j in clients),
                   inter=sum(w[j] * per_client[j][1] for j in clients),
-                  total=matched / sum(num_prefixes.values()), per_client=per_client)
+                  total=matched / prefixes if prefixes else 0.0, per_client=per_client)
 
 
 def dp_release(per_client: Mapping[str, tuple], noise_seed, noise_multiplier: float = NOISE_MULTIPLIER) -> dict:

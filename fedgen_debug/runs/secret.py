@@ -34,6 +34,7 @@ STREAMS = {
     "canary-insertion": 9,    # which users share a canary, and which of their sentences it replaces
     "monitor-runs": 10,       # a monitor's period runs: each run's secret derives from the monitor's
     "client-examples": 11,    # which of its examples a device trains on in a round (`client.max_examples`)
+    "cross-client-prefixes": 12,  # which of a user's sentences give the cross-client memorization prefixes
 }
 
 
