@@ -159,6 +159,7 @@ class Monitor:
         table = np.array([[self.history.values[p].get(n, math.nan) for n in self.names] for p in range(1, period + 1)],
                          np.float64).reshape(period, len(self.names))
         asyncio.run(self._state_manager().save([np.int64(period), table], period))
+        store.owner_only(store.server(self.out_dir, store.PROGRAM_STATE))
 
     def _meta(self) -> dict:
         path = store.released(self.out_dir, store.MONITOR)
@@ -353,7 +354,7 @@ class Monitor:
         # When it finished stays server side: a period's wall time depends on who was sampled (timing.csv).
         path = store.server(self.out_dir, store.SCHEDULE)
         schedule = store.read_json(path) if os.path.exists(path) else {}
-        store.write_json(path, {**schedule, str(period): self.clock()})
+        store.write_private_json(path, {**schedule, str(period): self.clock()})
         self._remember(period, record)
         self._decide(period, record)
 

@@ -204,7 +204,7 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         logger.info("%s warm-started from %s", run_dir, warm_start_from)
     metrics_log = store.CsvLog(store.released(run_dir, store.METRICS), start)
     eval_log = store.CsvLog(store.released(run_dir, store.EVAL), start)
-    timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start)
+    timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start, private=True)
     writer = tf.summary.create_file_writer(store.released(run_dir, store.TENSORBOARD))
     status_path = store.released(run_dir, store.STATUS)
     charged_round_event = event_to_json(round_event(config.dp))

@@ -36,6 +36,7 @@ def save_checkpoint(run_dir: str, state, round_num: int, keep: int = 2) -> str:
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"round_{round_num:06d}.npz")
     store.save_arrays(path, tf.nest.flatten(state))
+    store.owner_only(path)
     for old in sorted(glob.glob(os.path.join(directory, "round_*.npz")))[:-keep]:
         os.remove(old)
     return path
