@@ -114,7 +114,8 @@ SERVER_FILES = {
     TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
     SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
     PROGRAM_STATE: "the monitor's tff.program state: the last finished period and its signal history",
-    SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv)",
+    SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv), "
+              "and where the periods' cadence grid starts",
 }
 
 
