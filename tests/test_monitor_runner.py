@@ -366,17 +366,17 @@ def test_a_monitor_releases_nothing_private(monitor_store):
         check_released(str(out / period / AUX), client_ids=client_ids, sentences=sentences)
 
 
-def test_every_runs_the_next_period_a_cadence_after_the_previous_one_finished_even_after_a_restart(tmp_path):
-    """--every 24h: period 2 is due 24 h after period 1 finished (the server's schedule says when), whether the
-    monitor kept running or was restarted in between; a period already due runs at once."""
+def test_every_runs_the_periods_on_a_cadence_grid_from_the_first_even_after_a_restart(tmp_path):
+    """--every 24h: period p is due (p - 1) × 24 h after period 1 started, however long the periods took
+    (the released due time would say when one finished: test_attacks_timing.py) and whether the monitor
+    kept running or was restarted in between; a period already due runs at once."""
     from fedgen_debug.monitor.plan import plan_from_dict
     from fedgen_debug.monitor.runner import Monitor
 
     out = tmp_path / "monitor"
     plan = plan_from_dict({**GAN_PLAN, "cadence": "24h"})
-    finished = 1_000_000.0
-    store.write_json(store.server(str(out), store.SCHEDULE), {"1": finished})
-    now = [finished + 3600.0]   # restarted an hour after period 1 finished
+    started = 1_000_000.0
+    now = [started]
     slept = []
 
     def sleep(seconds):
@@ -385,11 +385,17 @@ def test_every_runs_the_next_period_a_cadence_after_the_previous_one_finished_ev
 
     monitor = Monitor(plan, str(out), sleep=sleep, clock=lambda: now[0])
     assert monitor.every == 24 * 3600
-    monitor._wait_for(2)
-    assert now[0] == finished + 24 * 3600 and sum(slept) == 23 * 3600 and max(slept) <= 3600
-    assert store.read_json(store.released(str(out), store.MONITOR))["state"] == "running"
-    slept.clear()
-    now[0] = finished + 48 * 3600   # overdue: no wait
-    monitor._wait_for(2)
+    monitor._wait_for(1)
     assert slept == []
+    now[0] += 6 * 3600   # period 1 took 5 h; the monitor is restarted an hour after it finished
+    monitor = Monitor(plan, str(out), sleep=sleep, clock=lambda: now[0])
+    monitor._wait_for(2)
+    assert now[0] == started + 24 * 3600 and sum(slept) == 18 * 3600 and max(slept) <= 3600
+    meta = store.read_json(store.released(str(out), store.MONITOR))
+    assert meta["state"] == "running" and meta["next_period_due_unix"] == started + 24 * 3600
+    slept.clear()
+    now[0] = started + 50 * 3600   # period 2 took 26 h: period 3 is overdue, no wait
+    monitor._wait_for(3)
+    assert slept == []
+    assert store.read_json(store.released(str(out), store.MONITOR))["next_period_due_unix"] == started + 48 * 3600
     assert Monitor(plan_from_dict(GAN_PLAN), str(out)).every is None   # no cadence: back to back

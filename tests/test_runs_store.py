@@ -75,3 +75,23 @@ def test_a_saved_secret_is_owner_readable_only_and_round_trips(tmp_path):
     assert secret_lib.load(run) == s
     mode = stat.S_IMODE(os.stat(store.server(run, store.SECRET)).st_mode)
     assert mode == 0o600
+
+
+def test_owner_only_closes_a_server_path_and_the_directories_above_it_up_to_server(tmp_path):
+    """What the server writes below server/ is 0600 in 0700 directories (test_attacks_timing.py walks real
+    runs); a legacy 0755 server/ closes when a file is next written into it; nothing outside server/ is
+    touched, and a path outside a server/ part is refused."""
+    run = tmp_path / "run"
+    (run / "server" / "program_state" / "1").mkdir(parents=True, mode=0o755)
+    (run / "server" / "program_state" / "1" / "state.pb").write_text("x")
+    run.chmod(0o755)
+    (run / "server").chmod(0o755)
+    log = store.CsvLog(store.server(str(run), store.TIMING), 0, private=True)
+    log.append({"round": 1, "seconds": 0.5})
+    store.owner_only(store.server(str(run), store.PROGRAM_STATE))
+    modes = {p.relative_to(run).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in run.rglob("*")}
+    assert modes == {"server": 0o700, "server/timing.csv": 0o600, "server/program_state": 0o700,
+                     "server/program_state/1": 0o700, "server/program_state/1/state.pb": 0o600}
+    assert stat.S_IMODE(run.stat().st_mode) == 0o755   # the run directory itself: as it was
+    with pytest.raises(ValueError, match="not below a run's server/ part"):
+        store.owner_only(store.released(str(run), store.CONFIG))

@@ -26,8 +26,11 @@ own (`server/secret.json`), so the resumed monitor computes exactly what an unin
 Sinks are called at least once: an alert whose period was cut short after its sink ran is told again.
 
 Before period 1 the whole plan is checked against the budget (`budget.check_budget`) and refused with
-the number of periods it affords. `every` (or the plan's cadence) runs periods on a wall clock: the
-next one is due `every` seconds after the previous one finished, also across restarts.
+the number of periods it affords. `every` (or the plan's cadence) runs periods on a wall clock: they are
+due on a grid `every` apart from when the first period with a cadence started, also across restarts;
+a period already due runs at once. Not `every` after the previous period finished: monitor.json
+releases when the next period is due, and how long a period took depends on which clients were sampled
+and what they selected (when each finished stays in server/schedule.json).
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class Monitor:
         table = np.array([[self.history.values[p].get(n, math.nan) for n in self.names] for p in range(1, period + 1)],
                          np.float64).reshape(period, len(self.names))
         asyncio.run(self._state_manager().save([np.int64(period), table], period))
+        store.owner_only(store.server(self.out_dir, store.PROGRAM_STATE))
 
     def _meta(self) -> dict:
         path = store.released(self.out_dir, store.MONITOR)
@@ -256,18 +260,28 @@ class Monitor:
             return store.period_records(self.out_dir)
 
     def _wait_for(self, period: int) -> None:
-        if not self.every or period == 1:
+        if not self.every:
             return
-        due = self._finished_at(period - 1) + self.every
+        due = self._due(period)
+        # Released whether or not it is waited for: the schedule is the plan's, not when a period finished.
+        self._write_meta(next_period_due_unix=due)
         while (wait := due - self.clock()) > 0:
             logger.info("period %d is due at %s (in %.0f s)", period,
                         datetime.datetime.fromtimestamp(due).isoformat(timespec="seconds"), wait)
-            self._write_meta(state="waiting", next_period_due_unix=due)
+            self._write_meta(state="waiting")
             self.sleep(min(wait, 3600.0))
         self._write_meta(state="running")
 
-    def _finished_at(self, period: int) -> float:
-        return float(store.read_json(store.server(self.out_dir, store.SCHEDULE))[str(period)])
+    def _due(self, period: int) -> float:
+        """When `period` is due: on the grid `every` apart that starts when the first period with a cadence
+        started (server/schedule.json's "start", set then). Whatever the periods took does not move it."""
+        path = store.server(self.out_dir, store.SCHEDULE)
+        schedule = store.read_json(path) if os.path.exists(path) else {}
+        if "start" not in schedule:
+            schedule["start"] = {"period": period, "unix": self.clock()}
+            store.write_private_json(path, schedule)
+        start = schedule["start"]
+        return start["unix"] + (period - start["period"]) * self.every
 
     def _devices(self, period: int):
         from fedgen_debug.data.fleet import fleet_period
@@ -353,7 +367,7 @@ class Monitor:
         # When it finished stays server side: a period's wall time depends on who was sampled (timing.csv).
         path = store.server(self.out_dir, store.SCHEDULE)
         schedule = store.read_json(path) if os.path.exists(path) else {}
-        store.write_json(path, {**schedule, str(period): self.clock()})
+        store.write_private_json(path, {**schedule, str(period): self.clock()})
         self._remember(period, record)
         self._decide(period, record)
 

@@ -114,7 +114,8 @@ SERVER_FILES = {
     TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
     SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
     PROGRAM_STATE: "the monitor's tff.program state: the last finished period and its signal history",
-    SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv)",
+    SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv), "
+              "and where the periods' cadence grid starts",
 }
 
 
@@ -127,10 +128,35 @@ def released(run_dir: str, name: str, *more: str) -> str:
 
 
 def server(run_dir: str, name: str, *more: str) -> str:
-    """The path of a server-side file: never shown to the modeler."""
+    """The path of a server-side file: never shown to the modeler. Whatever writes one makes it owner-only
+    (`owner_only`; `write_private_json` does)."""
     if name not in SERVER_FILES:
         raise ValueError(f"{name!r} is not a server-side run file (runs.store.SERVER_FILES).")
     return os.path.join(run_dir, SERVER, name, *more)
+
+
+def owner_only(path: str) -> str:
+    """Makes `path` below a run's server/ part owner-only: a file 0600, a directory 0700 with everything
+    in it, and every directory from server/ down to it 0700. Other users of the machine must not read
+    what only the trusted server keeps (timing, checkpoints, selection) any more than the secret; the
+    server/ directory itself is the barrier, the modes inside it hold when a file is copied out with
+    its mode. Returns `path`."""
+    path = os.path.abspath(path)
+    parts = path.split(os.sep)
+    if SERVER not in parts:
+        raise ValueError(f"{path} is not below a run's {SERVER}/ part.")
+    top = os.sep.join(parts[:len(parts) - parts[::-1].index(SERVER)])   # the innermost server/
+    for directory, _, files in os.walk(path):
+        os.chmod(directory, 0o700)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o600)
+    if os.path.isfile(path):
+        os.chmod(path, 0o600)
+    directory = os.path.dirname(path)
+    while len(directory) >= len(top):
+        os.chmod(directory, 0o700)
+        directory = os.path.dirname(directory)
+    return path
 
 
 def training_release(privacy: dict) -> dict | None:
@@ -184,16 +210,17 @@ def load_snapshot(run_dir: str, round_num: int) -> np.ndarray:
 
 
 def write_private_json(path: str, data) -> None:
-    """JSON readable by the owner only (the run secret)."""
+    """JSON below server/, readable by the owner only (`owner_only`)."""
     write_json(path, data)
-    os.chmod(path, 0o600)
+    owner_only(path)
 
 
 class CsvLog:
-    """Append-only CSV of per-round rows; on resume, rows after the restored round are dropped."""
+    """Append-only CSV of per-round rows; on resume, rows after the restored round are dropped.
+    `private`: a log below server/, kept owner-only (`owner_only`)."""
 
-    def __init__(self, path: str, resume_round: int):
-        self.path = path
+    def __init__(self, path: str, resume_round: int, private: bool = False):
+        self.path, self.private = path, private
         self.fieldnames = None
         if os.path.exists(path):
             with open(path, newline="") as f:
@@ -206,6 +233,8 @@ class CsvLog:
                 writer = csv.DictWriter(f, fieldnames=self.fieldnames)
                 writer.writeheader()
                 writer.writerows(rows)
+            if private:
+                owner_only(path)
 
     def append(self, row: dict) -> None:
         new = self.fieldnames is None
@@ -219,6 +248,8 @@ class CsvLog:
             writer.writerow(row)
             f.flush()
             os.fsync(f.fileno())
+        if new and self.private:
+            owner_only(self.path)
 
 
 def read_csv(path: str) -> list[dict]:

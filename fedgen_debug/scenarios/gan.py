@@ -320,7 +320,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
         if selected.population.size == 0:
             raise ValueError(f"{run.select}: no device selected any image; nothing to train the GAN on.")
         population = loop.Population(everyone.key, selected.client_ids)
-        store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(selected.client_ids)})
+        store.write_private_json(store.server(out_dir, store.SELECTION), {"client_ids": list(selected.client_ids)})
 
     def client_examples(cid, round_num):
         # On the device: its selected images (none if it does not qualify), shuffled afresh each round

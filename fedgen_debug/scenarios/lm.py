@@ -255,7 +255,7 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
         if not qualified:
             raise ValueError(f"{run.data}: no device qualified (no out-of-vocabulary words).")
         population = loop.Population(population.key, qualified)
-        store.write_json(store.server(out_dir, store.SELECTION), {"client_ids": list(qualified)})
+        store.write_private_json(store.server(out_dir, store.SELECTION), {"client_ids": list(qualified)})
     spec = model_spec(run, num_ids)
 
     def client_dataset(cid, round_num):

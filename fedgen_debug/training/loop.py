@@ -15,8 +15,9 @@ together with `training_record(...)` first, then passes the same secret to `trai
 What is released per round: the round number and the process's `server` metrics (values the server
 computes from DP outputs, e.g. the GAN generator's loss). Client metrics are never aggregated (the
 processes drop them on the devices), and per-round wall time depends on which clients were sampled
-and what they selected, so it stays in `server/timing.csv`. After the first round of every start the
-event the DP aggregator reported is checked against the one charged to the ledger.
+and what they selected, so it stays in `server/timing.csv`; the TensorBoard events beside metrics.csv
+carry the round as their time (`run_dir.ReleasedScalars`), not when they were written. After the first
+round of every start the event the DP aggregator reported is checked against the one charged to the ledger.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Callable
 
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
@@ -204,16 +204,16 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
         logger.info("%s warm-started from %s", run_dir, warm_start_from)
     metrics_log = store.CsvLog(store.released(run_dir, store.METRICS), start)
     eval_log = store.CsvLog(store.released(run_dir, store.EVAL), start)
-    timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start)
-    writer = tf.summary.create_file_writer(store.released(run_dir, store.TENSORBOARD))
+    timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start, private=True)
+    scalars = rd.ReleasedScalars(run_dir, start)   # step-stamped: no wall time is released
     status_path = store.released(run_dir, store.STATUS)
     charged_round_event = event_to_json(round_event(config.dp))
 
     def log_scalars(row: dict, prefix: str = "") -> None:
-        with writer.as_default():
-            for k, v in row.items():
-                if k != "round":
-                    tf.summary.scalar(prefix + k, v, step=row["round"])
+        for k, v in row.items():
+            if k != "round":
+                scalars.scalar(prefix + k, v, row["round"])
+        scalars.flush()
 
     def evaluate(round_num):
         if evaluate_fn is None:
@@ -255,7 +255,7 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
             after_round(round_num + 1)
     if start < config.rounds:
         evaluate(config.rounds)
-    writer.flush()
+    scalars.close()
     weights = process.get_model_weights(state)
     rd.save_model_weights(run_dir, weights)
     write_status("finished", config.rounds)
