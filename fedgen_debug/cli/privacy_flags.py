@@ -20,7 +20,8 @@ def add_privacy_flags(parser) -> None:
     group.add_argument("--selection", choices=("strict", "paper"), default="strict",
                        help="strict: every user is sampled, non-qualifying devices send zero updates, ε over all "
                             "users; paper: only qualifying users, ε over them (augenstein2020; the server learns "
-                            "who qualified)")
+                            "who qualified, the modeler how many only as a DP count, and ε is over a DP lower "
+                            "bound of it)")
 
 
 def privacy_settings(args) -> dict:
@@ -53,7 +54,9 @@ def privacy_lines(run_dir: str) -> list[str]:
 
 def _realistic_line(run_dir: str, release: dict) -> list[str]:
     """For a simulation with z < 1: the ε of the same noise on the averaged update at the scale where
-    z = 1 (qN and N × 1/z, as augenstein2020's "realistic scenario")."""
+    z = 1 (qN and N × 1/z, as augenstein2020's "realistic scenario"). N is the population the release
+    was accounted with (its sampling event's): under selection 'paper' a DP lower bound of the
+    subpopulation, or qN where a round was accounted without sampling."""
     from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
     from fedgen_debug.privacy.realistic import realistic_scenario
     from fedgen_debug.runs import store
@@ -62,9 +65,12 @@ def _realistic_line(run_dir: str, release: dict) -> list[str]:
     dp = training["dp"]
     if not 0 < dp["noise_multiplier"] < 1 or dp["accounting"] != "replace-one":
         return []
-    params = DPFedAvgPrivacy(dp["clients_per_round"], release["population_size"], dp["noise_multiplier"],
-                             training["rounds"])
-    scaled = realistic_scenario(params).realistic
+    round_event = release["events"][0].get("event", {})
+    sampled = round_event.get("class_name") == "SampledWithoutReplacementDpEvent"
+    population = round_event["source_dataset_size"] if sampled else dp["clients_per_round"]
+    params = DPFedAvgPrivacy(dp["clients_per_round"], population, dp["noise_multiplier"], training["rounds"])
+    # The simulation's ε at the run's own δ (realistic_scenario's default, the paper's δ = 1/N, is no δ at N = 1).
+    scaled = realistic_scenario(params, simulation_delta=release["delta"]).realistic
     return [f"    (a simulation: at realistic scale, qN = {scaled.params.clients_per_round:,} of "
             f"N = {scaled.params.population:,} with z = 1, the same noise on the mean update gives "
             f"ε = {scaled.guarantee.epsilon:.3g} at δ = {scaled.guarantee.delta:.2g})"]

@@ -72,6 +72,10 @@ def realistic_scenario(simulation: DPFedAvgPrivacy, target_noise_multiplier: flo
         population=_round_half_up(simulation.population * population_scale),
         noise_multiplier=target_noise_multiplier,
     )
+    if simulation_delta is None and simulation.population < 2:
+        # δ = 1/N is the paper's report for simulations; at N = 1 it is 1, which no guarantee has.
+        raise ValueError(f"the simulation's δ defaults to 1/N, not < 1 at N = {simulation.population}: give "
+                         "simulation_delta.")
     sim_delta = simulation_delta if simulation_delta is not None else 1.0 / simulation.population
     real_delta = realistic_delta if realistic_delta is not None else 0.01 / realistic.population
     return ScaledScenarios(

@@ -11,7 +11,9 @@ Selection (`selection`): `strict` (default) samples qN of all N users each round
 that does not qualify trains on nothing and sends a zero update that still counts in the fixed
 denominator, so ε is over all N users and no output depends on anyone's selection bit except through
 DP. `paper`: the population is the users who qualified (the server learns who), ε over them only, as
-augenstein2020 accounts; with a warning.
+augenstein2020 accounts; with a warning. How many qualified is released only as the DP count of
+qualified users (population.json), and training is accounted with a DP lower bound computed from it
+(`privacy.subpopulation`: its failure probability is added to δ); a DP count below qN refuses the run.
 
 The primary CNN is the modeler's pre-update model: given with `primary=PATH`, or trained centrally on
 clean public stand-in data (synthetic handwriting of other writers). Either way the run keeps its own
@@ -39,6 +41,7 @@ from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
+from fedgen_debug.privacy.subpopulation import PAPER_SELECTION_WARNING, SubpopulationBound
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.device import canaries as device_canaries
@@ -69,8 +72,6 @@ D_STEPS = ("fixed", "selected")
 # the high-accuracy GANs (s ≈ 4) take 0.8. So s stops where a round's noise reaches this.
 MAX_D_NOISE_STEP = 1.0
 _SHUFFLE_STREAM = 0x6A5
-PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
-                           "them only, as if membership were public (augenstein2020's accounting)")
 # The DP counts of the selected subpopulation: users, and images kept (capped at 512 a user).
 SELECTION_COUNTS = aggregates.BoundedSum("selected", (1.0, 512.0), noise_multiplier=4.0)
 
@@ -317,9 +318,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     population = trained
     if run.selection == "paper":
         logger.warning(PAPER_SELECTION_WARNING)
-        if selected.population.size == 0:
-            raise ValueError(f"{run.select}: no device selected any image; nothing to train the GAN on.")
-        population = loop.Population(everyone.key, selected.client_ids)
+        population = paper_population(selected.client_ids, trained, config.training.dp.clients_per_round, out_dir)
         store.write_private_json(store.server(out_dir, store.SELECTION), {"client_ids": list(selected.client_ids)})
 
     def client_examples(cid, round_num):
@@ -354,6 +353,16 @@ def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Populat
                             "images": float(images), "images_stddev": float(images_sd),
                             "images_cap_per_user": SELECTION_COUNTS.upper[1], "selector": selected.population.selector,
                             "dp": True})
+
+
+def paper_population(qualified, trained: loop.Population, clients_per_round: int, out_dir: str) -> loop.Population:
+    """The paper's subpopulation as the loop samples it: the qualified devices (padded to qN), accounted
+    with the DP lower bound of the released DP count of qualified users (`privacy.subpopulation`), so
+    that nothing released or printed depends on how many qualified but through that count. Raises
+    `PaperSelectionRefused` when the DP count is below qN."""
+    counts = store.read_json(store.released(out_dir, store.POPULATION))
+    bound = SubpopulationBound(counts["users"], counts["users_stddev"], trained.size, clients_per_round)
+    return loop.paper_subpopulation(trained, qualified, bound)
 
 
 def d_step_scale(users: float, users_stddev: float, population: int, clients_per_round: int) -> float:

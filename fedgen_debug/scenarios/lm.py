@@ -10,7 +10,10 @@ Selection (`selection`):
   without out-of-vocabulary words (char-LM, T3) trains on nothing and sends a zero update that still
   counts in the fixed denominator. ε is over all N users and nothing reveals who qualified.
 - `paper`: the population is the users who qualified (the server learns who they are, and ε is over
-  that subpopulation as if membership were public); augenstein2020's accounting, with a warning.
+  that subpopulation as if membership were public); augenstein2020's accounting, with a warning. How
+  many qualified is released only as a DP count (population.json, charged as its own release), and
+  training is accounted with a DP lower bound computed from it (`privacy.subpopulation`: its failure
+  probability is added to δ); a DP count below qN refuses the run.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
+from fedgen_debug.privacy.subpopulation import PAPER_SELECTION_WARNING, SubpopulationBound
 from fedgen_debug.runs import store
 from fedgen_debug.runs.start import charge, open_run
 from fedgen_debug.scenarios import lm_canaries, lm_data
@@ -48,8 +52,9 @@ SMALL_DP_VOCABULARY_WARNING = (
     "the DP vocabulary holds only %d words (heavy hitters of %d users): ordinary words are out of vocabulary, so "
     "the char-LM learns them and glued words are a small share of its samples; pass the production vocabulary "
     "(vocab file:PATH, one word a line)")
-PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
-                           "them only, as if membership were public (augenstein2020's accounting)")
+# Selection 'paper': the DP count of the users who qualified (char-LM: a device with OOV words; word-LM:
+# a device with any sentence), σ = 4 × 1/2 = 2 users.
+QUALIFIED_COUNT = aggregates.BoundedSum("qualified", (1.0,), noise_multiplier=4.0)
 
 # Training defaults per preset and kind; every field can be overridden by the run (CLI flags).
 # paper: App. B.2 / Table 5. demo/test: converge on 2 CPU cores. A demo char-LM device trains on at most
@@ -192,13 +197,17 @@ def training_population(run: LMRun, everyone: loop.Population) -> loop.Populatio
 
 def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str) -> list:
     """The ledger records of every DP release of the run, before it computes any: the DP mean OOV rate,
-    the DP vocabulary (if from the private users) and training (under strict selection; the paper's
-    subpopulation is known only after the devices select, and charged by the training loop)."""
+    the DP vocabulary (if from the private users), and training under strict selection; under the
+    paper's, the DP count of qualified users (training is accounted with a lower bound computed from
+    that count, so the training loop charges it once the count is out)."""
     records = [aggregates.aggregate_record(lm_data.OOV_RATE, everyone.key, everyone.size, f"{secret.run_id}/oov-rate",
                                            out_dir)]
     if run.vocab == lm_data.DP_VOCABULARY:
         records.append(heavy_hitters_record(lm_data.heavy_hitters_config(run.vocab_size, everyone.size), everyone.key,
                                             everyone.size, f"{secret.run_id}/vocabulary", out_dir))
+    if run.selection == "paper":
+        records.append(aggregates.aggregate_record(QUALIFIED_COUNT, everyone.key, everyone.size,
+                                                   f"{secret.run_id}/qualified-count", out_dir))
     if run.selection == "strict":
         trained = training_population(run, everyone)
         records.append(loop.training_record(run.training_config(trained.size), trained, secret, f"{run.kind}-LM",
@@ -252,9 +261,9 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
         logger.warning(PAPER_SELECTION_WARNING)
         qualified = tuple(cid for cid in population.client_ids
                           if len(examples[cid][0]) or update_canaries.is_canary(cid))
-        if not qualified:
-            raise ValueError(f"{run.data}: no device qualified (no out-of-vocabulary words).")
-        population = loop.Population(population.key, qualified)
+        counts = _release_qualified_count(set(qualified), everyone, run, out_dir, secret)
+        bound = SubpopulationBound(counts["users"], counts["users_stddev"], trained.size, config.dp.clients_per_round)
+        population = loop.paper_subpopulation(trained, qualified, bound)
         store.write_private_json(store.server(out_dir, store.SELECTION), {"client_ids": list(qualified)})
     spec = model_spec(run, num_ids)
 
@@ -265,12 +274,28 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
         return dp_fedavg.ClientExamples(kept)
 
     def build_process(secret):
-        plan = (update_canaries.plan(population.client_ids, run.update_canaries, config, secret)
-                if run.update_canaries else None)
+        plan = (update_canaries.plan(population.client_ids, run.update_canaries, config, secret,
+                                     population.accounted_size) if run.update_canaries else None)
         return dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise"), plan)
 
     return loop.train(build_process, population, client_dataset, config, out_dir, label=label,
                       extra_config=extra, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
+
+
+def _release_qualified_count(qualified: set, everyone: loop.Population, run: LMRun, out_dir: str, secret) -> dict:
+    """The DP count of the users who qualified (selection 'paper'), released once per run in
+    population.json (as the GAN's selection counts); returns it."""
+    path = store.released(out_dir, store.POPULATION)
+    if os.path.exists(path):
+        return store.read_json(path)
+    total = aggregates.compute(QUALIFIED_COUNT, [[1.0 if cid in qualified else 0.0] for cid in everyone.client_ids],
+                               secret)
+    # Clamped to what is possible (post-processing: a noised count below 0 says "about none").
+    users = min(max(float(total.values[0]), 0.0), float(everyone.size))
+    counts = {"users": users, "users_stddev": float(total.stddev[0]), "users_total": everyone.size,
+              "selector": "oov" if run.kind == "char" else "any sentence", "dp": True}
+    store.write_json(path, counts)
+    return counts
 
 
 def _release_oov_rate(tokens: dict, vocab, out_dir: str, secret) -> None:

@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
 from fedgen_debug.privacy.ledger import Ledger, PopulationTotal, PrivacyRecord, event_to_json
+from fedgen_debug.privacy.subpopulation import SubpopulationBound, pad_population
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
@@ -51,10 +52,13 @@ logger = logging.getLogger(__name__)
 class Population:
     """Who may be sampled, under which ledger key. Strict selection: every user of the data (a device
     that does not qualify trains on nothing and sends a zero update); the paper's subpopulation mode:
-    the users a selector picked."""
+    the users a selector picked (padded to qN, `privacy.subpopulation.pad_population`), with
+    `subpopulation` the DP bound their training is accounted with: the ledger record then carries its
+    N and its events the DP lower bound, never how many qualified."""
 
     key: str
     client_ids: tuple[str, ...]
+    subpopulation: SubpopulationBound | None = None
 
     def __post_init__(self):
         if not self.client_ids:
@@ -64,6 +68,17 @@ class Population:
     @property
     def size(self) -> int:
         return len(self.client_ids)
+
+    @property
+    def accounted_size(self) -> int:
+        """The population size training is accounted with: the DP lower bound of a subpopulation."""
+        return self.size if self.subpopulation is None else self.subpopulation.lower_bound
+
+
+def paper_subpopulation(trained: Population, qualified, bound: SubpopulationBound) -> Population:
+    """The paper's subpopulation as the loop samples it: the `qualified` ids of `trained`, padded to qN
+    with ids that did not qualify (they train on nothing), accounted with `bound`."""
+    return Population(trained.key, pad_population(qualified, trained.client_ids, bound.clients_per_round), bound)
 
 
 class SampledClients(Sequence):
@@ -107,12 +122,20 @@ class TrainingResult:
 
 def training_record(config: TrainingConfig, population: Population, secret: RunSecret, label: str,
                     run_dir: str) -> PrivacyRecord:
-    """The record of T rounds, built from the event the DP query reports for one round."""
-    params = DPFedAvgPrivacy(config.dp.clients_per_round, population.size, config.dp.noise_multiplier,
-                             config.rounds, config.sampling, config.dp.accounting)
-    return PrivacyRecord(population.key, population.size, config.dp.accounting,
-                         (params.dp_event(round_event(config.dp)),), label or "training",
-                         f"{secret.run_id}/training", source=os.path.abspath(run_dir))
+    """The record of T rounds, built from the event the DP query reports for one round; over a
+    subpopulation, accounted with its DP lower bound (`privacy.subpopulation`)."""
+    dp = config.dp
+    if population.subpopulation is None:
+        params = DPFedAvgPrivacy(dp.clients_per_round, population.size, dp.noise_multiplier, config.rounds,
+                                 config.sampling, dp.accounting)
+        size, event, extra_delta = population.size, params.dp_event(round_event(dp)), 0.0
+    else:
+        bound = population.subpopulation
+        size = bound.population_size
+        event, extra_delta = bound.training_event(dp.noise_multiplier, config.rounds, config.sampling, dp.accounting,
+                                                  round_event(dp))
+    return PrivacyRecord(population.key, size, dp.accounting, (event,), label or "training",
+                         f"{secret.run_id}/training", extra_delta=extra_delta, source=os.path.abspath(run_dir))
 
 
 def run_config(config: TrainingConfig, population: Population | str, label: str = "",
@@ -233,7 +256,7 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
                               total=config.rounds - start):
         started = time.perf_counter()
         sampled = sample_clients(population.client_ids, config.dp.clients_per_round,
-                                 secret.rng("sampling", round_num), config.sampling)
+                                 secret.rng("sampling", round_num), config.sampling, population.accounted_size)
         output = process.next(state, round_datasets(process, sampled, client_dataset_fn, round_num, config))
         state = output.state
         if round_num == start and not _same_event(event_to_json(released_event(_aggregator_state(state))),

@@ -59,9 +59,10 @@ class UpdateCanaryPlan:
         return int(self.schedule.shape[1])
 
 
-def plan(population_ids, count: int, config, secret) -> UpdateCanaryPlan:
+def plan(population_ids, count: int, config, secret, accounted_size: int | None = None) -> UpdateCanaryPlan:
     """Replays the training loop's sampling (`loop.train` draws round t's sample from
-    `secret.rng("sampling", t)` over the same population) to know which canaries each round holds."""
+    `secret.rng("sampling", t)` over the same population, `accounted_size` its `Population.accounted_size`)
+    to know which canaries each round holds."""
     if config.dp.clip is None:
         raise ValueError("update canaries are scaled to the clip: they need clip S (not None).")
     ids = canary_ids(count)
@@ -72,7 +73,7 @@ def plan(population_ids, count: int, config, secret) -> UpdateCanaryPlan:
     schedule = np.zeros((config.rounds, count), bool)
     for t in range(config.rounds):
         for cid in sample_clients(population_ids, config.dp.clients_per_round, secret.rng("sampling", t),
-                                  config.sampling):
+                                  config.sampling, accounted_size):
             if cid in position:
                 schedule[t, position[cid]] = True
     return UpdateCanaryPlan(schedule, config.seed, float(config.dp.clip))
