@@ -4,6 +4,11 @@ modeler sees) plus public knowledge (--seed, the code), and succeeded against th
 shows the attack itself works whenever it is given what only the server knows.
 
 The ledger bypasses are attacked in test_ledger.py; release-boundary walks in test_release_boundary.py.
+The second privacy review's (issue 53) are here (the population key's preimage, budget resets by editing
+or converting the data, re-chained and truncated ledgers, `data inspect --public`) and beside it:
+test_attacks_timing.py (round timing in released files, the monitor's schedule, server/ modes),
+test_attacks_cross_client.py (one user's change in the cross-client sum), test_attacks_paper_mode.py
+(the paper selection's subpopulation size) and test_tff_workers.py (the local worker's address).
 """
 
 import collections
