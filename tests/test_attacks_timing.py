@@ -7,8 +7,10 @@ with 92% accuracy), and a monitor's released next_period_due_unix minus the cade
 previous period finished. The attacks read only released/ and fail on any released number that tracks
 the server's round timing; the control shows they find the timing wherever it is. server/ is owner-only.
 
-File times are not covered: a file written each round (sample snapshots, status.json) has the end of
-its round as its mtime and its ctime, and no process can set a ctime back.
+File times: a file written at the end of its round would carry that time as its mtime and ctime (no
+process can set a ctime back), so the per-round sample snapshots are staged in server/ and published
+together when training ends; files rewritten each round (status.json, metrics.csv) keep only the last.
+Not covered: whoever watches a run live (its progress bar, released/ while it trains).
 """
 
 import csv
@@ -217,6 +219,21 @@ def test_attack_reading_the_round_times_from_released_values_fails(timed_runs, n
             assert socket.gethostname() not in file_name, file_name
             assert not any(started - 1 <= int(part) <= finished + 1 for part in file_name.split(".") if part.isdigit()), \
                 file_name
+
+
+@pytest.mark.parametrize("name", ["linear", "gan"])
+def test_attack_reading_the_round_times_from_released_file_times_fails(timed_runs, name):
+    """Before: the GAN's sample snapshot of round r was written to released/ at the end of round r; the
+    differences of their mtimes (and ctimes) tracked the round times at r = 0.996."""
+    run_dir, _ = timed_runs[name]
+    seconds = round_seconds(run_dir)
+    snapshots = {r: os.stat(store.snapshot_path(run_dir, r)) for r in store.snapshot_rounds(run_dir)}
+    assert len(snapshots) == (ROUNDS if name == "gan" else 0)
+    staged = os.path.join(run_dir, store.SERVER, store.SAMPLE_SNAPSHOTS)
+    assert not os.path.exists(staged) or not os.listdir(staged)   # all published
+    for kind in ("st_mtime", "st_ctime"):
+        times = {r: getattr(s, kind) for r, s in snapshots.items()}
+        assert not times or tracks_timing(times, seconds) is None, (kind, tracks_timing(times, seconds))
 
 
 def test_tensorboard_reads_the_released_scalars_by_round(timed_runs):

@@ -30,6 +30,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 
@@ -114,6 +115,8 @@ SERVER_FILES = {
     TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
     SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
     PROGRAM_STATE: "the monitor's tff.program state: the last finished period and its signal history",
+    SAMPLE_SNAPSHOTS: "GAN sample snapshots while the run trains: a file's modification time is when its round "
+                      "ended, which depends on who was sampled; published to released/ together at the end",
     SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv), "
               "and where the periods' cadence grid starts",
 }
@@ -190,8 +193,29 @@ _SNAPSHOT_NAME = re.compile(r"round_(\d{6})\.npz")
 
 
 def snapshot_path(run_dir: str, round_num: int) -> str:
-    """Where the GAN sample snapshot after `round_num` rounds is released (written by `gan_snapshots`)."""
+    """Where the GAN sample snapshot after `round_num` rounds is released (`publish_snapshots`)."""
     return released(run_dir, SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz")
+
+
+def staged_snapshot_path(run_dir: str, round_num: int) -> str:
+    """Where `gan_snapshots` writes the snapshot after `round_num` rounds while the run trains."""
+    return server(run_dir, SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz")
+
+
+def publish_snapshots(run_dir: str) -> None:
+    """Moves the staged snapshots into released/ as new files, written together once training ended, so
+    that their modification and change times (which no process can set back) are all about the end of
+    training, never the end of their round. Idempotent; a resumed run publishes what it staged since."""
+    staged = os.path.join(run_dir, SERVER, SAMPLE_SNAPSHOTS)
+    if not os.path.isdir(staged):
+        return
+    for name in sorted(os.listdir(staged)):
+        if _SNAPSHOT_NAME.fullmatch(name):
+            target = released(run_dir, SAMPLE_SNAPSHOTS, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with atomic.atomic_path(target) as tmp:
+                shutil.copyfile(os.path.join(staged, name), tmp)   # a new inode: its times are now
+            os.remove(os.path.join(staged, name))
 
 
 def snapshot_rounds(run_dir: str) -> list[int]:

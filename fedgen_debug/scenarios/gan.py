@@ -333,8 +333,10 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
                                                lambda: build_discriminator(gan, run.seed), process_config, secret_)
 
     snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir)
-    return loop.train(build, population, client_examples, config.training, out_dir, label=label, extra_config=extra,
-                      evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
+    result = loop.train(build, population, client_examples, config.training, out_dir, label=label, extra_config=extra,
+                        evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
+    store.publish_snapshots(out_dir)
+    return result
 
 
 def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Population, out_dir: str, secret) -> None:

@@ -5,8 +5,10 @@ is how an inversion shows up).
 Each snapshot is the generator after round r on one fixed batch of public noise (drawn from the run's
 public `seed`), so the grids differ only by training. It is post-processing of the DP aggregates of
 rounds 1..r, which the run's ε already covers (the accountant composes every round's release). The
-images go to `released/sample_snapshots/round_NNNNNN.npz` as uint8 (255 = white), and the cheap
-per-snapshot statistics (dark-background, blank and noise shares) to eval.csv.
+images go to `server/sample_snapshots/round_NNNNNN.npz` as uint8 (255 = white) while the run trains,
+and to `released/` together when it ends (`runs.store.publish_snapshots`: a file written at the end of
+its round would carry that time, which depends on who was sampled); the cheap per-snapshot statistics
+(dark-background, blank and noise shares) go to eval.csv.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def snapshot_fn(generator_fn, seed: int, run_dir: str):
         noise = snapshot_noise(seed, generator.input_shape[-1])
         weights.assign_weights_to(generator)
         images = generator(noise, training=False).numpy()
-        store.save_arrays(store.snapshot_path(run_dir, round_num), [to_uint8(images)])
+        path = store.staged_snapshot_path(run_dir, round_num)   # released when training ends
+        store.save_arrays(path, [to_uint8(images)])
+        store.owner_only(path)
         return {"dark_background_share": gan_analysis.dark_background(images)["share"],
                 "blank_share": gan_analysis.blank_samples(images)["share"],
                 "noise_share": gan_analysis.noise_samples(images)["share"]}
