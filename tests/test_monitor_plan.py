@@ -98,14 +98,14 @@ def test_a_missing_plan_file_is_named(tmp_path):
         load_plan(str(tmp_path / "absent.toml"))
 
 
-def test_the_readmes_example_plan_loads(tmp_path):
-    """The plan the README shows is a valid plan (copied by users as it stands)."""
+def test_the_docs_example_plan_loads(tmp_path):
+    """The plan docs/monitoring.md shows is a valid plan (copied by users as it stands)."""
     import os
     import re
 
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
-    section = readme[readme.index("## Monitoring"):]
-    (block,) = re.findall(r"```toml\n(.*?)```", section, re.S)[:1]
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    page = open(os.path.join(repository, "docs", "monitoring.md"), encoding="utf-8").read()
+    (block,) = re.findall(r"```toml\n(.*?)```", page, re.S)[:1]
     path = tmp_path / "plan.toml"
     path.write_text(block)
     from fedgen_debug.monitor.plan import load_plan
