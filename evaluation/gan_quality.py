@@ -19,7 +19,7 @@ release. "before" is the demo preset as it was until issue 15 (client D learning
 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
 preset without DP noise; "demo" is the current preset (one pass over a client's images: on FEMNIST's
 low-accuracy writers, 30 images each, one D step a round); "cycle" the preset with clients short of
-n·B images cycling through them to take all n steps (`--cycle-client-data`; README, Scenario 2). Configs
+n·B images cycling through them to take all n steps (`--cycle-client-data`; docs/gan.md). Configs
 combine left to right with "+" (`cycle+no-noise`: cycling without DP noise). `--gen-ema 0.9` also
 measures an exponential moving average of the generator's weights over G phases (a second row,
 `CONFIG@ema0.9`: server-side post-processing, no privacy cost; it starts from the first G phase's
@@ -70,12 +70,12 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            "no-noise": ({}, {}, None, {"noise_multiplier": 0.0}),
            "cycle": ({}, {"cycle_client_data": True}, None, {}),
            # Capacity: a critic with twice the channels and dense units, and a generator with twice the
-           # channels (larger D moved the synthetic Fréchet from 163 to 118 at S = 0.1, README).
+           # channels (larger D moved the synthetic Fréchet from 163 to 118 at S = 0.1, docs/gan.md).
            "big-d": ({"disc_channels": (16, 32), "disc_dense": 32}, {}, None, {}),
            "big-dg": ({"disc_channels": (16, 32), "disc_dense": 32, "gen_channels": (64, 32, 16)}, {}, None, {}),
            # The critic's server step: the same DP mean of the clients' D deltas, applied with heavy-ball
            # momentum or Adam (FedAdam) instead of SGD at 1.0. Centrally, the demo G and D draw characters
-           # on the same writers' images (Fréchet 35, README): the federated critic is what lags.
+           # on the same writers' images (Fréchet 35, docs/gan.md): the federated critic is what lags.
            "d-momentum": ({}, {}, None, {}, ServerConfig("momentum", 1.0, 0.9)),
            "d-adam": ({}, {}, None, {}, ServerConfig("adam", 0.003, 0.5)),
            # The critic's server step × 4 = qN / k̂ with a quarter of the writers qualifying: what
@@ -93,7 +93,7 @@ CONFIGS = {"demo": ({}, {}, None, {}),
            "g-every-1": ({}, {"disc_rounds_per_gen_update": 1}, None, {}),
            # G's upsampling: a bilinear resize then a 3×3 convolution instead of the transposed k4 s2
            # (centrally, 900 G steps: Fréchet 45.1 → 27.9, and the speckle around the strokes is gone; with
-           # DP and cycling better on 4 of 5 seeds, but one diverged to a dark texture: README).
+           # DP and cycling better on 4 of 5 seeds, but one diverged to a dark texture: docs/gan.md).
            "bilinear": ({"gen_upsample": "bilinear"}, {}, None, {}),
            # The generator's Adam step halved (0.0003 → 0.00015): a slower G against the same noisy critic.
            "g-lr-half": ({}, {"gen_learning_rate": 0.00015}, None, {})}

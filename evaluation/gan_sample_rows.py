@@ -1,4 +1,4 @@
-"""A figure of GAN runs' released samples, one labelled row per run (README's sensitivity pictures).
+"""A figure of GAN runs' released samples, one labelled row per run (docs/gan.md's sensitivity pictures).
 
     .venv/bin/python evaluation/gan_sample_rows.py --run "5%, seed 0=runs/.../low-dir" --run "0%=..." \
         --count 16 --out docs/gan_quality/NAME.png

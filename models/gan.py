@@ -54,7 +54,7 @@ class GANConfig:
     # artifacts"). A k4 s2 transposed convolution covers output pixels unevenly, and the small demo G
     # draws that pattern as speckle around its strokes. Under DP noise bilinear drew a dark texture on 1
     # of 5 FEMNIST secrets; the verdict marks such a GAN inconclusive (its samples have no background,
-    # `gan_analysis.no_background_samples`), so it is a `train-gan` option, off by default (README).
+    # `gan_analysis.no_background_samples`), so it is a `train-gan` option, off by default (docs/gan.md).
     gen_upsample: str = "transpose"
 
     def __post_init__(self):
@@ -80,7 +80,7 @@ class GANConfig:
 # on 2 CPU cores; its BN momentum is lower so the moving statistics follow a short run. Its D is small
 # on purpose: DP noise has the same std on every coordinate, so its norm grows with √(D's parameters)
 # while the clipped signal does not; D dense 16 instead of 64 has 14,777 parameters instead of 52,505
-# (noise norm ÷ 1.9). Measured with evaluation/gan_quality.py (README, Scenario 2).
+# (noise norm ÷ 1.9). Measured with evaluation/gan_quality.py (docs/gan.md).
 PRESETS = {
     "paper": GANConfig(),
     "demo": GANConfig(noise_dim=32, gen_dense=128, gen_channels=(32, 16, 8), disc_channels=(8, 16),

@@ -55,9 +55,9 @@ def _preset(presets: dict, preset: str) -> LMConfig:
 class StaticUnrollRNN(tf.keras.layers.RNN):
     """Keras' RNN, unrolled in a traced graph whose time axis has a static length (training batches)
     and a `tf.while_loop` otherwise. Why: the LMs' sequences are short (16-20 steps) and a client's
-    step is launch-bound; unrolled, a demo char-LM round took 2.1 s instead of 3.2 s on 2 CPU cores
-    (the same ops in the same order; README, "DP-FedAvg training"). Eager calls (sampling) keep the
-    loop: unrolled they were 20% slower. `unroll=True` alone cannot be used: the model is built with an
+    step is launch-bound; unrolled, a demo char-LM round is faster (the same ops in the same order;
+    docs/performance.md, "Profiled on the AMD EPYC"). Eager calls (sampling) keep the loop: unrolled
+    they were slower. `unroll=True` alone cannot be used: the model is built with an
     unknown time length."""
 
     def call(self, inputs, mask=None, training=None, initial_state=None, constants=None):
@@ -81,8 +81,8 @@ class TokenCrossentropy(tf.keras.losses.SparseCategoricalCrossentropy):
     token of −log softmax(logits)[label]), computed as logsumexp minus the label's logit. Why: TF's fused
     kernel computes the softmax's gradient in the forward pass too (a second pass over every logit and a
     tensor of their size written), and autodiff of this form takes it once: a demo word-LM client step
-    (16 sentences × 20 tokens × 10,004 ids) 45 → 28 ms on one core without AVX-512 (a round of 20 clients
-    2.2 → 1.7 s), the same loss and gradients to float rounding (tests/test_models.py). A subclass, so
+    is faster on CPUs without AVX-512 (docs/performance.md, "A CPU without AVX-512"), with the same
+    loss and gradients to float rounding (tests/test_models.py). A subclass, so
     that what accepts the Keras loss (TFF's `from_keras_model`, `vectorized_lm.supports`) accepts it."""
 
     def __init__(self, reduction=tf.keras.losses.Reduction.AUTO, name: str = "token_crossentropy",

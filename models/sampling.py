@@ -16,8 +16,8 @@ SAMPLING_BATCH = 2000
 def compiled_logits(model: tf.keras.Model) -> Callable[[np.ndarray], tf.Tensor]:
     """`model(x, training=False)` for int32 [batch, time] ids of any shape, as one traced graph. Why:
     called eagerly, Keras drives each recurrent layer's loop from Python, a few small ops at a time
-    (most of the LM analysis' time: 5,000 words from a demo char-LM and their probabilities took 16 of
-    19 s). Traced with an unknown time length, the same layers run `tf.while_loop` in the graph."""
+    (most of the LM analysis' time; docs/performance.md, "The LM stage's set-up and analysis"). Traced
+    with an unknown time length, the same layers run `tf.while_loop` in the graph."""
     return tf.function(lambda ids: model(ids, training=False),
                        input_signature=[tf.TensorSpec([None, None], tf.int32)])
 
@@ -51,7 +51,7 @@ def _draw_next(model: tf.keras.Model, banned_ids) -> Callable[[np.ndarray, np.nd
 
 # Symbols summed per block when drawing by inverse CDF: a cumulative sum over the blocks' totals finds
 # each row's block, one over that block's symbols the symbol. A cumulative sum over a word-LM's 10K
-# symbols for 2,000 rows took 3× as long as exp and the block sums (0.23 s against 0.075 s a step).
+# symbols took several times as long as exp and the block sums (docs/performance.md).
 CDF_BLOCK = 128
 
 

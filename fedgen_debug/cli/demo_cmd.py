@@ -142,12 +142,12 @@ def run(args) -> int:
         print_data_stage(summary)
     # One set of worker processes for both stages' training runs (they keep TF imported between runs),
     # taking calls in the order queued: the LM runs, then the primary CNN (while this process analyses
-    # the word-LMs), then the GANs. Tried and measured slower (whole demo, 2 EPYC cores, one session):
-    # every run queued before the data stage with the primary CNN first, 847 s, or with the longest GAN
-    # (with the bug, low accuracy) between the LM pairs, 832 s, against 816 s this way. Beside a
-    # word-LM that GAN trained 365 s (316-335 s beside GANs) and the word-LMs 199 s (174-183 s). Nor did
-    # the primary CNN alone queued before the data stage, beside it (2 EPYC cores without AVX-512): 1,012 s
-    # against 1,009 s, the data stage and the char-LMs as much slower as the GANs started sooner.
+    # the word-LMs), then the GANs. Tried and measured slower (docs/performance.md, "The char-LM's
+    # clients vectorized" and "A CPU without AVX-512"): every run queued before the data stage with the
+    # primary CNN first, or with the longest GAN (with the bug, low accuracy) between the LM pairs, where
+    # that GAN and the word-LMs slowed each other more than two runs of a kind do. Nor did the primary
+    # CNN alone queued before the data stage, beside it: the data stage and the char-LMs were as much
+    # slower as the GANs started sooner.
     gan_out = os.path.join(args.out, "gan")
     with SideBySide(args.parallel_runs if {"lm", "gan"} & set(stages) else 1) as workers:
         lm = None

@@ -16,9 +16,9 @@ def primary_path(out: str) -> str:
     return os.path.join(out, store.PRIMARY)
 
 
-# `make demo`'s GANs train 150 rounds, not the demo preset's 200 (`train-gan`'s default): on 2 AVX2
-# cores the last 50 rounds were 1.5-2 minutes of the demo and changed no verdict, at a cost in sample
-# quality (README, "Fewer demo GAN rounds": in 3 demo runs every GAN's dark-background share is the same
+# `make demo`'s GANs train 150 rounds, not the demo preset's 200 (`train-gan`'s default): the last 50
+# rounds were minutes of the demo and changed no verdict, at a cost in sample quality
+# (docs/performance.md, "Fewer demo GAN rounds": in 3 demo runs every GAN's dark-background share is the same
 # from round 10 to 200; `evaluation/gan_quality.py --measure-at 150` over 5 seeds: Fréchet 120 against
 # 89 at 200, blanks 9% and 20% in 2 seeds against at most 2%). `demo --gan-rounds 200` trains the preset's.
 DEMO_GAN_ROUNDS = 150
@@ -68,13 +68,12 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     """`workers` (`runs.side_by_side.SideBySide`): a phase's pair trains, on two workers side by side or
     here one after the other; then this process analyses it, while the workers train the next phase's
     pair. Why a pair at a time on workers: with every GAN queued at once, a free worker took the
-    after-fix GANs beside the with-bug low GAN (the longest run), which then trained at 1.3 s a round
-    instead of 0.8 s alone, and the with-bug verdict came 291-303 s after its GANs started (one intra-op
-    thread a worker, `runs.side_by_side`; whole demo, 2 EPYC cores). A pair at a time: 221-243 s, and
-    the after-fix verdict 149-164 s after its pair started; the stage took 401-442 s against 376-409 s,
-    the other worker idle while the with-bug low GAN finishes alone. Earlier, queued largest first (the
-    with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage took as long as
-    phase by phase (445 s against 440 s) and printed the with-bug verdict last. `primary`: the future of
+    after-fix GANs beside the with-bug low GAN (the longest run), which then trained slower than alone,
+    and the with-bug verdict came later. A pair at a time, both verdicts come sooner; the stage takes a
+    little longer, the other worker idle while the with-bug low GAN finishes alone. Earlier, queued
+    largest first (the with-bug low GAN beside the after-fix pair, the with-bug high one last) the stage
+    took as long as phase by phase and printed the with-bug verdict last (timings: docs/performance.md).
+    `primary`: the future of
     `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing.
     `rounds`: each GAN's (None: the preset's)."""
     from fedgen_debug.cli.gan_cmd import format_report

@@ -53,16 +53,17 @@ def add_sample_quality_flags(parser) -> None:
     parser.add_argument("--cycle-client-data", action="store_true",
                         help="a client with fewer than n·B images goes through them again to take all n D steps "
                              "(default: one pass, as the paper's code; same ε). Sharper samples from writers with few "
-                             "images; on ~20 real FEMNIST writers it drew noise without the next two options (README)")
+                             "images; on ~20 real FEMNIST writers it drew noise without the next two options "
+                             "(docs/gan.md)")
     parser.add_argument("--gen-ema", type=float, default=0.0, metavar="DECAY",
                         help="release a moving average of the generator's weights over its training phases, e.g. "
                              "0.9 (default 0: the last generator). No privacy cost. With --cycle-client-data it helped "
-                             "every FEMNIST seed (Fréchet 51 to 44, 5 seeds); with one pass it did not (README)")
+                             "every FEMNIST seed (Fréchet 51 to 44, 5 seeds); with one pass it did not (docs/gan.md)")
     parser.add_argument("--gen-upsample", choices=("transpose", "bilinear"), default="transpose",
                         help="how the generator doubles its resolution: transpose (the paper code's k4 s2 transposed "
                              "convolution) or bilinear (a resize then a 3×3 convolution: no checkerboard speckle; "
                              "FEMNIST Fréchet 44 → 35 on 4 of 5 seeds, one diverged to a texture the verdict marks "
-                             "inconclusive; README)")
+                             "inconclusive; docs/gan.md)")
 
 
 def sample_quality_settings(args) -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 def register(sub) -> None:
     monitor = sub.add_parser("monitor", help="retrain the auxiliaries every period on a changing fleet and raise "
                                              "drift alerts (issue 14)")
-    monitor.add_argument("--plan", required=True, help="a monitoring plan, .toml or .json (see the README's "
-                                                       "Monitoring section)")
+    monitor.add_argument("--plan", required=True, help="a monitoring plan, .toml or .json (see "
+                                                       "docs/monitoring.md)")
     monitor.add_argument("--out", required=True, help="the monitor's directory (re-run the same command to resume)")
     monitor.add_argument("--every", default=None, metavar="DURATION",
                          help="run periods on a wall clock, e.g. 24h, 30m, 90s (default: the plan's cadence; "

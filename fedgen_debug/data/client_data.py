@@ -130,8 +130,8 @@ class DevicePreprocessedClientData(tff.simulation.datasets.ClientData):
     `dataset_fn(client_id)` builds the client's dataset as its device would (e.g. with a buggy app
     update applied). Preprocessing must keep the number of examples. `arrays_fn(client_id, arrays)`,
     when given, is the same preprocessing on the source's numpy arrays: `client_numpy` then skips
-    tf.data. Why: device-side passes over every client (T4's accuracies, selection) cost 10-25 ms a client
-    through a dataset iterator, 6 minutes on 30,000 writers, and well under 1 ms on arrays.
+    tf.data. Why: device-side passes over every client (T4's accuracies, selection) through a dataset
+    iterator cost minutes on tens of thousands of writers, and little on arrays (docs/performance.md).
     """
 
     def __init__(self, source: tff.simulation.datasets.ClientData, dataset_fn, arrays_fn=None):

@@ -151,7 +151,7 @@ def writer_id(writer: int) -> str:
     return f"writer_{writer:05d}"
 
 
-# Rendering costs ~0.8 ms an image (16 s for the demo's 100 writers) and one process often loads the
+# Rendering takes time (docs/performance.md, "Second profile on the EPYC") and one process often loads the
 # same writers again: the demo's GAN stage loads its users once per run (four runs) and the analysis
 # again. A rendered writer is kept, read-only, while all kept writers hold at most this many bytes;
 # beyond it, writers are rendered on every load as before.

@@ -91,7 +91,7 @@ class SyntheticTextConfig:
 
 def _letter(letters: str, rng: np.random.Generator) -> str:
     # The draw `rng.choice(list(letters))` makes (one bounded int64), without its per-call list-to-array
-    # conversion and checks: the same letters from the same stream, about 10× faster.
+    # conversion and checks: the same letters from the same stream, faster.
     return letters[rng.integers(len(letters))]
 
 

@@ -14,7 +14,7 @@ the share at position 1 (glued first tokens raise position 1 alone). Not the raw
 how much OOV a word-LM samples overall moves with the DP noise from one period's model to the next
 (measured on one training: 5.8% of tokens at round 50, 2.7% at round 60), and that rate moves with it:
 on one monitor's models it read 0.017, 0.062, 0.026 in three clean periods and missed a 10% bug the
-share flagged one period after it began (README, Monitoring).
+share flagged one period after it began (docs/monitoring.md).
 
 A GAN whose samples are mostly blank, noise or without a background has not learned its data
 (`problem`, the analyses' own `inconclusive` rule): its signals say little, and a warm start from it

@@ -18,7 +18,7 @@ auxiliaries, under which budget and alert rules. TOML or JSON with the same keys
     [[auxiliaries]]  kind = "gan", select = "by-user-accuracy:low", preset = "demo"   (one table each)
                      warm_start = "previous" | "last-clean"   (default: GAN previous, LMs last-clean)
 
-(README.md, Monitoring, has a complete TOML plan; a test loads it.)
+(docs/monitoring.md has a complete TOML plan; a test loads it.)
 Frozen and validated on load: an unknown key, a missing one or a bad value is refused with its name.
 """
 

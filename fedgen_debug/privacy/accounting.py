@@ -180,9 +180,10 @@ def _cached_rdp_of_event(event, accounting: str) -> np.ndarray:
 
 
 def rdp_of_event(event, accounting: str = REPLACE_ONE) -> np.ndarray:
-    """RDP of one event at `RDP_ORDERS`. Cached per (event, accounting): a sampled Gaussian's RDP costs
-    ~0.3 s here, and a ledger recomposes the same few events over and over (every release check, every
-    prefix of the app's ε-over-time curve). RDP composes by addition, so caching changes no value."""
+    """RDP of one event at `RDP_ORDERS`. Cached per (event, accounting): a sampled Gaussian's RDP is
+    slow to compute (docs/performance.md), and a ledger recomposes the same few events over and over
+    (every release check, every prefix of the app's ε-over-time curve). RDP composes by addition, so
+    caching changes no value."""
     try:
         return _cached_rdp_of_event(event, accounting)
     except TypeError:  # an unhashable event (ComposedDpEvent holds a list): computed, not cached

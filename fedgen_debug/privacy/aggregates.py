@@ -43,8 +43,7 @@ def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise
     params = query.derive_sample_params(global_state)
     sample_state = query.initial_sample_state(tf.TensorSpec(records.shape[1:], tf.float32))
     # The query's own accumulate_record, one record at a time in order, inside one graph: a Python loop
-    # of eager calls cost 3-4 ms a record, the reduce 0.24-0.35 ms (measured beside two trainings), with
-    # bit-identical sums. At 30,000 devices the loop took about a minute a release.
+    # of eager calls was about ten times slower a record, with bit-identical sums (docs/performance.md).
     sample_state = tf.data.Dataset.from_tensor_slices(records).reduce(
         sample_state, lambda state, record: query.accumulate_record(params, state, record))
     result, _, event = query.get_noised_result(sample_state, global_state)

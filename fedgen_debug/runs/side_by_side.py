@@ -1,33 +1,28 @@
 """Training runs side by side, each in a process of its own (the demo's LM and GAN runs).
 
-Why processes: one process keeps about 1.3 of 2 cores busy on a demo LM round on client threads,
-however many it runs (two LM runs on threads of one process took twice as long each, 5.1 s a round
-against 2.5 s alone), while two processes ran two char-LMs at 3.4 s a round each: 1.28× the throughput
-on 2 EPYC cores, more where there are more cores. (The char-LM's clients now run vectorized,
-`training.vectorized_lm`: 0.30 s a round alone, 0.52 s side by side, 1.15×.) The demo's GAN rounds
-gain too, though a large one keeps 2 cores busy (two 32-client calls at once took 2.66 s each against
-1.33 s alone): its low- and high-accuracy GANs side by side ran at 1.63 and 0.49 s a round against 1.00
-and 0.30 s alone, 1.23× the throughput (the high GAN's rounds are small: few of its sampled users
-qualify).
+Why processes: one process keeps only part of 2 cores busy on a demo LM round on client threads,
+however many it runs (two LM runs on threads of one process took twice as long each), while two
+processes running two char-LMs had more throughput, more where there are more cores; the vectorized
+char-LM (`training.vectorized_lm`) gains less, but gains. The demo's GAN rounds gain too, though a
+large one keeps 2 cores busy: its low- and high-accuracy GANs side by side had more throughput than
+one after the other (the high GAN's rounds are small: few of its sampled users qualify).
 
 Each worker runs TensorFlow's ops on one core's share of threads (`intra_op_threads`: TF's
 intra-op pool of cores ÷ processes, set through `TF_NUM_INTRAOP_THREADS` unless the user set it;
 ops still run two at a time on the inter-op pool). With a pool of 2 threads in each of 2 processes on
-2 cores, the processes' threads took turns on the cores: the demo's char-LMs side by side ran at
-0.47-0.51 s a round, and at 0.38-0.42 s with 1 thread each; the word-LMs at 2.64-2.75 against 2.55 s;
-the with-bug low- and high-accuracy GANs at 1.40-1.59 / 0.41-0.46 s against 1.33-1.51 / 0.38-0.41 s
-(within the machine's drift; alone, the low GAN's round took 0.78 s either way: its parallelism is
-between ops, not within them). Measured two at once with `benchmarks/lm_round.py --no-tff --demo-only
---clients-per-round 20` and `benchmarks/gan_round.py --no-tff --demo-only --clients-with-images 32`
-(and `6`).
+2 cores, the processes' threads took turns on the cores: the char-LMs side by side ran faster with 1
+thread each, the word-LMs a little, the GANs within the machine's drift (alone, the low GAN's round
+took as long either way: its parallelism is between ops, not within them). Every timing, and the
+commands that measured them (`benchmarks/lm_round.py`, `benchmarks/gan_round.py`, two at once), is in
+docs/performance.md.
 
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
 locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the
 parent's level, draw their progress bars on rows of their own, and die with the parent (the kernel's
 PR_SET_PDEATHSIG: a killed demo leaves no run training on). A worker takes the next call when it is
 free and keeps its imports and in-process caches between calls: the demo's char- and word-LM of the
-same users import TensorFlow and build the public vocabulary once a worker (the word runs' set-up fell
-from 8-9 s to 2 s), and the parent analyses the char pair while the word pair trains.
+same users import TensorFlow and build the public vocabulary once a worker (the word runs start in
+seconds), and the parent analyses the char pair while the word pair trains.
 """
 
 from __future__ import annotations

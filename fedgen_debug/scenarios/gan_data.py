@@ -138,7 +138,8 @@ class GanData:
     population: Population
     masks: Mapping[str, np.ndarray]
     # Why: a device's images are rebuilt from the data source (synthetic ones rendered, the bug applied)
-    # on every read, 1.2 s of a 2.5 s demo GAN round; a device keeps its selected images instead.
+    # on every read, about half of a demo GAN round (docs/performance.md); a device keeps its selected
+    # images instead.
     _images: KeptArrays = dataclasses.field(default_factory=lambda: KeptArrays(lambda: SELECTED_IMAGES_CACHE_BYTES),
                                             init=False, repr=False, compare=False)
 

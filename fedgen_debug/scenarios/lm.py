@@ -60,7 +60,7 @@ QUALIFIED_COUNT = aggregates.BoundedSum("qualified", (1.0,), noise_multiplier=4.
 # paper: App. B.2 / Table 5. demo/test: converge on 2 CPU cores. A demo char-LM device trains on at most
 # 64 of its OOV words a round, a fresh random subset each round (a device held 105 on average, up to
 # 524), one epoch at client rate 2.0, for 240 rounds: its fit grows with rounds, not with local steps
-# (README, Scenario 1: on a play's speakers 120 rounds of 2 epochs sampled fragments, `p`, `bi`, `pi`;
+# (docs/lm.md: on a play's speakers 120 rounds of 2 epochs sampled fragments, `p`, `bi`, `pi`;
 # 240 of 1 epoch, about the same time, a speaker's name and glued pairs; 4 epochs of batch 8 were no
 # better than 2; DP noise, clip and padded targets were not what held it back). ε: twice the rounds.
 # The word-LM trains 60 rounds on at most 32 sentences a device (1.25x the time of 30 rounds on every

@@ -47,7 +47,7 @@ def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict
     top = rows(ranked)
     # The glued-token candidates on their own: on varied text (plays, articles) the most probable OOV
     # words are names and rare words, and a perfect model's top 20 holds no glued pair even at 10%
-    # (README: the data's own top 20), while the words with a space still say what the tokenizer did.
+    # (docs/lm.md: the data's own top 20), while the words with a space still say what the tokenizer did.
     spaced = rows([(w, lp) for w, lp in ranked if " " in w.strip()])
     return {"samples": samples, "space_count": with_space, "space_mass": with_space / samples,
             "split_into_vocabulary_mass": splits / samples, "in_vocabulary_mass": in_vocabulary / samples,

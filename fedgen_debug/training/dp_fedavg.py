@@ -50,7 +50,8 @@ class ClientExamples:
     """What a device trains on in one round, as arrays (a tuple, one row per example), for a process to
     batch as `client_dataset` batches a dataset: E epochs of batches of B, in order. Why not the dataset:
     the tf backend's vectorized LM packs a round's clients into arrays, and reading them back out of
-    tf.data took 80-90 ms of a 0.47 s demo char-LM round; processes that take datasets get `dataset()`."""
+    tf.data was a noticeable share of a demo char-LM round (docs/performance.md); processes that take
+    datasets get `dataset()`."""
 
     arrays: tuple
 

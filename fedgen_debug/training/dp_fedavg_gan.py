@@ -112,7 +112,7 @@ def client_discriminator_update(disc, gen, dataset: tf.data.Dataset, initial_dis
     noise_dim = gen.input_shape[-1]
     sums, steps = tf.zeros([3]), tf.constant(0.0)
     # Over an iterator, not the dataset: AutoGraph turns `for x in dataset` into `dataset.reduce`,
-    # whose body (models, double backprop) is re-instantiated on every call: ~150 ms per client.
+    # whose body (models, double backprop) is re-instantiated on every call, for every client.
     for real, seed in iter(dataset.take(max_steps)):
         batch = tf.shape(real)[0]
         noise, alpha = client_step_draws(seed, batch, noise_dim)
@@ -201,7 +201,7 @@ def server_round_update(gen, disc, gen_opt, disc_opt, config: GANTrainingConfig,
     if config.gen_ema:
         # After each G phase: average ← d·average + (1 − d)·G. Server-side post-processing of G, which
         # is itself post-processing of the DP discriminator: no privacy cost. Why: the last iterate of a
-        # GAN wanders (a FEMNIST seed's Fréchet 66 with 12% blank samples, its average 45; README).
+        # GAN wanders (a FEMNIST seed's Fréchet 66 with 12% blank samples, its average 45; docs/gan.md).
         decay = average_decay(config.gen_ema, (server["round"] + 1) // config.disc_rounds_per_gen_update)
         new_server["generator_average"] = [tf.where(runs, decay * a + (1.0 - decay) * w, a)
                                            for a, w in zip(server["generator_average"], out.weights.trainable)]
@@ -220,7 +220,7 @@ def client_step_examples(examples, steps: int, batch_size: int, cycle: bool) -> 
     """The examples a client's n = `steps` D steps use, in order: its first n·B. With `cycle`, a client
     holding fewer goes through them again until n full batches: a writer with 30 images then takes 6
     steps of 32, not one short step (one pass is the paper code's `repeat=False`; FEMNIST's writers all
-    hold fewer than n·B = 192, and their GANs drew blobs at one step a round; README, Scenario 2).
+    hold fewer than n·B = 192, and their GANs drew blobs at one step a round; docs/gan.md).
     Still one clipped update a user, so the DP guarantee is unchanged."""
     examples = np.asarray(examples, np.float32)
     wanted = steps * batch_size
@@ -274,7 +274,7 @@ class GANProcess:
     `client_datasets` are the sampled clients' real batches (elements [b, *data_shape], b ≤ B, as many
     as they like, or none: a device that does not qualify sends a zero update; at most `disc_steps`
     are used), each a tf.data.Dataset or an array of the client's examples (`client_batches`; the tf
-    backend packs arrays directly: a tf.data pipeline per client cost ≈ 4 ms of a round); `next`
+    backend packs arrays directly: a tf.data pipeline per client costs time every round); `next`
     attaches each step's noise seed. The state is OrderedDict(server=...,
     aggregator=...) of arrays: `run_dir.save_checkpoint` round-trips it, and it is the same on both
     backends. TFF's `iterative_process` takes the seeded (real_batch, step_seed) datasets;

@@ -65,7 +65,7 @@ class GANTrainingConfig:
 # 8·10⁶). Under strict selection only the qualifying share of the sampled users contributes (about
 # 12% of writers for "high"); with qN = 10 the high-accuracy GAN drew salt-and-pepper noise even at
 # z = 0.01; with qN = 50 and z = 0.3 the low-accuracy GAN draws characters and the high-accuracy one
-# sparse strokes on white (measured; README, Scenario 2). S = 0.5 (was 0.1; ε depends on z, not S):
+# sparse strokes on white (measured; docs/gan.md). S = 0.5 (was 0.1; ε depends on z, not S):
 # the synthetic writers' client updates have median norm ~0.5, so at 0.1 the clip, not the noise, held
 # the critic back (without any noise: Fréchet 161 vs 163 with it), and the generator drew speckled blobs;
 # at 0.5 it draws characters (Fréchet 163 → 67 on seed 0; FEMNIST, whose updates are ~0.1: 85 → 88).
@@ -81,14 +81,14 @@ def gan_training_config(preset: str, seed: int = 0) -> GANTrainingConfig:
     on real FEMNIST. At 0.02 the updates reach 0.06 on FEMNIST, 0.5 on synthetic (median norms), which
     the clip S = 0.5 passes on synthetic data (see `DEMO_DP`). η_G = 0.0003 (was 0.001): with the
     faster critic the generator at 0.001 collapsed to a few modes on the FEMNIST low-accuracy writers
-    (60% near-duplicates). Measured with evaluation/gan_quality.py (README, Scenario 2). Earlier: with
+    (60% near-duplicates). Measured with evaluation/gan_quality.py (docs/gan.md). Earlier: with
     Table 9's SGD generator 3 of 12 demo GANs collapsed to blank white images (the generator's steps
     grow with the critic's output scale until its tanh saturates); at 1:1 the generator outran the
     critic (all-black, and 127 vs 102 Fréchet at round 150 with the new η_D). Both take one pass over
     a client's images, as the paper's code does (`repeat=False`). `cycle_client_data` (opt-in,
     `train-gan --cycle-client-data`) takes all n steps instead: FEMNIST's low-accuracy GAN went from
     Fréchet 80 to 51 (5 seeds), but a ~19-writer high-accuracy GAN drew noise on 2 of 2 secrets
-    (one pass: 0 of 2), so the demo keeps one pass (README, Scenario 2).
+    (one pass: 0 of 2), so the demo keeps one pass (docs/gan.md).
     "test": 3 rounds of 2 clients × 2 steps, for tests.
     `eval_every`: how often the scenario snapshots the generator's samples (the app's round slider)."""
     table9 = dict(dp=DPConfig(clients_per_round=10, noise_multiplier=0.01, clip=0.1),

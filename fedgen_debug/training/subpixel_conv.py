@@ -3,11 +3,10 @@
 Why: on CPUs without AVX-512, oneDNN computes a strided convolution's input gradient
 (`Conv2DBackpropInput`) with its `brgconv_strided:avx2` kernel. For the vectorized critic's first layer
 (`vectorized_gan`: the patches of 1,024 one-channel images, a one-hot 4×4 stride-2 convolution) that
-took 50 ms a call against 4 ms for its forward pass, once a D step (the gradient penalty's gradient);
-this way, 11 ms (a D step of 32 clients' first layer: 65 → 43 ms). Where channels are many it does not
-pay: G's transposed convolutions on 1,024 fakes ran as fast either way (22 vs 25 ms and 35 vs 29 ms a
-call), and D's grouped second layer with its input gradient this way was 1.7× slower (the gradient
-penalty differentiates it again), so both keep TF's kernels.
+took many times its forward pass, once a D step (the gradient penalty's gradient); this way, a fraction
+of that. Where channels are many it does not pay: G's transposed convolutions ran as fast either way,
+and D's grouped second layer with its input gradient this way was slower (the gradient penalty
+differentiates it again), so both keep TF's kernels. Timings: docs/performance.md.
 
 The identity: with k a multiple of s, conv2d(x, kernel, s, SAME) is x padded, `space_to_depth(s)`, and
 a (k/s)×(k/s) stride-1 VALID convolution whose kernel holds the s×s phases as channels. Its transpose

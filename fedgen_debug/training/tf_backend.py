@@ -11,7 +11,7 @@ the run secret, the server optimizers and server functions, and for clients:
   `dp_fedavg_gan.client_discriminator_update`, with a client axis), or that function client by
   client on threads for models `vectorized_gan` cannot rebuild.
 TF places the work on a GPU when it sees one; nothing pays for TFF's C++ runtime (measured on 2 CPU
-cores: README, "DP-FedAvg training").
+cores: docs/performance.md).
 
 The state has exactly the TFF process's structure and leaf types (NumPy arrays, the DP event's names as
 bytes): a checkpoint written by one backend resumes on the other, the run store does not say which ran,
@@ -161,11 +161,11 @@ class ClientWorkers:
 
 
 # A vectorized chunk computes every client for as many steps as its longest one (and up to 7 clients
-# without a batch, `rows_to_compute`). A vectorized client step costs about half of one on the threads
-# (demo char-LM: 0.30 against 0.58 s a round), so beyond twice the steps its clients really take the
-# chunk runs client by client: devices of very different sizes without a per-round cap (the demo
-# char-LM's clients uncapped, up to 25 batches: 2.46 s a round vectorized, 0.87 s one by one). The
-# demo's capped rounds pad about 1.1×.
+# without a batch, `rows_to_compute`). A vectorized client step costs about half of one on the threads,
+# so beyond twice the steps its clients really take the chunk runs client by client: devices of very
+# different sizes without a per-round cap (the demo char-LM's clients uncapped, up to 25 batches, were
+# slower vectorized than one by one; timings in docs/performance.md). The demo's capped rounds pad
+# about 1.1×.
 MAX_PADDING = 2.0
 
 
@@ -288,13 +288,13 @@ class GANRounds:
 
         # All clients of a round in one traced call when the models allow it (`vectorized_gan`). Its
         # loops are graph ops already, as is the server's schedule (whose G steps are a function of their
-        # own, converted): without AutoGraph's conversion of every function they call, a demo GAN run's
-        # first round took 6.8 s instead of 9.9 s, and each later trace 1-2 s less.
+        # own, converted): without AutoGraph's conversion of every function they call, a GAN run's
+        # traces are shorter (timings: docs/performance.md).
         self._vectorized = self._clients = None
         specs = [tf.TensorSpec(v.shape, v.dtype) for v in self._disc.trainable_variables]
         # One trace a run: the client axis is left unknown (None), so a round computes exactly the clients
-        # that selected something, where a static axis traced once per padded client count (6-26 s a
-        # demo GAN) and computed up to 7 padding clients a round.
+        # that selected something, where a static axis traced once per padded client count (seconds
+        # each) and computed up to 7 padding clients a round.
         if vectorized_gan.supports(self._gen, self._disc) and vectorized_gan.runs_here(self._disc):
             steps, batch = config.disc_steps, client.batch_size
             image = self._disc.input_shape[1:]

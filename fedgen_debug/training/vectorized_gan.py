@@ -7,8 +7,8 @@ differently:
 
 - D is rebuilt functionally from the Keras model, with a leading client axis on every weight ([C, ...]):
   Dense as an einsum, Conv2D as one grouped convolution with the clients folded into channels (TF's
-  own kernels, twice differentiable for the gradient penalty; an im2col of strided slices was 3.5×
-  slower), except on one input channel, where one shared convolution takes the patches and an einsum
+  own kernels, twice differentiable for the gradient penalty; an im2col of strided slices was several
+  times slower), except on one input channel, where one shared convolution takes the patches and an einsum
   applies each client's kernel (oneDNN's grouped input gradient is slow with one channel per group; the
   patches' own input gradient runs as a stride-1 convolution, `subpixel_conv`).
   Each client's loss depends only on its own weights, so the gradient of the summed loss is each
@@ -125,14 +125,15 @@ def _single_channel_conv_per_client(x, kernel, layer):
     """One input channel (the critic's first layer on grayscale images): every kh×kw patch taken by one
     ordinary convolution with a one-hot filter shared by all clients, then each client's kernel applied
     to its patches by an einsum. Why not the grouped convolution: with one channel per group, oneDNN's
-    input gradient (the gradient penalty's) took 130 ms of a 330 ms demo step (32 clients); this layer's
-    forward, gradient and penalty gradient take 0.05 s instead of 0.13 s. With 8 channels the grouped one
-    is 4× faster than patches, so it stays there."""
+    input gradient (the gradient penalty's) was a large share of a demo step, and patches take this
+    layer's forward, gradient and penalty gradient in a fraction of the time. With 8 channels the grouped
+    one is faster than patches, so it stays there (timings: docs/performance.md)."""
     clients, batch = tf.shape(x)[0], tf.shape(x)[1]
     kh, kw, _, cout = kernel.shape[1:]
     images = tf.reshape(x, [-1, *x.shape[2:]])
     if subpixel_conv.supported((kh, kw), layer.strides, layer.padding):
-        # Its input gradient (the penalty's) as a stride-1 convolution: 50 → 11 ms a call without AVX-512.
+        # Its input gradient (the penalty's) as a stride-1 convolution: oneDNN's strided kernel is slow
+        # without AVX-512 (`subpixel_conv`).
         patches = subpixel_conv.patches((kh, kw), layer.strides[0], tuple(x.shape[2:4]))(images)
     else:
         patches = tf.nn.conv2d(images, subpixel_conv.one_hot_patch_filter((kh, kw), x.dtype), strides=layer.strides,
@@ -184,11 +185,11 @@ def gen_forward_grouped(gen: tf.keras.Sequential, noise, mask):
     """G(noise) in training mode for groups of batches: noise [G, B, dim], mask [G, B] (1 = a real row).
     Every layer but BatchNormalization runs on all rows; BN normalizes each group by its own masked
     batch mean and (biased) variance, as a training-mode BN call on that group's rows alone does.
-    G's forward pass is ~45% of a demo round (6 × 1,024 fakes at 32 clients), so two layers take a
-    faster route to the same values: BN with the ReLU after it as one XLA-compiled function (its
-    elementwise passes fused: 52 → 30 ms per 1,024 fakes), and a convolution with one output channel
-    (the image) as a depthwise convolution summed over channels (oneDNN's convolution with one filter
-    ran at ~9 GFLOP/s, a fifth of the transposed ones' rate: 27 → 13 ms)."""
+    G's forward pass is a large share of a demo round (6 × 1,024 fakes at 32 clients), so two layers
+    take a faster route to the same values: BN with the ReLU after it as one XLA-compiled function (its
+    elementwise passes fused), and a convolution with one output channel (the image) as a depthwise
+    convolution summed over channels (oneDNN's convolution with one filter ran at a fraction of the
+    transposed ones' rate). Timings: docs/performance.md."""
     groups, batch = tf.shape(noise)[0], tf.shape(noise)[1]
     x = tf.reshape(noise, [groups * batch, noise.shape[-1]])
     layers = list(gen.layers)
@@ -274,7 +275,7 @@ def vectorized_client_updates(gen, disc, real, example_mask, seeds, disc_weights
         active = tf.where(has_batch[:, t])[:, 0]
         mask = tf.gather(example_mask[:, t], active)
         # Each client's draws from its step seed, as the reference draws them; a loop in the graph, not
-        # C ops per step (unrolled, a 32-client round took ~19 s to trace).
+        # C ops per step (unrolled, the graph and its tracing time grew with clients and steps).
         noise, alpha = tf.map_fn(lambda seed: dp_fedavg_gan.client_step_draws(seed, batch, noise_dim),
                                  tf.gather(seeds[:, t], active), fn_output_signature=(tf.float32, tf.float32))
         fake = gen_forward_grouped(gen, noise, mask)

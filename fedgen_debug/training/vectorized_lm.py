@@ -2,8 +2,9 @@
 
 A demo char-LM round is 20 clients × up to 4 SGD steps of a 2-layer CIFG-LSTM unrolled over 16 bytes:
 about 15 GFLOP in small matmuls ([16, 64] × [64, 384] per time step), which `ClientWorkers`' threads ran
-at 22-27 GFLOP/s on 2 cores (TF profiler). Here every op works on all the round's clients together,
-which is the same algorithm (`dp_fedavg.client_update`, the reference) computed differently:
+one client at a time (their rate, from the TF profiler: docs/performance.md). Here every op works on all
+the round's clients together, which is the same algorithm (`dp_fedavg.client_update`, the reference)
+computed differently:
 
 - The model is rebuilt functionally from the Keras one, with a leading client axis on every weight
   ([C, ...]): the embedding as one gather from the clients' stacked tables, the CIFG cell's and the
@@ -52,10 +53,10 @@ def supports(model: tf.keras.Model, loss: tf.keras.losses.Loss) -> bool:
                 and dense.activity_regularizer is None)
 
 
-# Vocabularies up to this size take the vectorized path. Measured on 2 CPU cores (`benchmarks/lm_round.py
-# --no-tff --demo-only --clients-per-round 20`): the demo char-LM (258 symbols) 0.58 → 0.30 s a round;
-# the demo word-LM (10,004 ids), whose work is its output layer's large matmuls, 1.72 → 1.84 s (no
-# faster in chunks of 2, 5 or 10 clients), so it stays client by client.
+# Vocabularies up to this size take the vectorized path (`benchmarks/lm_round.py --no-tff --demo-only
+# --clients-per-round 20`; timings in docs/performance.md): the demo char-LM (258 symbols) runs about
+# twice as fast; the demo word-LM (10,004 ids), whose work is its output layer's large matmuls, was
+# slower (and no faster in chunks of 2, 5 or 10 clients), so it stays client by client.
 MAX_VOCABULARY = 1024
 
 
@@ -142,7 +143,7 @@ def vectorized_client_updates(model: tf.keras.Sequential, x, y, row_mask, initia
     _, final = tf.while_loop(lambda s, _: s < steps, step, (tf.constant(0), initial))
     updates = [w0 - w for w0, w in zip(initial, final)]
     # TFF's `zero_all_if_any_non_finite` (the threaded path's), for all clients at once: as a `tf.map_fn`
-    # of it over the clients, a demo char-LM round took 0.30-0.33 s against 0.28.
+    # of it over the clients, a demo char-LM round was slower.
     finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(tf.reshape(u, [clients, -1])), axis=1)
                                      for u in updates]), axis=0)
     return [tf.where(tf.reshape(finite, [-1] + [1] * (len(u.shape) - 1)), u, tf.zeros_like(u)) for u in updates]
