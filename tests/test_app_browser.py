@@ -7,7 +7,7 @@ saves a screenshot of each page.
 The store: $FEDGEN_DEBUG_BROWSER_STORE (e.g. a full `make demo` store) with the ledger it charged in
 $FEDGEN_DEBUG_BROWSER_LEDGER (the suite replaces $FEDGEN_DEBUG_LEDGER with its own), else the demo at
 test size built by the suite, charged to the suite's ledger. Screenshots go to
-$FEDGEN_DEBUG_SCREENSHOTS (the README's come from `make test-browser` on the demo store), else a temporary
+$FEDGEN_DEBUG_SCREENSHOTS (docs/screenshots/ come from `make test-browser` on the demo store), else a temporary
 directory."""
 
 from __future__ import annotations

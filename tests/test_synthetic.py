@@ -67,8 +67,8 @@ def test_text_is_deterministic_per_seed_and_differs_across_seeds():
 
 
 def test_text_is_the_same_as_the_generator_every_measurement_used():
-    """The generator's output is pinned: faster draws (issue 15) must give the very text the README's
-    measurements and the golden values were made on. Hash of the text of 40 users at seeds 0 and 7, made
+    """The generator's output is pinned: faster draws (issue 15) must give the very text the measurements in
+    docs/ and the golden values were made on. Hash of the text of 40 users at seeds 0 and 7, made
     with the generator before that change."""
     import hashlib
 
