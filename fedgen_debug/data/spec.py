@@ -26,8 +26,8 @@ _REQUIRED_PATH = {"npz", "jsonl", "play"}
 SPEC_HELP = """\
   synthetic-images[:writers=N,seed=S]  FEMNIST-like handwriting (default 3,400 writers, as the paper)
   synthetic-text[:users=N,seed=S]      Stack-Overflow-like sentences (default 1,000 users)
-  npz:PATH[,background=black]          images .npz contract (see README)
-  jsonl:PATH                           text .jsonl contract (see README)
+  npz:PATH[,background=black]          images .npz contract (docs/data.md)
+  jsonl:PATH                           text .jsonl contract (docs/data.md)
   play:PATH[,min_sentences=N]          a play script (Tiny Shakespeare format): speakers are users
   tff-emnist[:CACHE_DIR]               TFF's Federated EMNIST (62 classes), offline from CACHE_DIR
   tff-stackoverflow[:CACHE_DIR]        TFF's Stack Overflow, offline from CACHE_DIR"""
