@@ -229,7 +229,7 @@ def test_attack_reading_the_round_times_from_released_file_times_fails(timed_run
     seconds = round_seconds(run_dir)
     snapshots = {r: os.stat(store.snapshot_path(run_dir, r)) for r in store.snapshot_rounds(run_dir)}
     assert len(snapshots) == (ROUNDS if name == "gan" else 0)
-    staged = os.path.join(run_dir, store.SERVER, store.SAMPLE_SNAPSHOTS)
+    staged = os.path.join(run_dir, store.SERVER, store.STAGED_SNAPSHOTS)
     assert not os.path.exists(staged) or not os.listdir(staged)   # all published
     for kind in ("st_mtime", "st_ctime"):
         times = {r: getattr(s, kind) for r, s in snapshots.items()}

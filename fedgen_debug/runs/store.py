@@ -60,6 +60,7 @@ TOP_OOV_WORDS = "top_oov_words.csv"
 SAMPLES_PNG = "samples.png"
 SAMPLES_NPZ = "samples.npz"
 SAMPLE_SNAPSHOTS = "sample_snapshots"
+STAGED_SNAPSHOTS = "staged_snapshots"   # server side: SAMPLE_SNAPSHOTS until training ends
 CANARIES = "canaries.json"
 MEMORIZATION = "memorization.json"
 MEMORIZATION_PNG = "memorization.png"
@@ -115,7 +116,7 @@ SERVER_FILES = {
     TIMING: "per-round wall time (depends on which clients were sampled and what they selected)",
     SELECTION: "which users a selector picked (paper mode only, where the server learns it)",
     PROGRAM_STATE: "the monitor's tff.program state: the last finished period and its signal history",
-    SAMPLE_SNAPSHOTS: "GAN sample snapshots while the run trains: a file's modification time is when its round "
+    STAGED_SNAPSHOTS: "GAN sample snapshots while the run trains: a file's modification time is when its round "
                       "ended, which depends on who was sampled; published to released/ together at the end",
     SCHEDULE: "when each monitoring period finished (its wall time depends on who was sampled, as timing.csv), "
               "and where the periods' cadence grid starts",
@@ -199,14 +200,14 @@ def snapshot_path(run_dir: str, round_num: int) -> str:
 
 def staged_snapshot_path(run_dir: str, round_num: int) -> str:
     """Where `gan_snapshots` writes the snapshot after `round_num` rounds while the run trains."""
-    return server(run_dir, SAMPLE_SNAPSHOTS, f"round_{round_num:06d}.npz")
+    return server(run_dir, STAGED_SNAPSHOTS, f"round_{round_num:06d}.npz")
 
 
 def publish_snapshots(run_dir: str) -> None:
     """Moves the staged snapshots into released/ as new files, written together once training ended, so
     that their modification and change times (which no process can set back) are all about the end of
     training, never the end of their round. Idempotent; a resumed run publishes what it staged since."""
-    staged = os.path.join(run_dir, SERVER, SAMPLE_SNAPSHOTS)
+    staged = os.path.join(run_dir, SERVER, STAGED_SNAPSHOTS)
     if not os.path.isdir(staged):
         return
     for name in sorted(os.listdir(staged)):

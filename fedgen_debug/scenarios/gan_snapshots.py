@@ -5,7 +5,7 @@ is how an inversion shows up).
 Each snapshot is the generator after round r on one fixed batch of public noise (drawn from the run's
 public `seed`), so the grids differ only by training. It is post-processing of the DP aggregates of
 rounds 1..r, which the run's ε already covers (the accountant composes every round's release). The
-images go to `server/sample_snapshots/round_NNNNNN.npz` as uint8 (255 = white) while the run trains,
+images go to `server/staged_snapshots/round_NNNNNN.npz` as uint8 (255 = white) while the run trains,
 and to `released/` together when it ends (`runs.store.publish_snapshots`: a file written at the end of
 its round would carry that time, which depends on who was sampled); the cheap per-snapshot statistics
 (dark-background, blank and noise shares) go to eval.csv.
