@@ -85,6 +85,62 @@ def test_privacy_page_composes_the_ledger_over_time(tmp_path, monkeypatch):
     assert len(at.dataframe) == 2 and list(at.dataframe[1].value["run"]) == ["runs/run0", "runs/run2", "runs/run1"]
 
 
+def test_per_run_epsilon_groups_an_old_ledgers_relative_and_absolute_sources_of_one_run():
+    """Issue 54: an old ledger named a run's training by its absolute path and its other releases by
+    the path as typed; the run's id (the release ids' prefix) puts them in one row with the composed ε.
+    A relative source with no absolute path of its run stays as written."""
+    import dp_accounting
+
+    from fedgen_debug.app.privacy_page import epsilon_per_run
+    from fedgen_debug.privacy.ledger import PrivacyRecord, composed_guarantee
+
+    def record(release_id, source, z):
+        return PrivacyRecord("synthetic-images:seed=0", 300, "replace-one", (dp_accounting.GaussianDpEvent(z),),
+                             release_id, release_id, source=source)
+
+    gan = [record("gan1/training", "/home/me/runs/demo/gan/with_bug-low-accuracy", 0.5),
+           record("gan1/t4-quantile-0.5", "runs/demo/gan/with_bug-low-accuracy", 3.0),
+           record("gan1/selection-counts", "runs/demo/gan/with_bug-low-accuracy", 4.0)]
+    other = record("agg1/examples", "runs/demo/device-aggregates/images", 2.0)
+    delta = 1e-5
+    rows = {r["run"]: r for r in epsilon_per_run(gan + [other], delta)}
+    assert sorted(rows) == ["/home/me/runs/demo/gan/with_bug-low-accuracy", "runs/demo/device-aggregates/images"]
+    whole = rows["/home/me/runs/demo/gan/with_bug-low-accuracy"]
+    assert whole["releases"] == 3
+    assert whole["ε composed"] == pytest.approx(composed_guarantee(gan, delta).epsilon)
+    assert rows["runs/demo/device-aggregates/images"]["releases"] == 1
+
+
+def test_one_run_charged_by_a_relative_and_an_absolute_path_is_one_run_in_the_ledger(tmp_path, monkeypatch,
+                                                                                  fresh_ledger):
+    """Through `runs.start.charge`: two charges of one run directory, one given as a relative path and
+    one as an absolute path (through a symlink), name the same source, and the Privacy page's per-run
+    table shows one row with both releases composed."""
+    from fedgen_debug.app.privacy_page import epsilon_per_run
+    from fedgen_debug.privacy import aggregates
+    from fedgen_debug.privacy.ledger import composed_guarantee
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.runs.start import charge
+
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("runs/gan")
+    os.symlink(tmp_path / "runs", tmp_path / "linked")
+    relative, absolute = os.path.join("runs", "gan", "one"), str(tmp_path / "linked" / "gan" / "one")
+    secret, population = RunSecret.fresh(), "synthetic-images:seed=0"
+    specs = [aggregates.BoundedSum(f"count {i}", (1.0,), noise_multiplier=2.0) for i in range(2)]
+    records = [aggregates.aggregate_record(spec, population, 300, f"{secret.run_id}/{spec.name}", run_dir)
+               for spec, run_dir in zip(specs, (relative, absolute))]
+    charge(records[0], relative, secret=secret, config_json={"demo-data": {"data": "synthetic-images"}},
+           ledger=fresh_ledger)
+    charge(records[1], absolute, ledger=fresh_ledger)
+    charged = fresh_ledger.records(population)
+    assert {r.source for r in charged} == {os.path.realpath(relative)}
+    total = fresh_ledger.total(population)
+    (row,) = epsilon_per_run(total.releases, total.guarantee.delta)
+    assert row["run"] == os.path.realpath(relative) and row["releases"] == 2
+    assert row["ε composed"] == pytest.approx(composed_guarantee(charged, total.guarantee.delta).epsilon)
+
+
 def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
     _run(str(tmp_path), "lm", {"lm": {"kind": "word", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
          {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.2),
