@@ -414,6 +414,49 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
         "`after`: 12.0% of sampled words contain a space; `before`: 1.0%. z = 7.50 > 3.")
 
 
+def test_suggested_pairs_put_the_pair_with_a_finding_first():
+    """Issue 54: on the demo's store the first suggestion was the after-fix GAN pair (sorted first by
+    name); the pair whose analysis suspects the inversion comes first, the rest keep their order."""
+    from fedgen_debug.app.catalog import RunSummary
+    from fedgen_debug.app.compare_page import suggested_pairs
+
+    runs = [RunSummary(f"gan/{p}-{s}-accuracy", "GAN", "synthetic-images", f"by-user-accuracy:{s}",
+                       "invert 50%" if p == "with_bug" else "")
+            for p in ("after_fix", "with_bug") for s in ("high", "low")]
+    names = lambda pairs: [(runs[i].path, runs[j].path) for i, j, _ in pairs]  # noqa: E731
+    today = names(suggested_pairs(runs))
+    assert today[0] == ("gan/after_fix-high-accuracy", "gan/after_fix-low-accuracy")
+    found = names(suggested_pairs(runs, lambda a, b: {a.path, b.path} == {"gan/with_bug-high-accuracy",
+                                                                          "gan/with_bug-low-accuracy"}))
+    assert found[0] == ("gan/with_bug-high-accuracy", "gan/with_bug-low-accuracy")
+    assert found[1:] == [pair for pair in today if pair != found[0]]
+
+
+def test_compare_opens_on_the_suggested_pair_whose_analysis_found_the_bug(tmp_path):
+    """Two char-LM before/after pairs; only the second (by name) has an analysis that suspects the
+    tokenization bug: Compare's first suggestion and the pair it opens are that one, with its verdict."""
+    root = str(tmp_path)
+    for data in ("a", "b"):
+        for name, fraction in (("before", 0.0), ("after", 0.1)):
+            _run(root, f"{data}-{name}", {"lm": {"kind": "char", "data": f"synthetic-text:users=30,seed={ord(data)}",
+                                                 "bug_fraction": fraction}},
+                 {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.0))
+    part = lambda name, mass: {"run_dir": os.path.join(root, name), "kind": "char", "space_mass": mass,  # noqa: E731
+                               "top_k": [{"word": "ing", "probability": 0.01}], "space_top_k": []}
+    analysis = {"tokenization_bug_suspected": True, "current": part("b-after", 0.12),
+                "baseline": part("b-before", 0.01),
+                "evidence": {"statistic": "space_mass", "test": "space mass vs baseline", "z": 7.5, "z_threshold": 3.0}}
+    with open(os.path.join(root, "b-after", "released", "analysis.json"), "w") as f:
+        json.dump(analysis, f)
+    at = _app(tmp_path, "Compare")
+    suggestions = at.selectbox(key="compare_suggestion")
+    assert suggestions.options[0].startswith("b-after ↔ b-before") and suggestions.value == suggestions.options[0]
+    assert suggestions.options[1].startswith("a-after ↔ a-before")
+    assert (at.selectbox(key="compare_left").value, at.selectbox(key="compare_right").value) == ("b-after", "b-before")
+    (verdict,) = at.error
+    assert "z = 7.50 > 3" in verdict.value
+
+
 # ---- Monitoring, on a store made by a short real monitor run (conftest.monitor_store) ---------------
 
 def test_monitoring_page_shows_signals_thresholds_alerts_and_a_link_to_compare_the_periods(monitor_store):
