@@ -165,6 +165,21 @@ def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
     assert list(at.dataframe[0].value["run"]) == ["lm"]
 
 
+def test_runs_table_shows_epsilon_and_the_verdict_among_its_first_columns(tmp_path):
+    """Issue 54: at 1400 px the ε and verdict columns were off screen, after data, selector, bug, state,
+    rounds and progress; they now follow the run and its kind, and the long data spec comes last."""
+    _run(str(tmp_path), "gan", {"gan": {"data": "synthetic-images:writers=100", "select": "by-user-accuracy:low",
+                                        "bug_fraction": 0.5}},
+         {"state": "finished", "rounds_completed": 3, "rounds": 3}, _privacy(4.0),
+         {"pixel_inversion_suspected": True, "inconclusive": False})
+    at = _app(tmp_path)
+    columns = list(at.dataframe[0].value.columns)
+    assert columns[:4] == ["run", "kind", "ε", "verdict"] and columns[-1] == "data"
+    assert sorted(columns) == sorted(["run", "kind", "ε", "verdict", "memorization", "bug", "selector", "state",
+                                      "rounds", "progress", "δ", "data"])
+    assert list(at.dataframe[0].value["verdict"]) == ["inversion suspected"]
+
+
 def test_memorization_page_shows_a_real_checked_run(tmp_path):
     """A tiny word-LM with update canaries, trained and checked by the CLI: the page shows the verdict,
     the empirical ε and the report's picture."""
