@@ -47,6 +47,13 @@ def pair_analysis(root: str, left: str, right: str) -> dict | None:
     return None
 
 
+def has_finding(analysis: dict | None) -> bool:
+    """Whether an analysis says yes: an inversion or a tokenization bug suspected (not inconclusive)."""
+    if not analysis or analysis.get("inconclusive"):
+        return False
+    return bool(analysis.get("pixel_inversion_suspected") or analysis.get("tokenization_bug_suspected"))
+
+
 def part_for(root: str, relative: str, pair: dict | None) -> dict | None:
     """The run's part: from the pair's analysis when it holds one, else from the run's own."""
     return part_of(pair, root, relative) or part_of(own_analysis(root, relative), root, relative)

@@ -29,9 +29,11 @@ def _complementary(a: str, b: str) -> bool:
     return False
 
 
-def suggested_pairs(runs) -> list[tuple[int, int, str]]:
+def suggested_pairs(runs, has_finding=None) -> list[tuple[int, int, str]]:
     """Pairs worth comparing (indices into `runs`, why): same kind and data, and complementary selectors
-    under one bug, or one selector with and without the bug; complementary selectors first."""
+    under one bug, or one selector with and without the bug. Pairs whose analysis found something
+    (`has_finding(a, b)`) come first, as the one worth opening (issue 54: the demo's first suggestion was
+    the after-fix pair); then complementary selectors before with/without the bug."""
     found = []
     for i, a in enumerate(runs):
         for j, b in enumerate(runs):
@@ -41,12 +43,14 @@ def suggested_pairs(runs) -> list[tuple[int, int, str]]:
                 found.append((0, i, j, f"{a.selector} vs {b.selector}" + (f" ({a.bug})" if a.bug else "")))
             elif a.selector == b.selector and a.bug != b.bug:
                 found.append((1, i, j, f"{a.bug or 'no bug'} vs {b.bug or 'no bug'}"))
-    return [(i, j, why) for _, i, j, why in sorted(found)]
+    finding = has_finding or (lambda a, b: False)
+    found.sort(key=lambda pair: (not finding(runs[pair[1]], runs[pair[2]]), pair))
+    return [(i, j, why) for _, i, j, why in found]
 
 
-def _choose_pair(runs) -> tuple[object, object]:
+def _choose_pair(root: str, runs) -> tuple[object, object]:
     names = [r.path for r in runs]
-    pairs = suggested_pairs(runs)
+    pairs = suggested_pairs(runs, lambda a, b: analyses.has_finding(analyses.pair_analysis(root, a.path, b.path)))
     # A link may name the pair (`?page=Compare&left=RUN&right=RUN`), suggested or not (a monitor's periods
     # share one selector and no bug flag, so none of them is suggested); otherwise the first suggestion.
     linked = [st.query_params.get(side) for side in ("left", "right")]
@@ -186,7 +190,7 @@ def render(root: str) -> None:
     if len(runs) < 2:
         st.info(f"Comparing needs two runs under `{root}` — run `make demo`.")
         return
-    left, right = _choose_pair(runs)
+    left, right = _choose_pair(root, runs)
     pair = analyses.pair_analysis(root, left.path, right.path)
     evidence = explain(pair)
     if evidence is not None:

@@ -4,6 +4,7 @@ left, and which releases spent it. The ledger holds DP events only (a release li
 from __future__ import annotations
 
 import math
+import os
 
 import streamlit as st
 
@@ -22,13 +23,44 @@ def epsilon_over_time(records, delta: float) -> list[dict]:
     return [{"release": i + 1, "composed ε": composed_guarantee(records[:i + 1], delta).epsilon} for i in points]
 
 
+def run_of_record(records) -> dict[str, str]:
+    """Each record's run (by release id): the real path its records name, or what an old ledger wrote.
+
+    Records written since issue 54 name their run by its real path (`runs.start.run_source`). Older
+    ledgers name a run's training by its absolute path and its other releases by the path as typed,
+    often relative: relative to a working directory the ledger never recorded, so the app cannot resolve
+    it (resolving it against the app's own directory would merge or split runs by accident). What the
+    ledger does record is the run: every release id of a run starts with its secret's run id
+    (`<run_id>/training`, `<run_id>/selection-counts`, ...). So a relative source is shown under the
+    absolute path of a record with the same run id when there is exactly one such path; otherwise it
+    stays as written (its own row)."""
+    def run_id(record) -> str | None:
+        return record.release_id.split("/", 1)[0] if "/" in record.release_id else None
+
+    absolute: dict[str, set[str]] = {}
+    for record in records:
+        if os.path.isabs(record.source) and run_id(record) is not None:
+            absolute.setdefault(run_id(record), set()).add(os.path.realpath(record.source))
+    runs = {}
+    for record in records:
+        known = absolute.get(run_id(record), set()) if run_id(record) is not None else set()
+        if os.path.isabs(record.source):
+            runs[record.release_id] = os.path.realpath(record.source)
+        elif record.source and len(known) == 1:
+            runs[record.release_id] = next(iter(known))
+        else:
+            runs[record.release_id] = record.source or "–"
+    return runs
+
+
 def epsilon_per_run(records, delta: float) -> list[dict]:
-    """ε composed over each run's releases (by the run directory that charged them), largest first."""
+    """ε composed over each run's releases (by the run that charged them, `run_of_record`), largest first."""
     from fedgen_debug.privacy.ledger import composed_guarantee
 
+    run_of = run_of_record(records)
     runs: dict[str, list] = {}
     for record in records:
-        runs.setdefault(record.source or "–", []).append(record)
+        runs.setdefault(run_of[record.release_id], []).append(record)
     rows = [{"run": run, "releases": len(rs), "ε composed": composed_guarantee(rs, delta).epsilon}
             for run, rs in runs.items()]
     return sorted(rows, key=lambda r: -r["ε composed"])
@@ -65,8 +97,9 @@ def render(root: str) -> None:
     if not math.isinf(g.epsilon) and g.epsilon > 10:
         st.warning("ε above 10: weak privacy for this population.")
     st.subheader("Which releases spent it")
+    run_of = run_of_record(total.releases)
     st.dataframe([{"release": r.label, "ε alone": format_epsilon(r.guarantee(g.delta).epsilon),
-                   "run": r.source or "–", "id": r.release_id} for r in total.releases], hide_index=True)
+                   "run": run_of[r.release_id], "id": r.release_id} for r in total.releases], hide_index=True)
     st.subheader("ε composed per run")
     per_run = epsilon_per_run(total.releases, g.delta)
     st.dataframe([{**r, "ε composed": format_epsilon(r["ε composed"])} for r in per_run], hide_index=True)

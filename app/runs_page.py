@@ -20,11 +20,12 @@ def _progress(run) -> float:
 
 
 def rows(runs) -> list[dict]:
-    return [{"run": r.path, "kind": r.kind, "data": r.data, "selector": r.selector, "bug": r.bug or "–",
-             "state": r.state, "rounds": r.progress, "progress": _progress(r),
-             "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
-             "δ": "–" if r.delta is None else f"{r.delta:.2g}", "verdict": r.verdict or "–",
-             "memorization": r.memorization or "–"} for r in runs]
+    """One row per run; ε and the verdicts right after the run's name and kind, the long data spec last:
+    at 1400 px the table shows its first ~8 columns, and ε and the verdict were off screen (issue 54)."""
+    return [{"run": r.path, "kind": r.kind, "ε": format_epsilon(r.epsilon) + (" ⚠" if r.above_warning else ""),
+             "verdict": r.verdict or "–", "memorization": r.memorization or "–", "bug": r.bug or "–",
+             "selector": r.selector, "state": r.state, "rounds": r.progress, "progress": _progress(r),
+             "δ": "–" if r.delta is None else f"{r.delta:.2g}", "data": r.data} for r in runs]
 
 
 REFRESH_SECONDS = 5

@@ -85,6 +85,62 @@ def test_privacy_page_composes_the_ledger_over_time(tmp_path, monkeypatch):
     assert len(at.dataframe) == 2 and list(at.dataframe[1].value["run"]) == ["runs/run0", "runs/run2", "runs/run1"]
 
 
+def test_per_run_epsilon_groups_an_old_ledgers_relative_and_absolute_sources_of_one_run():
+    """Issue 54: an old ledger named a run's training by its absolute path and its other releases by
+    the path as typed; the run's id (the release ids' prefix) puts them in one row with the composed ε.
+    A relative source with no absolute path of its run stays as written."""
+    import dp_accounting
+
+    from fedgen_debug.app.privacy_page import epsilon_per_run
+    from fedgen_debug.privacy.ledger import PrivacyRecord, composed_guarantee
+
+    def record(release_id, source, z):
+        return PrivacyRecord("synthetic-images:seed=0", 300, "replace-one", (dp_accounting.GaussianDpEvent(z),),
+                             release_id, release_id, source=source)
+
+    gan = [record("gan1/training", "/home/me/runs/demo/gan/with_bug-low-accuracy", 0.5),
+           record("gan1/t4-quantile-0.5", "runs/demo/gan/with_bug-low-accuracy", 3.0),
+           record("gan1/selection-counts", "runs/demo/gan/with_bug-low-accuracy", 4.0)]
+    other = record("agg1/examples", "runs/demo/device-aggregates/images", 2.0)
+    delta = 1e-5
+    rows = {r["run"]: r for r in epsilon_per_run(gan + [other], delta)}
+    assert sorted(rows) == ["/home/me/runs/demo/gan/with_bug-low-accuracy", "runs/demo/device-aggregates/images"]
+    whole = rows["/home/me/runs/demo/gan/with_bug-low-accuracy"]
+    assert whole["releases"] == 3
+    assert whole["ε composed"] == pytest.approx(composed_guarantee(gan, delta).epsilon)
+    assert rows["runs/demo/device-aggregates/images"]["releases"] == 1
+
+
+def test_one_run_charged_by_a_relative_and_an_absolute_path_is_one_run_in_the_ledger(tmp_path, monkeypatch,
+                                                                                  fresh_ledger):
+    """Through `runs.start.charge`: two charges of one run directory, one given as a relative path and
+    one as an absolute path (through a symlink), name the same source, and the Privacy page's per-run
+    table shows one row with both releases composed."""
+    from fedgen_debug.app.privacy_page import epsilon_per_run
+    from fedgen_debug.privacy import aggregates
+    from fedgen_debug.privacy.ledger import composed_guarantee
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.runs.start import charge
+
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("runs/gan")
+    os.symlink(tmp_path / "runs", tmp_path / "linked")
+    relative, absolute = os.path.join("runs", "gan", "one"), str(tmp_path / "linked" / "gan" / "one")
+    secret, population = RunSecret.fresh(), "synthetic-images:seed=0"
+    specs = [aggregates.BoundedSum(f"count {i}", (1.0,), noise_multiplier=2.0) for i in range(2)]
+    records = [aggregates.aggregate_record(spec, population, 300, f"{secret.run_id}/{spec.name}", run_dir)
+               for spec, run_dir in zip(specs, (relative, absolute))]
+    charge(records[0], relative, secret=secret, config_json={"demo-data": {"data": "synthetic-images"}},
+           ledger=fresh_ledger)
+    charge(records[1], absolute, ledger=fresh_ledger)
+    charged = fresh_ledger.records(population)
+    assert {r.source for r in charged} == {os.path.realpath(relative)}
+    total = fresh_ledger.total(population)
+    (row,) = epsilon_per_run(total.releases, total.guarantee.delta)
+    assert row["run"] == os.path.realpath(relative) and row["releases"] == 2
+    assert row["ε composed"] == pytest.approx(composed_guarantee(charged, total.guarantee.delta).epsilon)
+
+
 def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
     _run(str(tmp_path), "lm", {"lm": {"kind": "word", "data": "synthetic-text:users=30", "bug_fraction": 0.1}},
          {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.2),
@@ -107,6 +163,21 @@ def test_runs_page_lists_runs_and_reports_a_corrupt_one(tmp_path):
     assert list(at.dataframe[0].value["rounds"]) == ["2/3", "12/12"]
     at.multiselect[0].set_value(["word-LM"]).run()
     assert list(at.dataframe[0].value["run"]) == ["lm"]
+
+
+def test_runs_table_shows_epsilon_and_the_verdict_among_its_first_columns(tmp_path):
+    """Issue 54: at 1400 px the ε and verdict columns were off screen, after data, selector, bug, state,
+    rounds and progress; they now follow the run and its kind, and the long data spec comes last."""
+    _run(str(tmp_path), "gan", {"gan": {"data": "synthetic-images:writers=100", "select": "by-user-accuracy:low",
+                                        "bug_fraction": 0.5}},
+         {"state": "finished", "rounds_completed": 3, "rounds": 3}, _privacy(4.0),
+         {"pixel_inversion_suspected": True, "inconclusive": False})
+    at = _app(tmp_path)
+    columns = list(at.dataframe[0].value.columns)
+    assert columns[:4] == ["run", "kind", "ε", "verdict"] and columns[-1] == "data"
+    assert sorted(columns) == sorted(["run", "kind", "ε", "verdict", "memorization", "bug", "selector", "state",
+                                      "rounds", "progress", "δ", "data"])
+    assert list(at.dataframe[0].value["verdict"]) == ["inversion suspected"]
 
 
 def test_memorization_page_shows_a_real_checked_run(tmp_path):
@@ -356,6 +427,49 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
     (verdict,) = at.error
     assert verdict.value.startswith(
         "`after`: 12.0% of sampled words contain a space; `before`: 1.0%. z = 7.50 > 3.")
+
+
+def test_suggested_pairs_put_the_pair_with_a_finding_first():
+    """Issue 54: on the demo's store the first suggestion was the after-fix GAN pair (sorted first by
+    name); the pair whose analysis suspects the inversion comes first, the rest keep their order."""
+    from fedgen_debug.app.catalog import RunSummary
+    from fedgen_debug.app.compare_page import suggested_pairs
+
+    runs = [RunSummary(f"gan/{p}-{s}-accuracy", "GAN", "synthetic-images", f"by-user-accuracy:{s}",
+                       "invert 50%" if p == "with_bug" else "")
+            for p in ("after_fix", "with_bug") for s in ("high", "low")]
+    names = lambda pairs: [(runs[i].path, runs[j].path) for i, j, _ in pairs]  # noqa: E731
+    today = names(suggested_pairs(runs))
+    assert today[0] == ("gan/after_fix-high-accuracy", "gan/after_fix-low-accuracy")
+    found = names(suggested_pairs(runs, lambda a, b: {a.path, b.path} == {"gan/with_bug-high-accuracy",
+                                                                          "gan/with_bug-low-accuracy"}))
+    assert found[0] == ("gan/with_bug-high-accuracy", "gan/with_bug-low-accuracy")
+    assert found[1:] == [pair for pair in today if pair != found[0]]
+
+
+def test_compare_opens_on_the_suggested_pair_whose_analysis_found_the_bug(tmp_path):
+    """Two char-LM before/after pairs; only the second (by name) has an analysis that suspects the
+    tokenization bug: Compare's first suggestion and the pair it opens are that one, with its verdict."""
+    root = str(tmp_path)
+    for data in ("a", "b"):
+        for name, fraction in (("before", 0.0), ("after", 0.1)):
+            _run(root, f"{data}-{name}", {"lm": {"kind": "char", "data": f"synthetic-text:users=30,seed={ord(data)}",
+                                                 "bug_fraction": fraction}},
+                 {"state": "finished", "rounds_completed": 12, "rounds": 12}, _privacy(3.0))
+    part = lambda name, mass: {"run_dir": os.path.join(root, name), "kind": "char", "space_mass": mass,  # noqa: E731
+                               "top_k": [{"word": "ing", "probability": 0.01}], "space_top_k": []}
+    analysis = {"tokenization_bug_suspected": True, "current": part("b-after", 0.12),
+                "baseline": part("b-before", 0.01),
+                "evidence": {"statistic": "space_mass", "test": "space mass vs baseline", "z": 7.5, "z_threshold": 3.0}}
+    with open(os.path.join(root, "b-after", "released", "analysis.json"), "w") as f:
+        json.dump(analysis, f)
+    at = _app(tmp_path, "Compare")
+    suggestions = at.selectbox(key="compare_suggestion")
+    assert suggestions.options[0].startswith("b-after ↔ b-before") and suggestions.value == suggestions.options[0]
+    assert suggestions.options[1].startswith("a-after ↔ a-before")
+    assert (at.selectbox(key="compare_left").value, at.selectbox(key="compare_right").value) == ("b-after", "b-before")
+    (verdict,) = at.error
+    assert "z = 7.50 > 3" in verdict.value
 
 
 # ---- Monitoring, on a store made by a short real monitor run (conftest.monitor_store) ---------------

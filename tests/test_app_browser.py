@@ -13,6 +13,7 @@ directory."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -179,3 +180,88 @@ def test_monitoring_page_in_chromium_and_its_alert_link(browser, screenshots, re
         text = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
         assert query["left"][0] in text and query["right"][0] in text
         browser.save_screenshot(os.path.join(screenshots, "monitoring-compare.png"))
+
+
+# ---- Issue 54, on hand-built stores (seconds, not the demo's minutes) ---------------------------------
+
+NARROW = 1400   # the width the issue was found at
+
+
+def _hand_built_store(root: str) -> None:
+    """The demo's GAN layout: two pairs, only the pair under the bug analyzed with a finding."""
+    from test_app_catalog import _privacy, _run
+
+    for prefix, fraction in (("after_fix", 0.0), ("with_bug", 0.5)):
+        for side in ("high", "low"):
+            _run(root, f"gan/{prefix}-{side}-accuracy",
+                 {"gan": {"data": "synthetic-images:writers=100", "select": f"by-user-accuracy:{side}",
+                          "bug_fraction": fraction}}, {"state": "finished", "rounds_completed": 200, "rounds": 200},
+                 _privacy(6.5))
+    run_dir = lambda name: os.path.join(root, "gan", name)  # noqa: E731
+    analysis = {"pixel_inversion_suspected": True, "inconclusive": False,
+                "current": {"run_dir": run_dir("with_bug-low-accuracy")},
+                "compare": {"run_dir": run_dir("with_bug-high-accuracy")}}
+    with open(os.path.join(run_dir("with_bug-low-accuracy"), "released", "analysis.json"), "w") as f:
+        json.dump(analysis, f)
+
+
+def test_runs_table_shows_epsilon_and_the_verdict_at_1400_px(browser, tmp_path, screenshots):
+    """The grid draws on a canvas; its accessible table holds the header cells of the columns it draws
+    (those on screen): ε and verdict must be among them at 1400 px, without scrolling."""
+    from selenium.webdriver.common.by import By
+
+    _hand_built_store(str(tmp_path))
+    browser.set_window_size(NARROW, HEIGHT)
+    try:
+        with _serve(str(tmp_path)) as url:
+            _open(browser, f"{url}/?page=Runs", images=0)
+            grid = browser.find_element(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')
+            # The accessible table is hidden (its .text is empty) and holds only the columns drawn.
+            headers = [h.get_attribute("textContent").strip()
+                       for h in grid.find_elements(By.CSS_SELECTOR, "th[role='columnheader']")]
+            browser.save_screenshot(os.path.join(screenshots, "runs-1400.png"))
+            assert headers and {"ε", "verdict"} <= set(headers), f"not drawn at {NARROW} px: {headers}"
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)
+
+
+def test_compare_opens_on_the_pair_with_a_finding(browser, tmp_path, screenshots):
+    from selenium.webdriver.common.by import By
+
+    _hand_built_store(str(tmp_path))
+    with _serve(str(tmp_path)) as url:
+        _open(browser, f"{url}/?page=Compare", images=0)
+        main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+        browser.save_screenshot(os.path.join(screenshots, "compare-first-suggestion.png"))
+        assert "gan/with_bug-high-accuracy ↔ gan/with_bug-low-accuracy" in main, main[:500]
+        assert "gan/after_fix-high-accuracy ↔" not in main
+
+
+def test_privacy_page_lists_a_run_charged_by_two_paths_once(browser, tmp_path, monkeypatch, screenshots):
+    """Two charges of one run, by a relative and an absolute path: one row in "ε composed per run"."""
+    from selenium.webdriver.common.by import By
+
+    from fedgen_debug.privacy import aggregates
+    from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.runs.start import charge
+
+    monkeypatch.delenv("FEDGEN_DEBUG_BROWSER_LEDGER", raising=False)
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))
+    ledger = Ledger(str(tmp_path / "ledger"))
+    monkeypatch.chdir(tmp_path)
+    relative = os.path.join("runs", "gan", "one")
+    secret = RunSecret.fresh()
+    for i, run_dir in enumerate((relative, os.path.abspath(relative))):
+        spec = aggregates.BoundedSum(f"count {i}", (1.0,), noise_multiplier=2.0)
+        charge(aggregates.aggregate_record(spec, "synthetic-images:seed=0", 300, f"{secret.run_id}/{spec.name}",
+                                           run_dir), run_dir, secret=secret,
+               config_json={"demo-data": {"data": "synthetic-images"}}, ledger=ledger)
+    with _serve(str(tmp_path / "runs")) as url:
+        _open(browser, f"{url}/?page=Privacy", images=0)
+        time.sleep(1.0)
+        browser.save_screenshot(os.path.join(screenshots, "privacy-per-run.png"))
+        grids = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')
+        assert len(grids) == 2, "no per-run table"
+        rows = [r.get_attribute("textContent") for r in grids[1].find_elements(By.CSS_SELECTOR, "tbody tr[role='row']")]
+        assert len(rows) == 1 and rows[0].startswith(os.path.realpath(relative) + "2"), rows  # run, releases, ε

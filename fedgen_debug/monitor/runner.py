@@ -292,14 +292,15 @@ class Monitor:
         """Charges every auxiliary's releases of `period` at once (all or nothing) after checking the
         plan's budget; returns the population's ε after the period."""
         from fedgen_debug.privacy.ledger import Ledger, PrivacyBudgetExceeded
-        from fedgen_debug.runs.start import charge
+        from fedgen_debug.runs.start import charge, run_source
         from fedgen_debug.scenarios import gan, lm
 
         ledger = self.ledger or Ledger()
         records = []
         for auxiliary, (run, run_dir, run_secret) in runs.items():
             scenario = gan if auxiliary.kind == "gan" else lm
-            records += scenario.release_records(run, population, run_secret, run_dir)
+            # Charged without a run_dir (several runs at once), so each run's records get its source here.
+            records += scenario.release_records(run, population, run_secret, run_source(run_dir))
         known = {r.release_id for r in ledger.records(self.key)}
         total = ledger.total(self.key, *[r for r in records if r.release_id not in known])
         delta, after = total.guarantee.delta, total.guarantee.epsilon

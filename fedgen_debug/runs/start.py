@@ -10,10 +10,16 @@ refused run leaves nothing behind. Each charge is added to the run's released `p
 release of the run with its own (ε, δ) at δ = 0.01/N, and the population's total. A release or a total
 above `accounting.EPSILON_WARNING` is logged as a warning. A resumed run charges the same records
 again: the ledger finds them (nothing is charged twice) and re-validates them against its budget.
+
+A record's `source` names the run that released it by `run_source(run_dir)`, its real path: the same
+run reached through a relative path, an absolute one or a symlink is one run in the ledger (issue 54:
+the Privacy page listed every GAN run twice, its training under the absolute path and its other
+releases under the path as typed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
@@ -24,6 +30,11 @@ from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
 
 logger = logging.getLogger(__name__)
+
+
+def run_source(run_dir: str) -> str:
+    """The `source` of a run's ledger records: its real path, whatever path the command was given."""
+    return os.path.realpath(run_dir)
 
 
 def open_run(run_dir: str, config_json: dict) -> tuple[RunSecret, bool]:
@@ -47,8 +58,11 @@ def charge(records, run_dir: str | None = None, *, secret: RunSecret | None = No
            delta: float | None = None, ledger: Ledger | None = None) -> dict[str, PopulationTotal]:
     """Charges `records` to the ledger (before anything is released), then records them in `run_dir`'s
     privacy.json with their own ε at `delta` (default: the population budget's δ). A run that does not
-    exist yet is created by its first charge (needs `secret` and `config_json`)."""
+    exist yet is created by its first charge (needs `secret` and `config_json`). Records charged for
+    `run_dir` are its releases (they go into its privacy.json): their source becomes `run_source(run_dir)`."""
     records = [records] if isinstance(records, PrivacyRecord) else list(records)
+    if run_dir is not None:
+        records = [dataclasses.replace(r, source=run_source(run_dir)) for r in records]
     totals = (ledger or Ledger()).spend(records)
     for record in records:
         total = totals[record.population]

@@ -38,7 +38,7 @@ from fedgen_debug.privacy.subpopulation import SubpopulationBound, pad_populatio
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.runs.start import charge, open_run
+from fedgen_debug.runs.start import charge, open_run, run_source
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import TrainingConfig
@@ -135,7 +135,7 @@ def training_record(config: TrainingConfig, population: Population, secret: RunS
         event, extra_delta = bound.training_event(dp.noise_multiplier, config.rounds, config.sampling, dp.accounting,
                                                   round_event(dp))
     return PrivacyRecord(population.key, size, dp.accounting, (event,), label or "training",
-                         f"{secret.run_id}/training", extra_delta=extra_delta, source=os.path.abspath(run_dir))
+                         f"{secret.run_id}/training", extra_delta=extra_delta, source=run_source(run_dir))
 
 
 def run_config(config: TrainingConfig, population: Population | str, label: str = "",
