@@ -183,7 +183,7 @@ def closing_summary(args, stages, summary: dict) -> list[str]:
         for kind in ("char", "word"):
             story, e = summary["lm"][kind], summary["lm"][kind]["evidence"]
             lines.append(f"    tokenization bug, {kind}-LM after vs before: {answer(story['tokenization_bug_suspected'])} "
-                         f"({e['test']}: z = {e['z']:.1f}, threshold {Z_THRESHOLD:g})")
+                         f"({e['test'].replace('baseline', 'before')}: z = {e['z']:.1f}, threshold {Z_THRESHOLD:g})")
     if "gan" in stages:
         for phase in ("with_bug", "after_fix"):
             story, e = summary["gan"][phase], summary["gan"][phase]["evidence"]
