@@ -61,8 +61,10 @@ def dp_size_summary(sizes: dict[str, int], population: str, label: str = "data i
     total_spec = aggregates.BoundedSum(f"{label}: examples", (float(EXAMPLES_CAP),), noise_multiplier=4.0)
     hist_spec = aggregates.Histogram(f"{label}: client sizes", SIZE_BINS, noise_multiplier=2.0)
     counts = np.array(list(sizes.values()))
-    charge([aggregates.aggregate_record(spec, population, len(counts), f"{secret.run_id}/{spec.name}", run_dir or label)
-            for spec in (total_spec, hist_spec)], run_dir)
+    records = [aggregates.aggregate_record(spec, population, len(counts), f"{secret.run_id}/{spec.name}", run_dir or label)
+               for spec in (total_spec, hist_spec)]
+    total_privacy = charge(records, run_dir)[population]
+    delta = total_privacy.guarantee.delta
     total = aggregates.compute(total_spec, counts[:, None], secret)
     hist = aggregates.compute(hist_spec, [size_bin(c) for c in counts], secret)
     cumulative = np.cumsum(np.clip(hist.values, 0, None))
@@ -73,7 +75,11 @@ def dp_size_summary(sizes: dict[str, int], population: str, label: str = "data i
             "client_size_histogram": [{"from": 2 ** b, "to": (2 ** (b + 1) - 1) if b < SIZE_BINS - 1 else None,
                                        "clients": round(float(v), 1)} for b, v in enumerate(hist.values)],
             "client_size_histogram_stddev": round(float(hist_spec.stddev), 2),
-            "median_client_size_bin": [2 ** median_bin, 2 ** (median_bin + 1) - 1]}
+            "median_client_size_bin": [2 ** median_bin, 2 ** (median_bin + 1) - 1],
+            # Each release's ε, for the report to say (the charge only logs it).
+            "privacy": {"releases": [{"label": r.label, **r.guarantee(delta).as_dict()} for r in records],
+                        "population_total": {**total_privacy.guarantee.as_dict(),
+                                             "releases": len(total_privacy.releases)}}}
 
 
 def size_summary(sizes: dict[str, int]) -> dict:
@@ -107,6 +113,7 @@ def _check_public(spec, client_ids, declared_reason: str | None) -> None:
 
 
 def run_inspect(args) -> int:
+    from fedgen_debug.cli.privacy_flags import release_line, weak_privacy_mark
     from fedgen_debug.data import client_data as cd
 
     spec = data_spec.parse_data_spec(args.spec)
@@ -138,7 +145,14 @@ def run_inspect(args) -> int:
           f"to {EXAMPLES_CAP})")
     print(f"  median client size: {summary['median_client_size_bin'][0]}–{summary['median_client_size_bin'][1]} "
           f"examples (DP histogram, ± {summary['client_size_histogram_stddev']:g} clients per bin)")
-    print(f"  privacy: two DP releases charged to the ledger for {summary['population']} (`fedgen-debug ledger`)")
+    privacy = summary["privacy"]
+    print(f"  privacy: {len(privacy['releases'])} DP releases charged to the ledger for {summary['population']} "
+          "(`fedgen-debug ledger`)")
+    for release in privacy["releases"]:
+        print("    " + release_line(release))
+    total = privacy["population_total"]
+    print(f"    population {summary['population']}, all releases so far ({total['releases']}): ε = "
+          f"{total['epsilon']:.4g} at δ = {total['delta']:.3g}{weak_privacy_mark(total)}")
     return 0
 
 

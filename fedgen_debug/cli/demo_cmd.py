@@ -139,7 +139,7 @@ def run(args) -> int:
         summary.update(run_data_stage(args.out, args.users, args.writers, args.seed, args.concat_fraction,
                                       args.invert_fraction, args.vocab_size))
         store.write_json(summary_path, summary)
-        print_data_stage(summary)
+        print_data_stage(summary, args.out)
     # One set of worker processes for both stages' training runs (they keep TF imported between runs),
     # taking calls in the order queued: the LM runs, then the primary CNN (while this process analyses
     # the word-LMs), then the GANs. Tried and measured slower (docs/performance.md, "The char-LM's
@@ -162,13 +162,41 @@ def run(args) -> int:
             summary["gan"] = run_gan_stage(image_spec, args.invert_fraction, gan_out, args.seed, args.preset,
                                            workers, primary, rounds=gan_rounds(args))
             store.write_json(summary_path, summary)
-    from fedgen_debug.privacy.ledger import Ledger
+    print("\n" + "\n".join(closing_summary(args, stages, summary)))
+    return 0
 
-    print("\nprivacy spent on the demo's populations (all releases in the ledger):")
+
+def closing_summary(args, stages, summary: dict) -> list[str]:
+    """The demo's one closing block: each story's verdict with its z and threshold (as in summary.json),
+    ε per population (the ledger's totals) and where the files are."""
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+    from fedgen_debug.privacy.ledger import Ledger
+    from fedgen_debug.stats import Z_THRESHOLD
+
+    def answer(yes: bool) -> str:
+        return "YES" if yes else "no"
+
+    lines = ["summary of the demo"]
+    if {"lm", "gan"} & set(stages):
+        lines.append("  verdicts:")
+    if "lm" in stages:
+        for kind in ("char", "word"):
+            story, e = summary["lm"][kind], summary["lm"][kind]["evidence"]
+            lines.append(f"    tokenization bug, {kind}-LM after vs before: {answer(story['tokenization_bug_suspected'])} "
+                         f"({e['test'].replace('baseline', 'before')}: z = {e['z']:.1f}, threshold {Z_THRESHOLD:g})")
+    if "gan" in stages:
+        for phase in ("with_bug", "after_fix"):
+            story, e = summary["gan"][phase], summary["gan"][phase]["evidence"]
+            path = e.get("training_path") or {}
+            lines.append(f"    pixel inversion, {phase.replace('_', ' ')}: {answer(story['pixel_inversion_suspected'])}"
+                         f"{' (INCONCLUSIVE)' if story['inconclusive'] else ''} ({e['test']}: z = {e['z']:.1f}, "
+                         f"threshold {e['z_threshold']:g}{'; YES along training' if path.get('suspected') else ''})")
+    lines.append("  privacy spent on the demo's populations (all releases in the ledger):")
     ledger = Ledger()
     for population in sorted({r.population for rs in planned_records(args, stages).values() for r in rs}):
         total = ledger.total(population)
-        print(f"  {population}: ε = {total.guarantee.epsilon:.4g} at δ = {total.guarantee.delta:.3g} over "
-              f"{len(total.releases)} releases")
-    print(f"\nsummary.json, datasets and run directories are in {args.out}/")
-    return 0
+        weak = f"  WARNING: ε > {EPSILON_WARNING:g}, weak privacy" if total.guarantee.above_warning else ""
+        lines.append(f"    {population}: ε = {total.guarantee.epsilon:.4g} at δ = {total.guarantee.delta:.3g} over "
+                     f"{len(total.releases)} releases{weak}")
+    lines.append(f"  files: summary.json, datasets and run directories are in {args.out}/")
+    return lines

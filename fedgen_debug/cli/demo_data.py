@@ -72,6 +72,7 @@ def release_population(kind: str, client_data, data_spec_text: str, run_dir: str
         charge(stage_records(kind, population, size, secret, run_dir), run_dir, secret=secret, config_json=config_json)
         result = {"data": data_spec_text, "population": population,
                   **dp_size_summary(cd.client_sizes(client_data), population, kind, run_dir, secret)}
+        result.pop("privacy")   # the run's privacy.json holds every release's ε, the report prints it
         means = {}
         for variant, spec in zip(VARIANTS, _specs(kind)):
             value = aggregates.compute(spec, statistics(variant), secret)
@@ -113,7 +114,11 @@ def run_data_stage(out: str, users: int, writers: int, seed: int, concat_fractio
     return summary
 
 
-def print_data_stage(summary: dict) -> None:
+def print_data_stage(summary: dict, out: str) -> None:
+    """The stage's report, with each aggregate's ε (`out`: the demo's --out, whose `device-aggregates/`
+    runs hold their privacy.json)."""
+    from fedgen_debug.cli.privacy_flags import privacy_lines
+
     t, i = summary["text"], summary["images"]
     print("fedgen-debug demo — synthetic federated data with injected bugs (every figure below is a DP release)")
     for name, s, unit in (("[text]  ", t, "sentences"), ("[images]", i, "images")):
@@ -123,3 +128,5 @@ def print_data_stage(summary: dict) -> None:
                            else ("mean_pixel_intensity", "mean pixel intensity", "{:.3f}"))
         values = " | ".join(f"{v.replace('_', ' ')} {fmt.format(s[key][v]['mean'])}" for v in VARIANTS)
         print(f"         {label} (DP, ± {fmt.format(s[key]['without_bug']['stddev'])}): {values}")
+        kind = "text" if name.startswith("[text") else "images"
+        print("\n".join("       " + line for line in privacy_lines(os.path.join(out, "device-aggregates", kind))))

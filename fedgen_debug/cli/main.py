@@ -7,6 +7,8 @@ import logging
 import os
 import sys
 
+from fedgen_debug import log_setup
+
 logger = logging.getLogger("fedgen_debug")
 
 
@@ -74,10 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if _verbosity(argv) >= 2 else "3")
     parser = _build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    # Logs to stderr: at the default level only warnings no report says (`log_setup`).
+    log_setup.configure(log_setup.level_of(args.verbose))
     # Imported here so that `--help` stays fast; TF/TFF load only for real work.
     from fedgen_debug import runtime
     from fedgen_debug.data.errors import DataError

@@ -80,6 +80,7 @@ def _fraction(k: int, n: int) -> str:
 
 
 def format_report(report: dict) -> list[str]:
+    from fedgen_debug.cli.privacy_flags import weak_privacy_mark
     from fedgen_debug.runs.store import training_release
 
     rows = report["canaries"]
@@ -96,7 +97,7 @@ def format_report(report: dict) -> list[str]:
             f"{report['references']:,} random suffixes (log2 |R| = {report['log2_space']:.1f} bits), beam width "
             f"{report['beam_width']}" if rows else "no text canaries")]
     if training is not None:
-        lines.append(f"model ε = {training['epsilon']:.4g} at δ = {training['delta']:.3g}")
+        lines.append(f"model ε = {training['epsilon']:.4g} at δ = {training['delta']:.3g}{weak_privacy_mark(training)}")
     if report["thakkar"]:
         lines += ["", "Thakkar et al. (Tables 1/2): canaries memorized, random sampling (rank 1) / beam search",
                   f"  {'p_u':>6} {'p_e':>6} {'RS':>6} {'BS':>6} {'max exposure':>13}"]
@@ -112,7 +113,7 @@ def format_report(report: dict) -> list[str]:
         c = report["cross_client"]
         lines += ["", f"cross-client memorization (Udsa et al.; {c['detector']}), {c['prefixes_per_client']} prefixes "
                       f"of {c['prefix_tokens']} tokens per user, {c['ngram']}-gram matches, DP means over {c['users']} "
-                      f"users (ε = {c['epsilon']:.3g}):",
+                      f"users (ε = {c['epsilon']:.3g}{weak_privacy_mark(c)}):",
                   f"  MR_intra {c['mr_intra']:.2%} ± {c['stddev']:.2%}   MR_inter {c['mr_inter']:.2%} ± {c['stddev']:.2%}"
                   "   (MR_total is not released: one user's text can change every other user's matches)"]
     if "empirical_privacy" in report:

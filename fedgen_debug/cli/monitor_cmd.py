@@ -46,11 +46,16 @@ def run_monitor(args) -> int:
 
 
 def format_period(record: dict) -> str:
-    values = []
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+
+    values, weak = [], " (WARNING: weak privacy)"
     for name, measured in record["auxiliaries"].items():
+        # Each auxiliary's ε, marked: the report is where it is said (the ledger charge only logs it).
+        values.append(f"{name} ε {measured['epsilon']:.3g}{weak if measured['epsilon'] > EPSILON_WARNING else ''}")
         values += [f"{name}/{k} {v:.3g}" for k, v in measured["signals"].items()]
     rollout = record["rollout"]
     bug = f"{rollout['bug']} {rollout['fraction']:.0%}" if rollout["bug"] else "no rollout"
     alerts = ", ".join(a["signal"] for a in record.get("alerts", [])) or "none"
-    return (f"period {record['period']:3d} ({bug}; population ε {record['population_epsilon']:.3g}): "
+    total = record["population_epsilon"]
+    return (f"period {record['period']:3d} ({bug}; population ε {total:.3g}{weak if total > EPSILON_WARNING else ''}): "
             f"{'; '.join(values)}; alerts: {alerts}")

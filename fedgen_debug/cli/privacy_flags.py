@@ -32,24 +32,31 @@ def privacy_settings(args) -> dict:
 
 def privacy_lines(run_dir: str) -> list[str]:
     """The run's releases with their ε, and the population's total (from the released privacy.json)."""
-    from fedgen_debug.privacy.accounting import EPSILON_WARNING
     from fedgen_debug.runs.start import run_privacy
 
     privacy = run_privacy(run_dir)
-
-    def mark(entry):
-        return f"  WARNING: ε > {EPSILON_WARNING:g}, weak privacy" if entry["above_warning"] else ""
-
     lines = []
     for release_id, release in privacy["releases"].items():
-        lines.append(f"  {release['label']}: ε = {release['epsilon']:.4g} at δ = {release['delta']:.3g}{mark(release)}")
+        lines.append("  " + release_line(release))
         if release_id.endswith("/training"):
             lines.extend(_realistic_line(run_dir, release))
     total = privacy["population_total"]
     lines.append(f"  population {privacy['population']} (N = {privacy['population_size']}), all releases so far "
                  f"({total['releases']}): ε = {total['epsilon']:.4g} at δ = {total['delta']:.3g}, budget ε = "
-                 f"{total['budget']['epsilon']:g}{mark(total)}")
+                 f"{total['budget']['epsilon']:g}{weak_privacy_mark(total)}")
     return lines
+
+
+def release_line(release: dict) -> str:
+    """One release's ε, marked when weak: the one place a command says it (`runs.start.charge` only logs
+    it at INFO)."""
+    return f"{release['label']}: ε = {release['epsilon']:.4g} at δ = {release['delta']:.3g}{weak_privacy_mark(release)}"
+
+
+def weak_privacy_mark(guarantee: dict) -> str:
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+
+    return f"  WARNING: ε > {EPSILON_WARNING:g}, weak privacy" if guarantee["above_warning"] else ""
 
 
 def _realistic_line(run_dir: str, release: dict) -> list[str]:

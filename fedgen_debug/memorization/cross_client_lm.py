@@ -137,6 +137,7 @@ def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClie
     release = cross_client.dp_release(contributions.records, secret.tf_seed("aggregate-noise", config.key))
     privacy = store.read_json(store.released(run_dir, store.PRIVACY))["releases"][release_id]
     return {**dataclasses.asdict(config), **release, "epsilon": privacy["epsilon"], "delta": privacy["delta"],
+            "above_warning": privacy["above_warning"],
             "detector": "verbatim n-gram matching only (the paper's PAN2014 paraphrase and idea levels are not "
                         "available offline)",
             "weights": "uniform over users (the paper weighs by |D_j|, which would release each client's size)"}

@@ -18,7 +18,7 @@ docs/performance.md.
 
 Each run trains exactly as alone: its own run directory, lock, secret and ledger charge (the ledger
 locks its file across processes). The workers are spawned (TensorFlow cannot be forked), log at the
-parent's level, draw their progress bars on rows of their own, and die with the parent (the kernel's
+parent's level and as the CLI does (`log_setup`: to stderr, third-party noise quieted), draw their progress bars on rows of their own, and die with the parent (the kernel's
 PR_SET_PDEATHSIG: a killed demo leaves no run training on). A worker takes the next call when it is
 free and keeps its imports and in-process caches between calls: the demo's char- and word-LM of the
 same users import TensorFlow and build the public vocabulary once a worker (the word runs start in
@@ -35,6 +35,7 @@ import os
 import signal
 import sys
 
+from fedgen_debug import log_setup
 from fedgen_debug.progress import PROGRESS_ROW_ENV
 
 _PR_SET_PDEATHSIG = 1
@@ -108,7 +109,7 @@ def _child_setup(parent: int, log_level: int, rows, tf_threads: int) -> None:
                                                 ctypes.get_errno())
         if os.getppid() != parent:  # the parent died before the tie was made
             os._exit(1)
-    logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
+    log_setup.configure(log_level)   # as the parent's CLI: reports print ε, logs add to them
     os.environ[PROGRESS_ROW_ENV] = str(rows.get())  # the worker's terminal row, for every call it runs
     # Read by TensorFlow when it makes its thread pools, at its first op in this process; a user's own
     # setting wins.

@@ -7,8 +7,10 @@
 `charge` spends every record at once in the ledger (all or nothing, `privacy.ledger.Ledger.spend`);
 only then does a new run exist on disk (its secret in `server/`, its config in `released/`), so a
 refused run leaves nothing behind. Each charge is added to the run's released `privacy.json`: every
-release of the run with its own (ε, δ) at δ = 0.01/N, and the population's total. A release or a total
-above `accounting.EPSILON_WARNING` is logged as a warning. A resumed run charges the same records
+release of the run with its own (ε, δ) at δ = 0.01/N, and the population's total. The commands'
+reports print each release's ε, marked above `accounting.EPSILON_WARNING` (e.g.
+`cli.privacy_flags.privacy_lines`), so a charge is logged at INFO only: a warning here repeated each
+release's mark in the log, once per charge (a run charges its records more than once). A resumed run charges the same records
 again: the ledger finds them (nothing is charged twice) and re-validates them against its budget.
 
 A record's `source` names the run that released it by `run_source(run_dir)`, its real path: the same
@@ -67,9 +69,8 @@ def charge(records, run_dir: str | None = None, *, secret: RunSecret | None = No
     for record in records:
         total = totals[record.population]
         alone = record.guarantee(delta or total.guarantee.delta)
-        if alone.above_warning or total.guarantee.above_warning:
-            logger.warning("%s: %s; population %s in all: %s", record.label, format_epsilon(alone), record.population,
-                           format_epsilon(total.guarantee))
+        logger.info("charged %s: %s; population %s in all: %s", record.label, format_epsilon(alone), record.population,
+                    format_epsilon(total.guarantee))
     if run_dir is None:
         return totals
     if not store.is_run(run_dir):
