@@ -336,11 +336,11 @@ class Ledger:
                     raise ValueError(f"release {record.release_id} ({record.label}) is in the ledger with other "
                                      "events or another population; a resumed run must keep its configuration.")
             charged = list(dict.fromkeys(r.population for r in records))
-            touched = list(charged)
+            touched, known_populations = list(charged), sorted({r.population for r in known.values()})
             for population in charged:
                 members = self.registry.members(population)
                 if members is not None:
-                    touched += [p for p in self.registry.overlapping(members, self.populations()) if p not in touched]
+                    touched += [p for p in self.registry.overlapping(members, known_populations) if p not in touched]
             totals = {}
             for population in touched:
                 extra = [r for r in new if r.population == population]
