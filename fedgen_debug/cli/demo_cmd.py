@@ -169,7 +169,7 @@ def run(args) -> int:
 def closing_summary(args, stages, summary: dict) -> list[str]:
     """The demo's one closing block: each story's verdict with its z and threshold (as in summary.json),
     ε per population (the ledger's totals) and where the files are."""
-    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+    from fedgen_debug.cli.privacy_flags import weak_privacy_mark
     from fedgen_debug.privacy.ledger import Ledger
     from fedgen_debug.stats import Z_THRESHOLD
 
@@ -195,8 +195,7 @@ def closing_summary(args, stages, summary: dict) -> list[str]:
     ledger = Ledger()
     for population in sorted({r.population for rs in planned_records(args, stages).values() for r in rs}):
         total = ledger.total(population)
-        weak = f"  WARNING: ε > {EPSILON_WARNING:g}, weak privacy" if total.guarantee.above_warning else ""
         lines.append(f"    {population}: ε = {total.guarantee.epsilon:.4g} at δ = {total.guarantee.delta:.3g} over "
-                     f"{len(total.releases)} releases{weak}")
+                     f"{len(total.releases)} releases{weak_privacy_mark(total.guarantee.as_dict())}")
     lines.append(f"  files: summary.json, datasets and run directories are in {args.out}/")
     return lines

@@ -227,9 +227,10 @@ def train_lm(run: LMRun, out_dir: str, *, client_data=None, context: dict | None
 def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -> loop.TrainingResult:
     # The ledger's population is all users of the data, also when `client_data` holds some of them (a
     # monitoring period's devices).
-    key = population_key(run.data) if client_data is not None else None
-    client_data = client_data if client_data is not None else data_spec.load_client_data(run.data)
-    everyone = loop.Population(key or population_key(run.data, client_data.client_ids), tuple(client_data.client_ids))
+    given = client_data is not None
+    client_data = client_data if given else data_spec.load_client_data(run.data)
+    everyone = loop.Population(population_key(run.data, None if given else client_data.client_ids),
+                               tuple(client_data.client_ids))
     trained = training_population(run, everyone)
     config = run.training_config(trained.size)
     if run.delta is not None:
