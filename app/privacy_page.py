@@ -26,7 +26,7 @@ def epsilon_over_time(records, delta: float) -> list[dict]:
 def run_of_record(records) -> dict[str, str]:
     """Each record's run (by release id): the real path its records name, or what an old ledger wrote.
 
-    Records written since issue 54 name their run by its real path (`runs.start.run_source`). Older
+    Records written since issue 54 name their run by its real path (`privacy.run_ledger.run_source`). Older
     ledgers name a run's training by its absolute path and its other releases by the path as typed,
     often relative: relative to a working directory the ledger never recorded, so the app cannot resolve
     it (resolving it against the app's own directory would merge or split runs by accident). What the

@@ -81,8 +81,9 @@ def _lm_round_fn(cohort: int, backend: str, population_size: int):
     import tensorflow as tf
 
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.scenarios.lm import LMRun, model_spec, prepare_devices
-    from fedgen_debug.scenarios.lm_data import public_vocabulary
+    from fedgen_debug.training.lm_run import LMRun, model_spec
+    from fedgen_debug.experiments.lm import prepare_devices
+    from fedgen_debug.device.lm_data import public_vocabulary
     from fedgen_debug.training import dp_fedavg
     from fedgen_debug.training.loop import round_datasets
 
@@ -110,7 +111,7 @@ def _gan_round_fn(cohort: int, backend: str, population_size: int):
     from fedgen_debug.data import client_data as cd, synthetic_images
     from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.scenarios.gan_data import to_gan_range
+    from fedgen_debug.device.gan_data import to_gan_range
     from fedgen_debug.training import dp_fedavg_gan as dpgan
     from fedgen_debug.training.loop import round_datasets
 

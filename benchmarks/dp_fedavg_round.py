@@ -24,7 +24,7 @@ from fedgen_debug.data import client_data as cd, synthetic_images  # noqa: E402
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, dp_fedavg_epsilon  # noqa: E402
 from fedgen_debug.training import dp_fedavg  # noqa: E402
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig  # noqa: E402
-from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+from fedgen_debug.privacy.sampling import sample_clients  # noqa: E402
 from round_timing import num_parameters, time_rounds  # noqa: E402
 
 

@@ -29,10 +29,10 @@ from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import client_data as cd, synthetic_images  # noqa: E402
 from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config  # noqa: E402
 from fedgen_debug.runs.secret import RunSecret  # noqa: E402
-from fedgen_debug.scenarios.gan_data import to_gan_range  # noqa: E402
+from fedgen_debug.device.gan_data import to_gan_range  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
 from fedgen_debug.training.loop import round_datasets  # noqa: E402
-from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+from fedgen_debug.privacy.sampling import sample_clients  # noqa: E402
 
 
 def main() -> None:

@@ -24,10 +24,11 @@ import numpy as np  # noqa: E402
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
-from fedgen_debug.scenarios.lm import LMRun, model_spec, prepare_devices  # noqa: E402
-from fedgen_debug.scenarios.lm_data import public_vocabulary  # noqa: E402
+from fedgen_debug.training.lm_run import LMRun, model_spec  # noqa: E402
+from fedgen_debug.experiments.lm import prepare_devices  # noqa: E402
+from fedgen_debug.device.lm_data import public_vocabulary  # noqa: E402
 from fedgen_debug.training import dp_fedavg, vectorized_lm  # noqa: E402
-from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+from fedgen_debug.privacy.sampling import sample_clients  # noqa: E402
 from round_timing import num_parameters, seconds_per_round  # noqa: E402
 
 

@@ -30,7 +30,7 @@ from fedgen_debug.models import sampling  # noqa: E402
 from fedgen_debug.models.char_lm import sample_words  # noqa: E402
 from fedgen_debug.models.lm import build_lm  # noqa: E402
 from fedgen_debug.models.word_lm import sample_sentences  # noqa: E402
-from fedgen_debug.scenarios.lm import LMRun, load_lm  # noqa: E402
+from fedgen_debug.training.lm_run import LMRun, load_lm  # noqa: E402
 
 
 def eager_draw_next(model, banned_ids):

@@ -19,7 +19,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.memorization.check import check_lm_run  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
-from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
+from fedgen_debug.training.lm_run import LMRun  # noqa: E402
+from fedgen_debug.experiments.lm import train_lm  # noqa: E402
 
 
 def main() -> None:

@@ -27,7 +27,9 @@ import tensorflow as tf  # noqa: E402
 
 from fedgen_debug.data import client_data as cd, spec as data_spec  # noqa: E402
 from fedgen_debug.models import gan as gan_models  # noqa: E402
-from fedgen_debug.scenarios import gan_analysis, gan_data, primary_cnn  # noqa: E402
+from fedgen_debug.analysis import gan_analysis  # noqa: E402
+from fedgen_debug.device import gan_data  # noqa: E402
+from fedgen_debug.training import primary_cnn  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
 
 # `gan_quality.py`'s configs of these names; only their networks apply here (no federation, no DP).

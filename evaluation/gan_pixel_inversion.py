@@ -32,9 +32,10 @@ from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models import cnn  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
-from fedgen_debug.scenarios import primary_cnn  # noqa: E402
-from fedgen_debug.scenarios.gan import D_STEPS, GANRun, train_gan, train_public_primary  # noqa: E402
-from fedgen_debug.scenarios.gan_report import analyze_gan  # noqa: E402
+from fedgen_debug.training import primary_cnn  # noqa: E402
+from fedgen_debug.training.gan_run import D_STEPS, GANRun  # noqa: E402
+from fedgen_debug.experiments.gan import train_gan, train_public_primary  # noqa: E402
+from fedgen_debug.analysis.gan_report import analyze_gan  # noqa: E402
 
 SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
               "t2": ("by-example:misclassified", "by-example:correct"),
@@ -150,8 +151,8 @@ def simulation_truth(data: str, fraction: float, seed: int, primary: str, run_di
     """What the evaluation knows and no release says: per T4 run, how many users really fall on its side
     of the released DP threshold, and how many of them are inverted (the simulated bug's devices). Why a
     GAN drew one mode is read off these (e.g. a DP 5th percentile that overshoots lets clean writers in)."""
-    from fedgen_debug.bugs import PixelInversionBug
-    from fedgen_debug.scenarios import gan_data
+    from fedgen_debug.device.pixels import PixelInversionBug
+    from fedgen_debug.device import gan_data
 
     thresholds = {d: read_json(store.released(d, store.THRESHOLD))
                   for d in run_dirs if os.path.exists(store.released(d, store.THRESHOLD))}

@@ -53,13 +53,16 @@ from tensorflow_privacy.privacy.dp_query import test_utils  # noqa: E402
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import client_data as cd, spec as data_spec  # noqa: E402
 from fedgen_debug.models import cnn, gan as gan_models  # noqa: E402
+from fedgen_debug.models.gan import to_unit  # noqa: E402
 from fedgen_debug.runs.secret import RunSecret  # noqa: E402
-from fedgen_debug.scenarios import gan_analysis, gan_data, primary_cnn  # noqa: E402
+from fedgen_debug.analysis import gan_analysis  # noqa: E402
+from fedgen_debug.device import gan_data  # noqa: E402
+from fedgen_debug.training import primary_cnn  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan, tf_backend  # noqa: E402
 from fedgen_debug.training.config import ServerConfig  # noqa: E402
 from fedgen_debug.training.dp_query import dp_query  # noqa: E402
 from fedgen_debug.training.optimizers import server_optimizer  # noqa: E402
-from fedgen_debug.training.sampling import sample_clients  # noqa: E402
+from fedgen_debug.privacy.sampling import sample_clients  # noqa: E402
 
 # Overrides of the current demo preset: (GANConfig fields, GANTrainingConfig fields, client D learning
 # rate, DPConfig fields[, the D's ServerConfig]). "before": the demo preset until issue 15's first change; "clip0.1": the preset
@@ -232,7 +235,7 @@ def quality(generator, primary, primary_path: str) -> tuple[dict, np.ndarray]:
     images = generator(noise, training=False).numpy()
     measured = gan_analysis.sample_quality(primary, images, primary_cnn.reference_statistics(primary_path),
                                            primary_cnn.reference_nearest(primary_path))
-    logits = cnn.logits(primary, gan_analysis.to_unit(images)).astype(np.float64)
+    logits = cnn.logits(primary, to_unit(images)).astype(np.float64)
     top = 1.0 / np.exp(logits - logits.max(axis=1, keepdims=True)).sum(axis=1)
     return {"frechet": round(measured["frechet_distance"], 1),
             "classifier_score": round(measured["classifier_score"], 2),

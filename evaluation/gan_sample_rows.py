@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from fedgen_debug.runs import store  # noqa: E402
-from fedgen_debug.scenarios.gan_analysis import sample_grid  # noqa: E402
+from fedgen_debug.analysis.gan_analysis import sample_grid  # noqa: E402
 
 
 def main() -> None:

@@ -22,13 +22,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from fedgen_debug.bugs.tokenization import TokenizationBug  # noqa: E402
+from fedgen_debug.device.tokenization import TokenizationBug  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models.char_lm import joint_log_prob  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
-from fedgen_debug.scenarios import lm, lm_data  # noqa: E402
-from fedgen_debug.scenarios.lm_analysis import analyze_lm  # noqa: E402
+from fedgen_debug.experiments import lm  # noqa: E402
+from fedgen_debug.device import lm_data  # noqa: E402
+from fedgen_debug.analysis.lm_analysis import analyze_lm  # noqa: E402
 from fedgen_debug.training.config import ClientConfig, ServerConfig  # noqa: E402
+from fedgen_debug.training import lm_run  # noqa: E402
 
 DATA = "synthetic-text:users=300,seed=0"
 
@@ -40,7 +42,7 @@ def train_seconds(run_dir: str) -> float | None:
 
 def mean_oov_log_prob(run_dir: str, fraction: float, words_max: int = 3000) -> float:
     """Mean log p of the OOV words of every third device (with the run's bug) under the run's model."""
-    model, vocab, run = lm.load_lm(run_dir)
+    model, vocab, run = lm_run.load_lm(run_dir)
     client_data = data_spec.load_client_data(DATA)
     words = []
     for cid in sorted(client_data.client_ids)[::3]:
@@ -52,7 +54,7 @@ def mean_oov_log_prob(run_dir: str, fraction: float, words_max: int = 3000) -> f
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", default="char", choices=lm.KINDS)
+    parser.add_argument("--kind", default="char", choices=lm_run.KINDS)
     parser.add_argument("--rounds", type=int, help="default: the demo preset's")
     parser.add_argument("--epochs", type=int, help="default (as every client flag): the demo preset's")
     parser.add_argument("--batch", type=int)
@@ -64,20 +66,20 @@ def main() -> None:
     parser.add_argument("--only", default="before,after", help="which runs to train ('none': analyse only)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    preset = lm.TRAINING_PRESETS[("demo", args.kind)]
+    preset = lm_run.TRAINING_PRESETS[("demo", args.kind)]
     client = preset["client"]
     # The settings used, in the printed row too.
     args.rounds = args.rounds or preset["rounds"]
     args.epochs, args.batch, args.lr = (args.epochs or client.epochs, args.batch or client.batch_size,
                                         args.lr or client.learning_rate)
     args.cap = (client.max_examples or 0) if args.cap is None else args.cap
-    lm.TRAINING_PRESETS[("demo", args.kind)] = {
+    lm_run.TRAINING_PRESETS[("demo", args.kind)] = {
         **preset, "rounds": args.rounds, "client": ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)}
     dirs = {}
     for name, fraction, seed in (("before", 0.0, 2 * args.seed), ("after", args.fraction, 2 * args.seed + 1)):
         dirs[name] = os.path.join(args.out, f"{args.kind}-{name}")
         if name in args.only.split(","):
-            lm.train_lm(lm.LMRun(args.kind, DATA, fraction, "demo", seed=seed), dirs[name])
+            lm.train_lm(lm_run.LMRun(args.kind, DATA, fraction, "demo", seed=seed), dirs[name])
     report = analyze_lm(dirs["after"], dirs["before"], samples=args.samples)
     row = {**vars(args), "z": report["evidence"]["z"], "suspected": report["tokenization_bug_suspected"],
            "train_s": {name: train_seconds(d) for name, d in dirs.items()}}

@@ -24,9 +24,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from fedgen_debug.bugs.tokenization import TokenizationBug  # noqa: E402
+from fedgen_debug.device.tokenization import TokenizationBug  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
-from fedgen_debug.scenarios import lm_data  # noqa: E402
+from fedgen_debug.device import lm_data  # noqa: E402
 
 
 def oov_rankings(tokens_by_user: dict[str, list[list[str]]], vocab) -> tuple[collections.Counter, dict]:

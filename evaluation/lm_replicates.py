@@ -26,23 +26,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 from fedgen_debug.runs.side_by_side import run_side_by_side  # noqa: E402
-from fedgen_debug.scenarios import lm, lm_analysis  # noqa: E402
+from fedgen_debug.experiments import lm  # noqa: E402
+from fedgen_debug.analysis import lm_analysis  # noqa: E402
 from fedgen_debug.stats import Z_THRESHOLD  # noqa: E402
 from fedgen_debug.training.config import ClientConfig  # noqa: E402
+from fedgen_debug.training import lm_run  # noqa: E402
 
 DATA = "synthetic-text:users=300,seed=0"
 RUN_NAME = re.compile(r"^(char|word)-([0-9.]+)-([0-9]+)$")
 
 
 def train(kind: str, fraction: float, seed: int, run_dir: str, overrides: dict) -> None:
-    preset = lm.TRAINING_PRESETS[("demo", kind)]  # a spawned process: the override is set again here
-    lm.TRAINING_PRESETS[("demo", kind)] = {**preset, **overrides}
-    lm.train_lm(lm.LMRun(kind, DATA, fraction, "demo", seed=seed), run_dir)
+    preset = lm_run.TRAINING_PRESETS[("demo", kind)]  # a spawned process: the override is set again here
+    lm_run.TRAINING_PRESETS[("demo", kind)] = {**preset, **overrides}
+    lm.train_lm(lm_run.LMRun(kind, DATA, fraction, "demo", seed=seed), run_dir)
 
 
 def analysed(run_dir: str, samples: int) -> dict:
     """The verdict's body of one model (seed 0, as `analyze_lm` samples both models)."""
-    return lm_analysis.analyze_model(*lm.load_lm(run_dir), samples, 20, 0)
+    return lm_analysis.analyze_model(*lm_run.load_lm(run_dir), samples, 20, 0)
 
 
 def statistic(kind: str, body: dict) -> float:
@@ -54,7 +56,7 @@ def statistic(kind: str, body: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", default="word", choices=lm.KINDS)
+    parser.add_argument("--kind", default="word", choices=lm_run.KINDS)
     parser.add_argument("--replicates", type=int, default=3, help="runs per fraction")
     parser.add_argument("--fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0, help="first seed")
@@ -66,7 +68,7 @@ def main() -> None:
     parser.add_argument("--only", default="train", choices=("train", "none"))
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    client = lm.TRAINING_PRESETS[("demo", args.kind)]["client"]
+    client = lm_run.TRAINING_PRESETS[("demo", args.kind)]["client"]
     overrides = {**({"rounds": args.rounds} if args.rounds else {}),
                  "client": ClientConfig(client.epochs, client.batch_size,
                                         client.learning_rate if args.lr is None else args.lr,

@@ -25,8 +25,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.runs.store import write_json  # noqa: E402
-from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
-from fedgen_debug.scenarios.lm_analysis import analyze_lm  # noqa: E402
+from fedgen_debug.training.lm_run import LMRun  # noqa: E402
+from fedgen_debug.experiments.lm import train_lm  # noqa: E402
+from fedgen_debug.analysis.lm_analysis import analyze_lm  # noqa: E402
 
 
 def row(kind: str, fraction: float, report: dict, seconds: float) -> dict:

@@ -27,8 +27,10 @@ from fedgen_debug.memorization.check import CheckConfig, check_lm_run  # noqa: E
 from fedgen_debug.memorization.gan_check import GanCheckConfig, check_gan_run  # noqa: E402
 from fedgen_debug.memorization.report import plot_exposure  # noqa: E402
 from fedgen_debug.runs.store import read_json, training_release, write_json  # noqa: E402
-from fedgen_debug.scenarios.gan import GANRun, train_gan  # noqa: E402
-from fedgen_debug.scenarios.lm import LMRun, train_lm  # noqa: E402
+from fedgen_debug.training.gan_run import GANRun  # noqa: E402
+from fedgen_debug.experiments.gan import train_gan  # noqa: E402
+from fedgen_debug.training.lm_run import LMRun  # noqa: E402
+from fedgen_debug.experiments.lm import train_lm  # noqa: E402
 
 
 def rows_of(report: dict, z: float, seconds: float) -> list[dict]:

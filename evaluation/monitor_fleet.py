@@ -54,7 +54,7 @@ def scenario_plan(args, seed: int) -> dict:
         if not os.path.exists(path):
             from fedgen_debug.data import spec as data_spec
             from fedgen_debug.models import cnn
-            from fedgen_debug.scenarios import primary_cnn
+            from fedgen_debug.training import primary_cnn
 
             primary_cnn.train_primary_cnn(data_spec.load_client_data(data), cnn.cnn_config("demo"), seed, 3, path)
         primary = {"primary": os.path.abspath(path)}

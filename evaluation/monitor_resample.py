@@ -37,8 +37,8 @@ from fedgen_debug.runs import store  # noqa: E402
 def verdict_signals(kind: str, run_dir: str, samples: int, seed: int) -> dict:
     """`measure.verdict_signals` of a period's LM, as the monitor computes it, without writing the
     analysis files into the monitor's store."""
-    from fedgen_debug.scenarios.lm import load_lm
-    from fedgen_debug.scenarios.lm_analysis import analyze_model
+    from fedgen_debug.training.lm_run import load_lm
+    from fedgen_debug.analysis.lm_analysis import analyze_model
 
     return measure.verdict_signals(kind, analyze_model(*load_lm(run_dir), samples, 20, seed))
 

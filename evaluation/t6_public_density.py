@@ -12,7 +12,7 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
-from fedgen_debug.scenarios import t6_topic  # noqa: E402
+from fedgen_debug.experiments import t6_topic  # noqa: E402
 
 
 def main() -> None:

@@ -1,9 +1,11 @@
 """fedgen-debug: debug private, decentralized data with DP federated generative models.
 
 The pipeline, in the order a newcomer can trace it:
-data (`fedgen_debug.data`) -> bug injection (`fedgen_debug.bugs`) -> primary model ->
-selector (`fedgen_debug.selectors`) -> DP-FedAvg trainer -> auxiliary model
-(`fedgen_debug.models`) -> analysis -> run store -> app (`fedgen_debug.app`).
+data (`fedgen_debug.data`) -> what the devices do to it (`fedgen_debug.device`: bugs, canaries, the
+primary model and a selector (`fedgen_debug.selectors`) on each device's own data) -> DP-FedAvg
+(`fedgen_debug.training`, accounted and charged by `fedgen_debug.privacy`) -> auxiliary model
+(`fedgen_debug.models`) in the run store (`fedgen_debug.runs`) -> analysis (`fedgen_debug.analysis`) ->
+app (`fedgen_debug.app`). `fedgen_debug.experiments` runs that pipeline for the runs of a comparison.
 """
 
 import os

@@ -2,7 +2,7 @@
 
 Three things are costly to recompute and asked for again in one process: rendered synthetic writers
 (`data.synthetic_images`), a device's selected GAN images between rounds and the primary CNN's outputs
-on a device (`scenarios.gan_data`). Each keeps its values here, read-only (one array serves every
+on a device (`device.gan_data`). Each keeps its values here, read-only (one array serves every
 caller, so nobody may change it), while all of its values hold at most its budget in bytes.
 """
 

@@ -2,7 +2,7 @@
 
 The commands' reports (stdout) are what a modeler reads; logs go to stderr and only add to them:
 - at the default level (WARNING), only warnings no report says: the ε of each release and its
-  weak-privacy mark are in the reports, so `runs.start.charge` logs them at INFO;
+  weak-privacy mark are in the reports, so `privacy.run_ledger.charge` logs them at INFO;
 - -v (INFO) and -vv (DEBUG) show progress and details, the charges among them.
 Third-party noise a modeler cannot act on stays out of a default run: TensorFlow's tf.function
 retracing warnings (logger "tensorflow", shown from -v on) and matplotlib's "Glyph … missing from

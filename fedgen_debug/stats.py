@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 Z_THRESHOLD = 3.0  # one-sided p ≈ 0.0013: a verdict says "suspected" only above it
 EMPTY_SELECTION_SIGMAS = 2.0   # a DP count under this many noise σ cannot be told from zero
 
@@ -24,3 +26,22 @@ def z_two_proportions(k1: int, n1: int, k2: int, n2: int) -> float:
 def z_one_proportion(k: int, n: int, p0: float) -> float:
     """z of p > p0 for k successes out of n."""
     return (k / n - p0) / math.sqrt(p0 * (1 - p0) / n)
+
+
+def feature_statistics(features) -> tuple[np.ndarray, np.ndarray]:
+    """(mean [d], covariance [d, d]) of features [n, d], n >= 2."""
+    features = np.asarray(features, np.float64)
+    if features.ndim != 2 or len(features) < 2:
+        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
+    return features.mean(axis=0), np.cov(features, rowvar=False).reshape(features.shape[1], -1)
+
+
+def nearest_neighbour_distances(features) -> np.ndarray:
+    """Per row of `features` [n, d]: the Euclidean distance to its nearest other row."""
+    features = np.asarray(features, np.float64)
+    if features.ndim != 2 or len(features) < 2:
+        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
+    squared = np.sum(features ** 2, axis=1)
+    distances = squared[:, None] + squared[None, :] - 2.0 * features @ features.T
+    np.fill_diagonal(distances, np.inf)
+    return np.sqrt(np.clip(distances.min(axis=1), 0.0, None))

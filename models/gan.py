@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
+
+from fedgen_debug.models import cnn
 
 IMAGE_SHAPE = (28, 28, 1)
 UPSAMPLINGS = ("transpose", "bilinear")
@@ -158,3 +161,8 @@ def build_discriminator(config: GANConfig, seed: int) -> tf.keras.Model:
               tf.keras.layers.Dense(1, kernel_initializer=seeds.glorot(), kernel_regularizer=reg,
                                     bias_regularizer=reg)]
     return tf.keras.Sequential(layers, name="discriminator")
+
+
+def to_unit(images) -> np.ndarray:
+    """[-1, 1] generator output → [n, 28, 28] in [0, 1] (1.0 = white background)."""
+    return np.clip((cnn.as_input(images)[..., 0].astype(np.float64) + 1.0) / 2.0, 0.0, 1.0)

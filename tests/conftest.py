@@ -90,7 +90,7 @@ def text_client_data():
 
 
 def provision_secret(run_dir: str, name: str) -> None:
-    """Fix the run secret of `run_dir` before it starts, as a server may provision one (`runs.start.open_run`).
+    """Fix the run secret of `run_dir` before it starts, as a server may provision one (`privacy.run_ledger.open_run`).
 
     For tests that assert what DP training learned: under a fresh secret they would pass or fail with the
     draw (the image-T6 test selected 2 or fewer of 4 devices for 6 of 40 secrets), so they pin one and a

@@ -11,7 +11,7 @@ import tensorflow as tf
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, heavy_hitters_record, user_top_words
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.training.dp_query import SeededGaussianSumQuery
+from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
 
 
 def test_bounded_sum_events_use_the_box_diameter_under_replace_one():

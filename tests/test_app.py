@@ -113,14 +113,14 @@ def test_per_run_epsilon_groups_an_old_ledgers_relative_and_absolute_sources_of_
 
 def test_one_run_charged_by_a_relative_and_an_absolute_path_is_one_run_in_the_ledger(tmp_path, monkeypatch,
                                                                                   fresh_ledger):
-    """Through `runs.start.charge`: two charges of one run directory, one given as a relative path and
+    """Through `privacy.run_ledger.charge`: two charges of one run directory, one given as a relative path and
     one as an absolute path (through a symlink), name the same source, and the Privacy page's per-run
     table shows one row with both releases composed."""
     from fedgen_debug.app.privacy_page import epsilon_per_run
     from fedgen_debug.privacy import aggregates
     from fedgen_debug.privacy.ledger import composed_guarantee
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.runs.start import charge
+    from fedgen_debug.privacy.run_ledger import charge
 
     monkeypatch.chdir(tmp_path)
     os.makedirs("runs/gan")
@@ -207,7 +207,7 @@ def test_the_app_imports_no_data_reader_and_no_tensorflow():
             # no reader; everything else under data/ reads users' examples.
             "allowed = {'fedgen_debug.data', 'fedgen_debug.data.atomic'}; "
             "bad = [m for m in sys.modules if m.startswith(('tensorflow', 'fedgen_debug.data', "
-            "'fedgen_debug.scenarios', 'fedgen_debug.training')) and m not in allowed]; print(bad); assert not bad, bad")
+            "'fedgen_debug.experiments', 'fedgen_debug.device', 'fedgen_debug.training')) and m not in allowed]; print(bad); assert not bad, bad")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "FEDGEN_DEBUG_RUNS": "/nonexistent"}, cwd="/")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -370,7 +370,7 @@ def test_compare_warns_when_the_primary_model_does_not_fit_the_users(demo_test_s
     import shutil
 
     from fedgen_debug.runs import store
-    from fedgen_debug.scenarios import primary_fit
+    from fedgen_debug.analysis import primary_fit
 
     out, _ = demo_test_store
     for side in ("low", "high"):

@@ -244,7 +244,7 @@ def test_privacy_page_lists_a_run_charged_by_two_paths_once(browser, tmp_path, m
     from fedgen_debug.privacy import aggregates
     from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.runs.start import charge
+    from fedgen_debug.privacy.run_ledger import charge
 
     monkeypatch.delenv("FEDGEN_DEBUG_BROWSER_LEDGER", raising=False)
     monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))

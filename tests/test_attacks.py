@@ -149,7 +149,8 @@ def test_attack_reading_a_users_selection_bit_from_the_run_store_fails(tmp_path)
     """Before: the trained population was the selected ids, population.json held exact users/images and
     ε was over the subpopulation, so the run store revealed who qualified. Now (strict selection) a
     user's qualifying changes no released file except through DP outputs."""
-    from fedgen_debug.scenarios.gan import GANRun, train_gan
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.experiments.gan import train_gan
 
     data, secret = "synthetic-images:writers=12,seed=3", secret_lib.RunSecret.fresh()
     outcomes = {}
@@ -181,8 +182,9 @@ def test_attack_finding_words_a_single_user_typed_in_the_vocabulary_fails(tmp_pa
     """Before: vocab.json was the top 10K of the private text; on synthetic-text:users=300, 5,452 of
     its words were used by one single user."""
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.scenarios import lm_data
-    from fedgen_debug.scenarios.lm import LMRun, train_lm
+    from fedgen_debug.device import lm_data
+    from fedgen_debug.training.lm_run import LMRun
+    from fedgen_debug.experiments.lm import train_lm
 
     data = "synthetic-text:users=300,seed=6"
     client_data = data_spec.load_client_data(data)
@@ -193,7 +195,7 @@ def test_attack_finding_words_a_single_user_typed_in_the_vocabulary_fails(tmp_pa
                 users_of[token].add(cid)
     assert sum(len(u) == 1 for u in users_of.values()) > 1000  # the private text is full of them
     dp_run = str(tmp_path / "dp")
-    caplog.set_level(logging.WARNING, logger="fedgen_debug.scenarios.lm")
+    caplog.set_level(logging.WARNING, logger="fedgen_debug.experiments.lm")
     train_lm(LMRun("word", data, 0.0, "test", rounds=1, vocab_size=10_000, vocab="dp"), dp_run)
     words = store.read_json(store.released(dp_run, store.VOCAB))["words"]
     assert 10 < len(words) and min(len(users_of[w]) for w in words) >= 10

@@ -20,7 +20,7 @@ from fedgen_debug.privacy.accounting import RDP_ORDERS, epsilon_of_events, rdp_o
 from fedgen_debug.privacy.ledger import Ledger, PrivacyRecord, composed_guarantee
 from fedgen_debug.privacy.subpopulation import PaperSelectionRefused, SubpopulationBound, pad_population
 from fedgen_debug.runs import store
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 
 USERS = 12
 # Words near which a printed M would say how many qualified.

@@ -68,8 +68,9 @@ def _linear_run(run_dir: str) -> None:
 def _gan_run(run_dir: str) -> None:
     """The release-boundary test's GAN (strict selection, a sample snapshot every round), 12 rounds; about
     half of the writers' devices are slow."""
-    from fedgen_debug.scenarios import gan_data
-    from fedgen_debug.scenarios.gan import GANRun, train_gan
+    from fedgen_debug.device import gan_data
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.experiments.gan import train_gan
 
     images = gan_data.GanData.client_images
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedgen_debug.bugs import PixelInversionBug, TokenizationBug
-from fedgen_debug.bugs.tokenization import tokenize_client
+from fedgen_debug.device.pixels import PixelInversionBug
+from fedgen_debug.device.tokenization import TokenizationBug
+from fedgen_debug.device.tokenization import tokenize_client
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data.text import tokenize
 

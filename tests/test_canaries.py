@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fedgen_debug.device.canaries import ThakkarInsertion, ramaswamy_devices
-from fedgen_debug.memorization.canaries import (CHAR_ALPHABET, InsertionConfig, generate_canaries, parse_canaries,
-                                                space_size)
+from fedgen_debug.device.canary_specs import (CHAR_ALPHABET, InsertionConfig, generate_canaries, parse_canaries,
+                                              space_size)
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.spec_grammar import split_spec
 
@@ -84,7 +84,7 @@ def test_thakkar_insertion_rates_match_p_u_and_p_e():
     users, per_user = 4000, 20
     sharers, replaced = 0, 0
     for u in range(users):
-        out = insertion.apply(f"user{u}", [f"sentence {k}" for k in range(per_user)])
+        out = insertion.device_examples(f"user{u}", [f"sentence {k}" for k in range(per_user)])
         sharers += insertion_selected(insertion, f"user{u}")
         replaced += sum(s == canary.text for s in out)
     # Binomial(4000, 0.2): sd 25.3; 4σ bounds. Replacements among sharers' sentences: p_e = 0.3.
@@ -103,9 +103,9 @@ def test_thakkar_insertion_depends_on_the_secret_and_the_device_only():
     (config,) = parse_canaries("thakkar:p_u=0.5,p_e=1.0,count=1")
     (canary,) = generate_canaries([config], "word", [f"w{i}" for i in range(20)], seed=0, controls=0)
     sentences = ["a b c"] * 5
-    picks = {s: [ThakkarInsertion((canary,), RunSecret(s)).apply(f"u{u}", sentences)[0] == canary.text
+    picks = {s: [ThakkarInsertion((canary,), RunSecret(s)).device_examples(f"u{u}", sentences)[0] == canary.text
                  for u in range(64)] for s in (1, 2)}
-    assert picks[1] == [ThakkarInsertion((canary,), RunSecret(1)).apply(f"u{u}", sentences)[0] == canary.text
+    assert picks[1] == [ThakkarInsertion((canary,), RunSecret(1)).device_examples(f"u{u}", sentences)[0] == canary.text
                         for u in range(64)]
     assert picks[1] != picks[2]  # another secret, other sharers: who shares is not derivable from --seed
 

@@ -105,10 +105,11 @@ def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_pat
 
 def _exact_data_stage_means(summary) -> dict:
     """Ground truth of the simulation (what the DP means estimate)."""
-    from fedgen_debug.bugs import PixelInversionBug, TokenizationBug
+    from fedgen_debug.device.pixels import PixelInversionBug
+    from fedgen_debug.device.tokenization import TokenizationBug
     from fedgen_debug.data import client_data as cd
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     text = data_spec.load_client_data(summary["text"]["data"])
     images = data_spec.load_client_data(summary["images"]["data"])

@@ -21,12 +21,12 @@ def test_train_lm_prints_each_release_epsilon_once_and_logs_only_at_verbose(tmp_
     for label in releases:
         assert both.count(f"{label}: ε =") == 1, (label, both)
     assert "WARNING: ε > 10, weak privacy" in result.stdout   # the test preset's z: said in the report
-    assert "WARNING fedgen_debug.runs.start" not in both and "tf.function retracing" not in both
+    assert "WARNING fedgen_debug.privacy.run_ledger" not in both and "tf.function retracing" not in both
     assert not re.search(r"^(INFO|DEBUG) ", both, re.MULTILINE), both
 
     verbose = run_cli("-v", *TRAIN_LM, "--out", str(tmp_path / "char-v"))
     assert verbose.returncode == 0, verbose.stderr
-    assert re.search(r"^INFO fedgen_debug\.runs\.start: charged char-LM: ε = ", verbose.stderr, re.MULTILINE), \
+    assert re.search(r"^INFO fedgen_debug\.privacy\.run_ledger: charged char-LM: ε = ", verbose.stderr, re.MULTILINE), \
         verbose.stderr
     assert not re.search(r"^(INFO|DEBUG|WARNING) ", verbose.stdout, re.MULTILINE), verbose.stdout
 

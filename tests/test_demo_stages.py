@@ -43,7 +43,7 @@ class RecordingPool:
 @pytest.fixture
 def events(monkeypatch, tmp_path):
     from fedgen_debug.cli import gan_cmd, privacy_flags
-    from fedgen_debug.scenarios import gan_report
+    from fedgen_debug.analysis import gan_report
 
     recorded = []
     (tmp_path / "primary_cnn.npz").write_bytes(b"")  # the primary CNN exists: not queued (the events say)

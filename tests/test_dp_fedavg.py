@@ -18,7 +18,7 @@ from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
 from fedgen_debug.training.dp_query import dp_query, round_event
 from fedgen_debug.training.optimizers import NesterovSGD
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 
 # ---- the DP query, without TFF -------------------------------------------------------------------
 

@@ -122,7 +122,7 @@ def test_the_dp_sum_adds_exactly_s_times_each_sampled_canarys_direction():
 def test_plan_replays_the_loops_sampling():
     from fedgen_debug.runs.secret import RunSecret
     from fedgen_debug.training.config import TrainingConfig
-    from fedgen_debug.training.sampling import sample_clients
+    from fedgen_debug.privacy.sampling import sample_clients
 
     secret = RunSecret.fresh()
     ids = tuple(f"u{i}" for i in range(30)) + update_canaries.canary_ids(10)
@@ -164,7 +164,7 @@ def test_empirical_epsilon_is_large_without_noise_and_below_the_accountants_with
     from fedgen_debug.cli.memorization_cmd import format_report
     from fedgen_debug.memorization.empirical_check import empirical_privacy
     from fedgen_debug.runs import store
-    from fedgen_debug.scenarios.lm import load_lm, model_spec
+    from fedgen_debug.training.lm_run import load_lm, model_spec
 
     reports = {}
     for z in ("0", "1"):
@@ -207,7 +207,7 @@ def test_empirical_epsilon_is_large_without_noise_and_below_the_accountants_with
 
 def test_the_initial_weights_the_checker_rebuilds_are_the_processes(tmp_path):
     """The cosines use `initial − final`; the initial weights must be what training started from."""
-    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training.lm_run import LMRun, model_spec
     from fedgen_debug.training import dp_fedavg
 
     run = LMRun("word", "synthetic-text:users=5", preset="test", seed=7)

@@ -8,7 +8,7 @@ import scipy.linalg
 from PIL import Image
 
 from fedgen_debug.models import cnn
-from fedgen_debug.scenarios import gan_analysis as ga
+from fedgen_debug.analysis import gan_analysis as ga
 
 
 def _character(background: float, ink: float, touch_edge: bool = False) -> np.ndarray:

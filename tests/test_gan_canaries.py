@@ -8,12 +8,11 @@ import pytest
 
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.device import canaries as device_canaries
-from fedgen_debug.memorization.canaries import parse_canaries
+from fedgen_debug.device.canary_specs import parse_canaries
 from fedgen_debug.memorization.gan_check import GanCheckConfig, check_glyphs, to_gan_range
-from fedgen_debug.memorization.image_canaries import (GLYPH_BITS, ImageCanary, generate_image_canaries,
-                                                      nearest_distances)
+from fedgen_debug.device.image_canaries import GLYPH_BITS, ImageCanary, generate_image_canaries, nearest_distances
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.scenarios import gan_canaries
+from fedgen_debug.device import gan_canaries
 
 
 def test_glyphs_are_seeded_distinct_blocky_and_in_the_canonical_format():

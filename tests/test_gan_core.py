@@ -21,7 +21,7 @@ from fedgen_debug.training import loop
 from fedgen_debug.training.config import ClientConfig, DPConfig, ServerConfig, TrainingConfig
 from fedgen_debug.training.dp_query import dp_query
 from fedgen_debug.training.optimizers import server_optimizer
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 
 TEST_GAN = gan.gan_config("test")
 gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)

@@ -13,10 +13,11 @@ import pytest
 
 from conftest import run_cli
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios import gan_analysis as ga
-from fedgen_debug.scenarios.gan import GANRun, generate, load_generator, train_gan, with_thresholds
+from fedgen_debug.analysis import gan_analysis as ga
+from fedgen_debug.training.gan_run import GANRun, generate, load_generator
+from fedgen_debug.experiments.gan import train_gan, with_thresholds
 from fedgen_debug.selectors.registry import parse_selector
-from fedgen_debug.scenarios.gan_report import analyze_gan
+from fedgen_debug.analysis.gan_report import analyze_gan
 
 DATA = "synthetic-images:writers=12,seed=3"
 
@@ -91,7 +92,7 @@ def test_t4_thresholds_are_filled_inside_combined_selectors_only_where_missing()
 
 
 def test_a_sharper_t4_cut_is_a_dp_quantile_of_its_own():
-    from fedgen_debug.scenarios.gan import _quantile_targets, target_quantile
+    from fedgen_debug.experiments.gan import _quantile_targets, target_quantile
 
     assert _quantile_targets(parse_selector("by-user-accuracy:low")) == [0.25]
     assert _quantile_targets(parse_selector("by-user-accuracy:low,quantile=0.05&by-example:misclassified")) == [0.05]
@@ -115,7 +116,7 @@ def test_generator_reloads_and_sampling_is_seeded(runs):
 def test_training_snapshots_the_generator_every_eval_round_and_the_last_is_the_released_one(runs):
     """The app's round slider: one snapshot per round at the test preset (eval_every 1), each drawn from
     the same public noise, the last one exactly the released generator's; their statistics in eval.csv."""
-    from fedgen_debug.scenarios import gan_snapshots
+    from fedgen_debug.training import gan_snapshots
 
     _, low, _ = runs
     directory = store.released(low, store.SAMPLE_SNAPSHOTS)
@@ -158,7 +159,7 @@ def test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence(runs):
 
 
 def test_d_step_scale_is_qn_over_the_dp_estimate_of_qualifying_clients_with_a_floor():
-    from fedgen_debug.scenarios.gan import d_step_scale
+    from fedgen_debug.experiments.gan import d_step_scale
 
     # 52 of 1,000 users qualified (DP count, σ 2.83): qN / (qN · 52/1,000) = 1,000/52, whatever qN.
     assert d_step_scale(52.0, 2.83, 1000, 300) == pytest.approx(1000 / 52)
@@ -173,7 +174,7 @@ def test_the_selected_d_step_stops_where_a_rounds_noise_would_move_d_by_more_tha
     """qN / k̂ multiplies the noise on D's step too: one round's noise moves D by s·lr·zS√d/qN in L2.
     Real FEMNIST's 1st-percentile cut (k̂ ≈ 4.3 of qN = 92, S = 0.5, z = 0.3, d = 14,777) wants s ≈ 21,
     4.2 of noise a round; the cap stops it at 1.0 (s ≈ 5), where a cut of many writers is untouched."""
-    from fedgen_debug.scenarios import gan as gan_scenario
+    from fedgen_debug.experiments import gan as gan_scenario
     from fedgen_debug.training.dp_fedavg_gan import gan_training_config
     from fedgen_debug.training.config import DPConfig
 
@@ -250,7 +251,7 @@ def test_an_adaptive_clip_steps_by_the_released_count_and_releases_its_clip_each
     qN/k̂ as a selected D step (from the released DP count); the run's saved config keeps the preset's
     step, and metrics.csv holds the clip each round used next (a function of the noised counts)."""
     from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
-    from fedgen_debug.scenarios import gan as gan_scenario
+    from fedgen_debug.experiments import gan as gan_scenario
 
     _, low, _ = runs
     monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))
@@ -279,7 +280,7 @@ def test_a_device_shuffles_its_images_afresh_each_round(tmp_path, runs, monkeypa
     """A device holding more than n·B images uses other ones next round (it used to take the same
     first n batches every round); the same device and round give the same order (seeded)."""
     from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
-    from fedgen_debug.scenarios import gan as gan_scenario
+    from fedgen_debug.experiments import gan as gan_scenario
 
     _, low, _ = runs
     monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger"))
@@ -347,7 +348,7 @@ def test_a_bilinear_generator_is_opt_in_trains_and_reloads_as_bilinear(tmp_path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--bug", "concat:0.1"], "--bug must look like invert:0.5"),
+    (["--bug", "concat:0.1"], "--bug: concat is a bug of text data; for images use invert"),
     (["--bug", "invert:1.5"], "fraction"),
     (["--select", "by-user-accuracy:middle"], "is not one of low, high"),
     (["--data", "synthetic-text:users=5"], "needs image data"),

@@ -15,6 +15,7 @@ from conftest import run_cli
 from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, epsilon_of_events
 from fedgen_debug.privacy.ledger import (DEFAULT_BUDGET_EPSILON, LedgerCorrupted, PrivacyBudgetExceeded,
                                          PrivacyRecord, event_from_json, event_to_json, population_key)
+from fedgen_debug.training import gan_run
 
 
 def _record(release_id, pop="synthetic-images:seed=0", qn=10, n=3400, z=1.0, t=100):
@@ -150,13 +151,13 @@ def test_attack_a_resumed_run_is_revalidated(tmp_path, fresh_ledger, monkeypatch
 def test_attack_the_quantile_is_checked_before_it_is_computed(tmp_path, fresh_ledger, monkeypatch):
     """A T4 threshold's DP quantile is charged with the run's other releases, before any is computed:
     a budget that does not cover them leaves nothing computed and nothing released."""
-    from fedgen_debug.scenarios import gan
+    from fedgen_debug.experiments import gan
 
     computed = []
     monkeypatch.setattr(gan, "dp_quantile", lambda *a, **k: computed.append(1))
     fresh_ledger.set_budget("*", 1.0)
     with pytest.raises(PrivacyBudgetExceeded):
-        gan.train_gan(gan.GANRun("synthetic-images:writers=12,seed=3", "by-user-accuracy:low", 0.5, "test", rounds=1),
+        gan.train_gan(gan_run.GANRun("synthetic-images:writers=12,seed=3", "by-user-accuracy:low", 0.5, "test", rounds=1),
                       str(tmp_path / "g"))
     assert computed == [] and not (tmp_path / "g").exists() and fresh_ledger.records() == []
 

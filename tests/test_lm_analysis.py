@@ -5,7 +5,7 @@ import math
 import pytest
 
 from fedgen_debug.data.text import Vocabulary
-from fedgen_debug.scenarios import lm_analysis
+from fedgen_debug.analysis import lm_analysis
 
 # 20 Monte-Carlo samples of a "model": in-vocabulary words it ends early on, glued pairs, OOV words.
 SAMPLES = ["a"] * 6 + ["in"] * 4 + ["i have"] * 3 + ["regex"] * 2 + ["i hve"] + ["xcode"] + [""] * 3

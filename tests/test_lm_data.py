@@ -7,8 +7,9 @@ import os
 import pytest
 
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios import lm_data
-from fedgen_debug.scenarios.lm import LMRun, load_lm, train_lm
+from fedgen_debug.device import lm_data
+from fedgen_debug.training.lm_run import LMRun, load_lm
+from fedgen_debug.experiments.lm import train_lm
 
 DATA = "synthetic-text:users=40,seed=6"
 
@@ -59,7 +60,7 @@ def test_a_missing_or_bad_vocabulary_file_is_refused_before_anything_is_charged(
 
 
 def test_a_run_releases_the_files_vocabulary_without_the_small_vocabulary_warning(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="fedgen_debug.scenarios.lm")
+    caplog.set_level(logging.WARNING, logger="fedgen_debug.experiments.lm")
     source = _write(tmp_path, "the\ni\nyou\nto\n")
     run_dir = str(tmp_path / "file")
     train_lm(LMRun("word", DATA, 0.0, "test", rounds=1, vocab_size=3, vocab=source), run_dir)

@@ -10,8 +10,9 @@ import pytest
 
 from conftest import provision_secret, run_cli
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios.lm import LMRun, train_lm
-from fedgen_debug.scenarios.lm_analysis import analyze_lm
+from fedgen_debug.training.lm_run import LMRun
+from fedgen_debug.experiments.lm import train_lm
+from fedgen_debug.analysis.lm_analysis import analyze_lm
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +29,9 @@ def char_runs(tmp_path_factory):
 
 
 def test_the_released_oov_rate_is_the_dp_mean_of_the_devices_rates(char_runs):
-    from fedgen_debug.bugs.tokenization import TokenizationBug
+    from fedgen_debug.device.tokenization import TokenizationBug
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     data = data_spec.load_client_data("synthetic-text:users=50,seed=2")
     vocab = lm_data.load_vocabulary(char_runs[0.0])
@@ -59,8 +60,8 @@ def test_verdict_flags_the_bug_against_the_baseline_and_not_without_it(char_runs
     # The comparison plot: every listed word's bar under each model is that word's probability under
     # that model (before: the baseline's own top-k bars were drawn under the current run's word labels).
     from fedgen_debug.models.char_lm import joint_log_prob
-    from fedgen_debug.scenarios.lm import load_lm
-    from fedgen_debug.scenarios.lm_analysis import char_bars
+    from fedgen_debug.training.lm_run import load_lm
+    from fedgen_debug.analysis.lm_analysis import char_bars
 
     words, bars = char_bars(buggy)
     assert words == [t["word"] for t in buggy["current"]["top_k"]] and set(bars) == {"current", "baseline"}
@@ -77,7 +78,7 @@ def test_analyze_lm_cli_prints_the_verdict(char_runs):
     assert json.loads(result.stdout)["tokenization_bug_suspected"] is True
     bad = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=5", "--bug", "invert:0.1",
                   "--out", os.path.join(char_runs[0.0], "x"))
-    assert bad.returncode == 2 and "--bug must look like concat:0.1" in bad.stderr
+    assert bad.returncode == 2 and "--bug: invert is a bug of image data; for text use concat" in bad.stderr
 
 
 def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
@@ -101,7 +102,7 @@ def test_a_capped_round_trains_each_device_on_its_subset_drawn_from_the_run_secr
     from fedgen_debug.data import spec as data_spec
     from fedgen_debug.runs import secret as secret_lib
     from fedgen_debug.training import dp_fedavg
-    from fedgen_debug.training.sampling import sample_clients
+    from fedgen_debug.privacy.sampling import sample_clients
 
     drawn = []
     real = dp_fedavg.round_examples

@@ -110,7 +110,7 @@ def test_report_text_has_both_tables_and_the_verdict(canary_run):
 
 def test_the_canary_run_releases_canaries_but_not_who_shared_them(canary_run):
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     client_data = data_spec.load_client_data("synthetic-text:users=20,seed=5")
     sentences = [s for cid in client_data.client_ids for s in lm_data.device_sentences(client_data, cid)]

@@ -10,6 +10,7 @@ from fedgen_debug.data import spec as data_spec
 from fedgen_debug.monitor.budget import check_budget, period_records, present_devices
 from fedgen_debug.monitor.plan import plan_from_dict
 from fedgen_debug.privacy.ledger import Ledger, composed_guarantee, population_key
+from fedgen_debug.training import gan_run
 
 DATA = "synthetic-images:writers=20,seed=6"
 
@@ -29,7 +30,7 @@ def client_ids():
 
 def test_each_period_charges_the_scenarios_records_for_the_devices_present(client_ids):
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.scenarios import gan
+    from fedgen_debug.experiments import gan
     from fedgen_debug.training.loop import Population
 
     plan = _plan(select="by-user-accuracy:low")
@@ -41,7 +42,7 @@ def test_each_period_charges_the_scenarios_records_for_the_devices_present(clien
     assert [r.label for r in records] == ["T4 threshold: DP quantile 0.25", "DP aggregate labels-present",
                                           "DP aggregate selected", "GAN by-user-accuracy:low"]
     present = Population(population_key(DATA, client_ids), present_devices(plan, client_ids, 3))
-    run = gan.GANRun(DATA, "by-user-accuracy:low", preset="test", seed=6, rounds=4, clients_per_round=5,
+    run = gan_run.GANRun(DATA, "by-user-accuracy:low", preset="test", seed=6, rounds=4, clients_per_round=5,
                      noise_multiplier=1.0, clip=0.1)
     expected = gan.release_records(run, present, RunSecret.fresh(), "")
     assert [r.events for r in records] == [r.events for r in expected]

@@ -76,7 +76,7 @@ def test_warm_start_carries_the_previous_runs_model_and_keeps_its_own_noise_stat
     """Exactly: period 2 starts from period 1's final weights, with a DP aggregator state of its own."""
     import tensorflow as tf
 
-    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training.lm_run import LMRun, model_spec
     from fedgen_debug.training import dp_fedavg, loop
     from fedgen_debug.runs import secret as secret_lib
 
@@ -340,7 +340,7 @@ def test_a_monitor_releases_nothing_private(monitor_store):
 
     from fedgen_debug.data import spec as data_spec
     from fedgen_debug.runs import secret as secret_lib
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     _, out, _, _, _ = monitor_store
     data = data_spec.load_client_data(MONITOR_PLAN["data"])

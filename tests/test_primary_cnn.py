@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fedgen_debug.bugs import PixelInversionBug
+from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.kept import KeptArrays
 from fedgen_debug.data import synthetic_images as si
 from fedgen_debug.models import cnn
-from fedgen_debug.scenarios import gan_data
-from fedgen_debug.scenarios import primary_cnn as pc
+from fedgen_debug.device import gan_data
+from fedgen_debug.training import primary_cnn as pc
 from fedgen_debug.selectors.criteria import ByExampleCorrectness, ByUserMetric, RandomExamples
 
 

@@ -12,7 +12,8 @@ from fedgen_debug.data.client_data import ArrayClientData
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.scenarios import primary_fit
+from fedgen_debug.analysis import primary_fit
+from fedgen_debug.device import label_presence
 
 
 def test_a_threshold_near_chance_warns_with_the_chance_level_and_suggests_primary():
@@ -54,17 +55,17 @@ def test_label_presence_is_a_0_1_vector_per_device_over_the_models_classes():
         "a": {"pixels": np.zeros((4, 28, 28), np.float32), "label": np.array([0, 0, 2, 9])},
         "b": {"pixels": np.zeros((1, 28, 28), np.float32), "label": np.array([1])},
         "c": {"pixels": np.zeros((2, 28, 28), np.float32), "label": np.array([7, 5])}})
-    presence = primary_fit.label_presence(data, ["a", "b", "c"], 3)   # labels 5, 7, 9 are not the model's
+    presence = label_presence.label_presence(data, ["a", "b", "c"], 3)   # labels 5, 7, 9 are not the model's
     assert presence.tolist() == [[1, 0, 1], [0, 1, 0], [0, 0, 0]]
 
 
 def test_classes_present_counts_what_the_noise_does_not_hide():
-    assert primary_fit.classes_present([100.0, 50.0, 2.0, -3.0], 10.0, 100) == 2
-    assert primary_fit.classes_present([100.0, 50.0, 31.0, 29.0], 10.0, 100) == 3
-    assert primary_fit.classes_present([100.0, 1.0], 10.0, 100) == 2        # at least 2: chance is at most 1/2
+    assert label_presence.classes_present([100.0, 50.0, 2.0, -3.0], 10.0, 100) == 2
+    assert label_presence.classes_present([100.0, 50.0, 31.0, 29.0], 10.0, 100) == 3
+    assert label_presence.classes_present([100.0, 1.0], 10.0, 100) == 2        # at least 2: chance is at most 1/2
     # 59 devices: a class all of them hold could sit under 3σ = 30; a partial count would understate K.
-    assert primary_fit.classes_present([100.0, 50.0, 31.0], 10.0, 59) is None
-    assert primary_fit.classes_present([100.0, 50.0, 31.0], 10.0, 60) == 3
+    assert label_presence.classes_present([100.0, 50.0, 31.0], 10.0, 59) is None
+    assert label_presence.classes_present([100.0, 50.0, 31.0], 10.0, 60) == 3
 
 
 def test_the_released_label_counts_are_noised_with_the_specs_stddev():
@@ -73,7 +74,7 @@ def test_the_released_label_counts_are_noised_with_the_specs_stddev():
     rng = np.random.default_rng(0)
     records = (rng.random((30, 4)) < [0.9, 0.5, 0.1, 0.0]).astype(float)
     exact = records.sum(axis=0)
-    spec = primary_fit.labels_present_spec(4)
+    spec = label_presence.labels_present_spec(4)
     released = np.array([aggregates.compute(spec, records, RunSecret(s)).values for s in range(200)])
     assert not np.any(np.isclose(released, exact[None, :]))
     assert np.allclose(released.mean(axis=0), exact, atol=4 * 4.0 / np.sqrt(200))
@@ -87,7 +88,7 @@ def always_wrong_primary(tmp_path_factory):
     user's accuracy is 0, so the DP 75th percentile ends near 0 (from 0.5: 100 rounds of −0.0075)."""
     from fedgen_debug.data import spec as data_spec
     from fedgen_debug.models import cnn
-    from fedgen_debug.scenarios import primary_cnn
+    from fedgen_debug.training import primary_cnn
 
     path = str(tmp_path_factory.mktemp("primary") / "always_wrong.npz")
     model = primary_cnn.train_primary_cnn(data_spec.load_client_data("synthetic-images:writers=12,seed=9"),

@@ -86,7 +86,7 @@ TAIL_USERS = {f"w{i:03d}": float(a) for i, a in enumerate(TAIL)}
 
 
 def test_t4s_1st_percentile_on_184_writers_holds_about_2_writers_where_the_old_step_stalled_at_4():
-    from fedgen_debug.scenarios.gan import quantile_config
+    from fedgen_debug.experiments.gan import quantile_config
 
     def writers_below(config, secret):
         return int(np.sum(TAIL <= dp_quantile(list(TAIL_USERS), TAIL_USERS, config, RunSecret(secret)).value))

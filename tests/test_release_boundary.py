@@ -12,10 +12,12 @@ from conftest import provision_secret
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios.gan import GANRun, train_gan
-from fedgen_debug.scenarios.gan_report import analyze_gan
-from fedgen_debug.scenarios.lm import LMRun, train_lm
-from fedgen_debug.scenarios.lm_analysis import analyze_lm
+from fedgen_debug.training.gan_run import GANRun
+from fedgen_debug.experiments.gan import train_gan
+from fedgen_debug.analysis.gan_report import analyze_gan
+from fedgen_debug.training.lm_run import LMRun
+from fedgen_debug.experiments.lm import train_lm
+from fedgen_debug.analysis.lm_analysis import analyze_lm
 from release_boundary import check_released
 
 TEXT = "synthetic-text:users=40,seed=4"
@@ -129,7 +131,7 @@ def file_runs(tmp_path_factory):
     from conftest import GAN_MONITOR_PLAN, monitor
     from fedgen_debug.data import jsonl, npz
     from fedgen_debug.memorization.cross_client_lm import CrossClientConfig, cross_client_memorization
-    from fedgen_debug.scenarios.lm import load_lm
+    from fedgen_debug.training.lm_run import load_lm
 
     root = tmp_path_factory.mktemp("files")
     text, images = str(root / "users.jsonl"), str(root / "writers.npz")

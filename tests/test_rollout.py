@@ -43,8 +43,8 @@ def test_inversion_applies_to_the_affected_devices_only():
     data = cd.ArrayClientData({f"d{i}": cd.image_examples(np.full((2, 28, 28), 0.25, np.float32), [1, 2])
                                for i in range(40)})
     rollout = parse_rollout("invert:2=0.5", seed=1)
-    assert all(np.all(rollout.apply_inversion(data, 1).client_arrays(c)["pixels"] == 0.25) for c in data.client_ids)
-    after = rollout.apply_inversion(data, 2)
+    assert all(np.all(rollout.at(1).apply(data).client_arrays(c)["pixels"] == 0.25) for c in data.client_ids)
+    after = rollout.at(2).apply(data)
     affected = rollout.affected_devices(data.client_ids, 2)
     assert 0 < len(affected) < 40
     for c in data.client_ids:

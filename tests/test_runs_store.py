@@ -27,7 +27,7 @@ def test_released_and_server_paths_are_separate_and_only_declared_names_pass(tmp
 
 
 def test_the_store_and_the_secret_import_without_tensorflow():
-    code = ("import sys; from fedgen_debug.runs import store, secret, start; "
+    code = ("import sys; from fedgen_debug.runs import store, secret; from fedgen_debug.privacy import run_ledger; "
             "import fedgen_debug.privacy.ledger, fedgen_debug.privacy.accounting; "
             "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -4,7 +4,7 @@ on T6-selected sentences writes about the topic far more often than one trained 
 import json
 
 from conftest import provision_secret
-from fedgen_debug.scenarios import t6_topic
+from fedgen_debug.experiments import t6_topic
 
 
 def test_t6_auxiliary_generates_the_missing_topic_more_often_than_t1(tmp_path, fresh_ledger):

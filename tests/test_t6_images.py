@@ -3,12 +3,13 @@
 import numpy as np
 
 from conftest import provision_secret
-from fedgen_debug.bugs import PixelInversionBug
+from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import synthetic_images as si
 from fedgen_debug.selectors.criteria import PublicDensity
 from fedgen_debug.selectors.population import select_population
-from fedgen_debug.selectors.public_discriminator import public_log_prob, train_public_discriminator
+from fedgen_debug.selectors.public_discriminator import public_log_prob
+from fedgen_debug.training.public_discriminator import train_public_discriminator
 from fedgen_debug.training.config import ClientConfig, DPConfig, TrainingConfig
 
 

@@ -16,7 +16,7 @@ from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training import tf_backend
 from fedgen_debug.training.config import BACKEND_ENV, check_backend, resolve_backend
 from fedgen_debug.training.dp_query import released_event
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 from fedgen_debug.training.tf_backend import DPSum
 from fedgen_debug.training.dp_query import dp_query, round_event as dp_query_event
 from fedgen_debug.training.config import DPConfig
@@ -124,7 +124,7 @@ def test_fedavg_with_update_canaries_is_the_same_on_both_backends():
 def test_word_lm_rounds_are_the_same_on_both_backends():
     """The project's CIFG word-LM (test size): embedding gradients arrive as IndexedSlices, which the
     pure client update applies row by row and TFF's SGD densifies; the rounds must still agree."""
-    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training.lm_run import LMRun, model_spec
 
     run = LMRun("word", "synthetic-text:users=6", 0.0, "test")
     spec = model_spec(run, 40)

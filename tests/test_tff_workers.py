@@ -24,7 +24,7 @@ from fedgen_debug import runtime, tff_workers
 from fedgen_debug.cli.doctor_cmd import federated_mean_check
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.training import dp_fedavg
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 
 import test_gan_core as gan_fixtures
 import test_tf_backend as tf_backend_tests

@@ -121,9 +121,9 @@ def test_models_and_losses_it_cannot_compute_are_detected():
 def test_char_lm_rounds_on_the_tf_backend_are_tffs():
     """The demo's char-LM family (test size) through both backends' processes: the tf backend's rounds
     take the vectorized path and must give TFF's states."""
-    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training.lm_run import LMRun, model_spec
     from fedgen_debug.training.config import DPConfig
-    from fedgen_debug.training.sampling import sample_clients
+    from fedgen_debug.privacy.sampling import sample_clients
     from fedgen_debug.training import loop, tf_backend
 
     from test_tf_backend import SECRET, assert_same_state
@@ -153,7 +153,7 @@ def test_char_lm_rounds_on_the_tf_backend_are_tffs():
 def test_a_round_padded_beyond_max_padding_runs_client_by_client_with_the_same_states(monkeypatch):
     """One device with many batches beside three with one: vectorized, the three would compute as many
     steps as the large one; the round goes to the client threads instead, and must not change a state."""
-    from fedgen_debug.scenarios.lm import LMRun, model_spec
+    from fedgen_debug.training.lm_run import LMRun, model_spec
     from fedgen_debug.training import tf_backend
     from fedgen_debug.training.config import DPConfig
 

@@ -1,16 +1,15 @@
-"""The `--bug KIND:FRACTION` flag of train-lm (concat) and train-gan (invert)."""
+"""The `--bug NAME:FRACTION` flag of train-lm and train-gan: `device.catalog.parse_bug` with the flag named."""
 
 from __future__ import annotations
 
 
-def parse_bug(text: str | None, kind: str, example: str) -> float:
-    """The fraction of `kind:FRACTION`; 0.0 without the flag."""
+def bug_fraction(text: str | None, modality: str) -> float:
+    """The fraction of the bug the flag names (0.0 without the flag)."""
+    from fedgen_debug.device.catalog import parse_bug
+
     if text is None:
         return 0.0
-    given, _, fraction = text.partition(":")
-    if given != kind or not fraction:
-        raise ValueError(f"--bug must look like {kind}:{example}. Found {text!r}.")
     try:
-        return float(fraction)
-    except ValueError:
-        raise ValueError(f"--bug fraction must be a number. Found {fraction!r}.") from None
+        return parse_bug(text, modality).fraction
+    except ValueError as error:
+        raise ValueError(f"--bug: {error}") from None

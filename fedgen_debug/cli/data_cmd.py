@@ -55,7 +55,7 @@ def dp_size_summary(sizes: dict[str, int], population: str, label: str = "data i
     count capped at EXAMPLES_CAP) and a DP histogram of client sizes, charged to the ledger first."""
     from fedgen_debug.privacy import aggregates
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.runs.start import charge
+    from fedgen_debug.privacy.run_ledger import charge
 
     secret = secret or RunSecret.fresh()
     total_spec = aggregates.BoundedSum(f"{label}: examples", (float(EXAMPLES_CAP),), noise_multiplier=4.0)

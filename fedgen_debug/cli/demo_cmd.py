@@ -69,7 +69,7 @@ def planned_records(args, stages) -> dict[str, list]:
     from fedgen_debug.data.spec import client_ids
     from fedgen_debug.privacy.ledger import population_key
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.scenarios import gan, lm
+    from fedgen_debug.experiments import gan, lm
     from fedgen_debug.training.loop import Population
 
     text_spec, image_spec = _specs(args)

@@ -39,7 +39,7 @@ def stage_records(kind: str, population: str, size: int, secret, run_dir: str) -
 
 
 def _user_oov_rates(client_data, vocab, bug) -> list[list[float]]:
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     return [[lm_data.device_oov_rate(lm_data.device_tokens(client_data, cid, bug), vocab)]
             for cid in progress(sorted(client_data.client_ids), desc="OOV rate on devices")]
@@ -59,7 +59,7 @@ def release_population(kind: str, client_data, data_spec_text: str, run_dir: str
     from fedgen_debug.privacy.ledger import population_key
     from fedgen_debug.privacy import aggregates
     from fedgen_debug.runs import store
-    from fedgen_debug.runs.start import charge, open_run
+    from fedgen_debug.privacy.run_ledger import charge, open_run
 
     population = population_key(data_spec_text, client_data.client_ids)
     config_json = {"demo-data": {"data": data_spec_text, "kind": kind}}
@@ -85,9 +85,10 @@ def release_population(kind: str, client_data, data_spec_text: str, run_dir: str
 
 def run_data_stage(out: str, users: int, writers: int, seed: int, concat_fraction: float, invert_fraction: float,
                    vocab_size: int) -> dict:
-    from fedgen_debug.bugs import PixelInversionBug, TokenizationBug
+    from fedgen_debug.device.pixels import PixelInversionBug
+    from fedgen_debug.device.tokenization import TokenizationBug
     from fedgen_debug.data import jsonl, npz, synthetic_images, synthetic_text
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     text_spec = f"synthetic-text:users={users},seed={seed}"
     image_spec = f"synthetic-images:writers={writers},seed={seed}"

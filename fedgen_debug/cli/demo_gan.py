@@ -27,7 +27,7 @@ DEMO_GAN_ROUNDS = 150
 def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: str, rounds: int | None = None) -> dict:
     """{(phase, "low"|"high"): (GANRun, run_dir)}; every run copies the one public primary CNN.
     `rounds`: each GAN's (None: the preset's)."""
-    from fedgen_debug.scenarios.gan import GANRun
+    from fedgen_debug.training.gan_run import GANRun
 
     primary = primary_path(out)
     runs = {}
@@ -40,13 +40,13 @@ def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: s
 
 
 def _train(run, run_dir: str) -> None:
-    from fedgen_debug.scenarios.gan import train_gan
+    from fedgen_debug.experiments.gan import train_gan
 
     train_gan(run, run_dir)
 
 
 def _train_primary(path: str, preset: str, seed: int) -> None:
-    from fedgen_debug.scenarios.gan import train_public_primary
+    from fedgen_debug.experiments.gan import train_public_primary
 
     train_public_primary(path, preset, seed)
 
@@ -78,7 +78,7 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     `rounds`: each GAN's (None: the preset's)."""
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
-    from fedgen_debug.scenarios.gan_report import analyze_gan
+    from fedgen_debug.analysis.gan_report import analyze_gan
     from fedgen_debug.training.gan_config import gan_training_config
 
     summary = {}

@@ -9,7 +9,7 @@ import os
 def stage_runs(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int) -> dict:
     """{(kind, "before"|"after"): (LMRun, run_dir)}. Different seeds: the before-run is an independent
     replicate (its own model initialisation and bug draw); DP noise differs anyway (each run's secret)."""
-    from fedgen_debug.scenarios.lm import LMRun
+    from fedgen_debug.training.lm_run import LMRun
 
     runs = {}
     for kind in ("char", "word"):
@@ -20,7 +20,7 @@ def stage_runs(data: str, concat_fraction: float, out: str, seed: int, preset: s
 
 
 def _train(run, run_dir: str) -> None:
-    from fedgen_debug.scenarios.lm import train_lm
+    from fedgen_debug.experiments.lm import train_lm
 
     train_lm(run, run_dir)
 
@@ -44,7 +44,7 @@ def finish_lm_stage(queued: dict, samples: int = 5000) -> dict:
     post-processing (no ε); more samples, a sharper z (the verdicts' statistics are sampled shares)."""
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
-    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+    from fedgen_debug.analysis.lm_analysis import analyze_lm
 
     runs, trained = queued["runs"], queued["trained"]
     summary = {}

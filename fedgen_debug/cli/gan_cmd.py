@@ -71,12 +71,13 @@ def sample_quality_settings(args) -> dict:
 
 
 def run_train(args) -> int:
-    from fedgen_debug.cli.bug_arg import parse_bug
+    from fedgen_debug.cli.bug_arg import bug_fraction
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
-    from fedgen_debug.scenarios.gan import GANRun, train_gan
-    from fedgen_debug.scenarios.primary_fit import released_fit
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.experiments.gan import train_gan
+    from fedgen_debug.analysis.primary_fit import released_fit
 
-    run = GANRun(data=args.data, select=args.select, bug_fraction=parse_bug(args.bug, "invert", "0.5"),
+    run = GANRun(data=args.data, select=args.select, bug_fraction=bug_fraction(args.bug, "images"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
                  **sample_quality_settings(args), **privacy_settings(args))
@@ -90,7 +91,7 @@ def run_train(args) -> int:
 
 
 def run_analyze(args) -> int:
-    from fedgen_debug.scenarios.gan_report import analyze_gan
+    from fedgen_debug.analysis.gan_report import analyze_gan
 
     report = analyze_gan(args.run_dir, args.compare, samples=args.samples)
     if args.json:

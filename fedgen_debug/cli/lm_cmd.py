@@ -43,11 +43,12 @@ def register(sub) -> None:
 
 
 def run_train(args) -> int:
-    from fedgen_debug.cli.bug_arg import parse_bug
+    from fedgen_debug.cli.bug_arg import bug_fraction
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
-    from fedgen_debug.scenarios.lm import LMRun, train_lm
+    from fedgen_debug.training.lm_run import LMRun
+    from fedgen_debug.experiments.lm import train_lm
 
-    run = LMRun(kind=args.kind, data=args.data, bug_fraction=parse_bug(args.bug, "concat", "0.1"),
+    run = LMRun(kind=args.kind, data=args.data, bug_fraction=bug_fraction(args.bug, "text"),
                 preset=args.preset, seed=args.seed, vocab_size=args.vocab_size, vocab=args.vocab,
                 canaries=args.canaries, update_canaries=args.update_canaries, **privacy_settings(args))
     result = train_lm(run, args.out)
@@ -58,7 +59,7 @@ def run_train(args) -> int:
 
 
 def run_analyze(args) -> int:
-    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+    from fedgen_debug.analysis.lm_analysis import analyze_lm
 
     report = analyze_lm(args.run_dir, args.baseline, samples=args.samples, top_k=args.top_k)
     if args.json:

@@ -32,7 +32,7 @@ def privacy_settings(args) -> dict:
 
 def privacy_lines(run_dir: str) -> list[str]:
     """The run's releases with their ε, and the population's total (from the released privacy.json)."""
-    from fedgen_debug.runs.start import run_privacy
+    from fedgen_debug.privacy.run_ledger import run_privacy
 
     privacy = run_privacy(run_dir)
     lines = []
@@ -48,7 +48,7 @@ def privacy_lines(run_dir: str) -> list[str]:
 
 
 def release_line(release: dict) -> str:
-    """One release's ε, marked when weak: the one place a command says it (`runs.start.charge` only logs
+    """One release's ε, marked when weak: the one place a command says it (`privacy.run_ledger.charge` only logs
     it at INFO)."""
     return f"{release['label']}: ε = {release['epsilon']:.4g} at δ = {release['delta']:.3g}{weak_privacy_mark(release)}"
 

@@ -22,12 +22,17 @@ EOS = "<eos>"
 
 # A word is a run of letters/digits/underscores (identifiers such as `my_var` stay whole), optionally
 # with one apostrophe part ("don't"); every other non-space character is a token of its own.
-_TOKEN_RE = re.compile(r"\w+(?:['’]\w+)?|[^\w\s]", re.UNICODE)
+# GLUE between two tokens makes them one token with a space inside ('good' GLUE 'day' -> 'good day'): how
+# a device's buggy tokenizer is written down as text (`device.tokenization`). A private-use character,
+# so real text does not hold it.
+GLUE = "\ue000"
+_ONE_TOKEN = r"\w+(?:['’]\w+)?|[^\w\s\ue000]"
+_TOKEN_RE = re.compile(rf"(?:{_ONE_TOKEN})(?:\ue000(?:{_ONE_TOKEN}))*", re.UNICODE)
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-cases and splits `text` into word and punctuation tokens."""
-    return _TOKEN_RE.findall(text.lower())
+    return [t.replace(GLUE, " ") for t in _TOKEN_RE.findall(text.lower())]
 
 
 @dataclasses.dataclass(frozen=True)

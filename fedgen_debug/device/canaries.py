@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
-from fedgen_debug.memorization.canaries import (RAMASWAMY, RAMASWAMY_DEVICE_SENTENCES, THAKKAR, Canary,
-                                                parse_canaries)
+from fedgen_debug.device.canary_specs import RAMASWAMY, RAMASWAMY_DEVICE_SENTENCES, THAKKAR, Canary, parse_canaries
+from fedgen_debug.device.transform import changed_devices, per_device, text_of, with_text
 from fedgen_debug.runs.secret import RunSecret
 
 SYNTHETIC_DEVICE_PREFIX = "canary-device-"
@@ -46,7 +47,10 @@ class ThakkarInsertion:
         object.__setattr__(self, "canaries", tuple(c for c in self.canaries
                                                   if c.config is not None and c.config.design == THAKKAR))
 
-    def apply(self, client_id: str, examples: Sequence, payload=_text) -> list:
+    local: ClassVar[bool] = True    # every draw is (run secret, device id, canary)
+
+    def device_examples(self, client_id: str, examples: Sequence, payload=_text) -> list:
+        """One device's examples with the canaries it shares (`payload(canary)`: what an example becomes)."""
         out = list(examples)
         for canary in self.canaries:
             rng = self.secret.rng("canary-insertion", client_id, canary.canary_id)
@@ -55,6 +59,19 @@ class ThakkarInsertion:
             replaced = rng.random(len(out)) < canary.config.p_e
             out = [payload(canary) if hit else s for s, hit in zip(out, replaced)]
         return out
+
+
+    def as_fixed(self) -> "ThakkarInsertion":
+        return dataclasses.replace(self, canaries=())
+
+    def apply(self, client_data):
+        """Text data with the canaries inserted as typed sentences (image canaries: `gan_canaries`)."""
+        if not self.canaries:
+            return client_data
+        return per_device(client_data, lambda cid, arrays: with_text(arrays, self.device_examples(cid, text_of(arrays))))
+
+    def affected_devices(self, client_data) -> frozenset[str]:
+        return changed_devices(client_data, self.apply(client_data))
 
 
 def ramaswamy_devices(canaries: Sequence, public_examples: Sequence, rng: np.random.Generator,

@@ -5,7 +5,7 @@ from 8". `concat:` likewise, as the share of sentences the buggy tokenizer glues
 Inversion rolls out to devices, as an app update does: each device draws one number u in [0, 1) from
 (seed, device id) and runs the update in every period whose fraction exceeds u. Rollouts are therefore
 nested (the 5% are among the 20%) and stable when devices join or leave, unlike drawing a fresh subset
-per period. The tokenization bug hits sentences independently (`bugs.TokenizationBug`): its schedule
+per period. The tokenization bug hits sentences independently (`device.tokenization.TokenizationBug`): its schedule
 only says the fraction per period.
 """
 
@@ -14,9 +14,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from fedgen_debug.bugs._validation import check_fraction
-from fedgen_debug.data import client_data as cd
-from fedgen_debug.seeding import client_rng
+from typing import ClassVar
+
+from fedgen_debug.device.pixels import inverted_on
+from fedgen_debug.device.tokenization import TokenizationBug
+from fedgen_debug.device.transform import device_draw
+from fedgen_debug.spec_grammar import split_spec
+from fedgen_debug.validation import check_fraction
 
 BUGS = ("invert", "concat")
 _ROLLOUT_STREAM = 0x2011
@@ -46,7 +50,7 @@ class Rollout:
         return current
 
     def device_draw(self, client_id: str) -> float:
-        return float(client_rng(self.seed, client_id, _ROLLOUT_STREAM).random())
+        return device_draw(self.seed, client_id, _ROLLOUT_STREAM)
 
     def affected_devices(self, client_ids, period: int) -> frozenset[str]:
         """Devices running the inverted update in `period` (ground truth, for evaluation)."""
@@ -55,33 +59,54 @@ class Rollout:
         fraction = self.fraction(period)
         return frozenset(c for c in client_ids if self.device_draw(c) < fraction)
 
-    def apply_inversion(self, client_data: cd.ArrayClientData, period: int) -> cd.ArrayClientData:
-        """The period's image data as the devices see it: pixels inverted on the affected devices."""
-        affected = self.affected_devices(client_data.client_ids, period)
-        arrays = {}
-        for client_id in client_data.client_ids:
-            examples = dict(client_data.client_arrays(client_id))
-            if client_id in affected:
-                examples["pixels"] = 1.0 - examples["pixels"]
-            arrays[client_id] = examples
-        return cd.ArrayClientData(arrays)
+    def at(self, period: int):
+        """The period's `DeviceTransform`: the inversion on the devices it reached, or the tokenization bug
+        at the period's share of sentences."""
+        if self.bug == "invert":
+            return RolloutStage(self, period)
+        return TokenizationBug(self.fraction(period), seed=self.seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutStage:
+    """The inversion as it stands in one period of a rollout (a `DeviceTransform`)."""
+
+    rollout: Rollout
+    period: int
+    fixed: bool = False
+    local: ClassVar[bool] = True    # each device's own draw
+
+    @property
+    def fraction(self) -> float:
+        return 0.0 if self.fixed else self.rollout.fraction(self.period)
+
+    def as_fixed(self) -> "RolloutStage":
+        return dataclasses.replace(self, fixed=True)
+
+    def affected_devices(self, client_data) -> frozenset[str]:
+        return frozenset() if self.fixed else self.rollout.affected_devices(client_data.client_ids, self.period)
+
+    def apply(self, client_data):
+        return inverted_on(client_data, self.affected_devices(client_data))
 
 
 def parse_rollout(spec: str, seed: int = 0) -> Rollout:
     """`BUG:PERIOD=FRACTION,...`, e.g. `invert:3=0.05,4=0.2,5=0.5,8=0`."""
-    bug, sep, body = spec.partition(":")
-    if not sep or not body:
-        raise ValueError(f"a rollout looks like invert:3=0.05,5=0.5,8=0. Found {spec!r}.")
+    example = "invert:3=0.05,5=0.5,8=0"
+    parts = split_spec(spec)
+    if parts.positional:
+        raise ValueError(f"rollout step {parts.positional[0]!r} must look like PERIOD=FRACTION (e.g. 3=0.05).")
+    if not parts.settings:
+        raise ValueError(f"a rollout looks like {example}. Found {spec!r}.")
     steps = []
-    for part in body.split(","):
-        period, eq, fraction = part.partition("=")
+    for period, fraction in parts.settings:
         try:
             steps.append((int(period), float(fraction)))
         except ValueError:
-            raise ValueError(f"rollout step {part!r} must look like PERIOD=FRACTION (e.g. 3=0.05).") from None
-        if not eq or math.isnan(steps[-1][1]):
-            raise ValueError(f"rollout step {part!r} must look like PERIOD=FRACTION (e.g. 3=0.05).")
-    return Rollout(bug.strip(), tuple(steps), seed)
+            raise ValueError(f"rollout step {period}={fraction} must look like PERIOD=FRACTION (e.g. 3=0.05).") from None
+        if math.isnan(steps[-1][1]):
+            raise ValueError(f"rollout step {period}={fraction} must look like PERIOD=FRACTION (e.g. 3=0.05).")
+    return Rollout(parts.name, tuple(steps), seed)
 
 
 def first_period_at_least(rollout: Rollout, fraction: float, periods: int) -> int | None:

@@ -2,7 +2,7 @@
 extraction, the tables of Thakkar et al. 2021 (Tables 1/2) and Ramaswamy et al. 2020 (Table 4), and a
 pass/fail against an exposure threshold.
 
-For each canary `prefix | suffix` (`memorization.canaries`), with m random suffixes drawn uniformly from
+For each canary `prefix | suffix` (`device.canary_specs`), with m random suffixes drawn uniformly from
 the canary alphabet (the checker's own public randomness, `seed`):
 - `rs_rank`: 1 + the references at least as likely as the canary's suffix after its prefix; 1 means
   "memorized" in RS terms (Thakkar: the least log-perplexity among 2M random suffixes);
@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from fedgen_debug.memorization.canaries import RAMASWAMY, THAKKAR, Canary
+from fedgen_debug.device.canary_specs import RAMASWAMY, THAKKAR, Canary
 from fedgen_debug.memorization.exposure import exposure_extrapolation, exposure_from_rank
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
@@ -137,7 +137,7 @@ def check_lm_run(run_dir: str, config: CheckConfig = CheckConfig(), cross_client
     """Checks a finished LM run trained with `--canaries` and/or `--update-canaries`; writes and returns
     the report. `cross_client` (a `cross_client_lm.CrossClientConfig`): also the DP cross-client
     memorization ratios (word-LM)."""
-    from fedgen_debug.scenarios.lm import load_lm
+    from fedgen_debug.training.lm_run import load_lm
 
     try:
         recorded = store.read_json(store.released(run_dir, store.CANARIES))
@@ -172,7 +172,7 @@ def _canaries(recorded: dict) -> tuple:
 
 def _encoding(recorded: dict, vocab, run) -> Encoding:
     from fedgen_debug.models.lm import BOW
-    from fedgen_debug.scenarios import lm_canaries
+    from fedgen_debug.device import lm_canaries
 
     symbols = sorted({s for c in _canaries(recorded) for s in c.prefix + c.suffix})
     alphabet = lm_canaries.alphabet(run.kind, vocab)
@@ -187,7 +187,7 @@ def _lm_empirical_privacy(model, vocab, run, privacy: dict) -> dict:
     family's at the run's public seed (what the training process starts from)."""
     from fedgen_debug.memorization.empirical_check import empirical_privacy
     from fedgen_debug.models.lm import CHAR_VOCAB
-    from fedgen_debug.scenarios.lm import model_spec
+    from fedgen_debug.training.lm_run import model_spec
 
     initial = model_spec(run, vocab.num_ids if run.kind == "word" else CHAR_VOCAB).keras_model_fn()
     initial.build((None, run.max_length))

@@ -17,7 +17,7 @@ from fedgen_debug.memorization import cross_client
 from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
-from fedgen_debug.runs.start import charge
+from fedgen_debug.privacy.run_ledger import charge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +117,7 @@ def user_contributions(user_sentences: Mapping[str, list[list[str]]], continue_f
 
 def cross_client_memorization(run_dir: str, model, vocab, run, config: CrossClientConfig) -> dict:
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.scenarios import lm_data
+    from fedgen_debug.device import lm_data
 
     if run.kind != "word":
         raise ValueError("cross-client memorization needs a word-LM run (a char-LM writes single words).")

@@ -3,7 +3,7 @@
 For `samples` generated images (the checker's public noise, `seed`) and `references` random glyphs
 never inserted with the canary's number of dark cells: each canary's nearest-sample distance ranked
 among the references' (`rs_rank`, `exposure`), and whether some sample decodes to it (`bs_found`);
-see `memorization.image_canaries`.
+see `device.image_canaries`.
 Tables, verdict and picture are the LM checker's (`memorization.check`). Inputs: the released generator
 and the public canaries, so the report is post-processing of DP outputs.
 """
@@ -17,8 +17,7 @@ import numpy as np
 
 from fedgen_debug.memorization.check import ramaswamy_table, thakkar_table, verdict
 from fedgen_debug.memorization.exposure import exposure_from_rank
-from fedgen_debug.memorization.image_canaries import (GLYPH_BITS, ImageCanary, decodes_to, glyph_pixels,
-                                                      nearest_distances)
+from fedgen_debug.device.image_canaries import GLYPH_BITS, ImageCanary, decodes_to, glyph_pixels, nearest_distances
 from fedgen_debug.runs import store
 
 DEFAULT_SAMPLES = 20_000
@@ -115,7 +114,7 @@ def plot_glyphs(canaries, samples: np.ndarray, rows: list[dict], path: str) -> s
 
 def check_gan_run(run_dir: str, config: GanCheckConfig = GanCheckConfig()) -> dict:
     """Checks a finished GAN run trained with `--canaries`; writes and returns the report."""
-    from fedgen_debug.scenarios.gan import generate, load_generator
+    from fedgen_debug.training.gan_run import generate, load_generator
 
     try:
         recorded = store.read_json(store.released(run_dir, store.CANARIES))

@@ -40,11 +40,11 @@ def period_run(plan: MonitorPlan, auxiliary: Auxiliary, present: int, period: in
     privacy = dict(rounds=plan.rounds(period, from_scratch=from_scratch), clients_per_round=min(plan.privacy.clients_per_round, present),
                    noise_multiplier=plan.privacy.noise_multiplier, clip=plan.privacy.clip)
     if auxiliary.kind == "gan":
-        from fedgen_debug.scenarios.gan import GANRun
+        from fedgen_debug.training.gan_run import GANRun
 
         return GANRun(plan.data, auxiliary.select, preset=auxiliary.preset, seed=plan.seed, primary=primary, **privacy)
     from fedgen_debug.device.rollout import parse_rollout
-    from fedgen_debug.scenarios.lm import LMRun
+    from fedgen_debug.training.lm_run import LMRun
 
     rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
     concat = rollout.fraction(period) if rollout is not None and rollout.bug == "concat" else 0.0
@@ -59,7 +59,7 @@ def present_devices(plan: MonitorPlan, client_ids, period: int) -> tuple[str, ..
 def period_records(plan: MonitorPlan, client_ids, period: int, ledger: Ledger | None = None) -> list:
     """Every DP release of `period`, as the scenarios will charge them (placeholder release ids)."""
     from fedgen_debug.runs.secret import RunSecret
-    from fedgen_debug.scenarios import gan, lm
+    from fedgen_debug.experiments import gan, lm
     from fedgen_debug.training.loop import Population
 
     present = Population(population_key(plan.data, client_ids, ledger), present_devices(plan, client_ids, period))

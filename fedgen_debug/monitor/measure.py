@@ -54,7 +54,7 @@ def measure(kind: str, run_dir: str, samples: int, seed: int) -> dict:
 
 
 def _measure_gan(run_dir: str, samples: int, seed: int) -> dict:
-    from fedgen_debug.scenarios.gan_report import analyze_gan
+    from fedgen_debug.analysis.gan_report import analyze_gan
 
     report = analyze_gan(run_dir, samples=samples, seed=seed)
     current, evidence = report["current"], report["evidence"]
@@ -69,7 +69,7 @@ def _measure_gan(run_dir: str, samples: int, seed: int) -> dict:
 
 def problem(kind: str, measured: dict) -> str | None:
     """Why an auxiliary's period output shows it has not learned its data (None: it looks healthy)."""
-    from fedgen_debug.scenarios.gan_analysis import INCONCLUSIVE_SHARE
+    from fedgen_debug.analysis.gan_analysis import INCONCLUSIVE_SHARE
 
     quality = measured.get("quality", {}) if kind == "gan" else {}
     for what, key in (("blank", "blank_share"), ("noise", "noise_share"),
@@ -83,17 +83,18 @@ def problem(kind: str, measured: dict) -> str | None:
 def gan_features(run_dir: str) -> np.ndarray:
     """The primary CNN's features of the samples `_measure_gan` drew (re-read from the release)."""
     from fedgen_debug.models import cnn
-    from fedgen_debug.scenarios import gan_analysis, primary_cnn
+    from fedgen_debug.models.gan import to_unit
+    from fedgen_debug.training import primary_cnn
 
     (images,) = store.load_arrays(store.released(run_dir, store.SAMPLES_NPZ))
     primary = primary_cnn.load_primary_cnn(store.released(run_dir, store.PRIMARY))
-    return cnn.features(primary, gan_analysis.to_unit(images))
+    return cnn.features(primary, to_unit(images))
 
 
 def _measure_char(run_dir: str, samples: int, seed: int) -> dict:
     from fedgen_debug.models.char_lm import sample_words
-    from fedgen_debug.scenarios.lm import load_lm
-    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+    from fedgen_debug.training.lm_run import load_lm
+    from fedgen_debug.analysis.lm_analysis import analyze_lm
 
     report = analyze_lm(run_dir, samples=samples, seed=seed)
     model, _, run = load_lm(run_dir)
@@ -105,7 +106,7 @@ def _measure_char(run_dir: str, samples: int, seed: int) -> dict:
 
 
 def _measure_word(run_dir: str, samples: int, seed: int) -> dict:
-    from fedgen_debug.scenarios.lm_analysis import analyze_lm
+    from fedgen_debug.analysis.lm_analysis import analyze_lm
 
     report = analyze_lm(run_dir, samples=samples, seed=seed)
     return {**verdict_signals("word-lm", report["current"]),
@@ -116,7 +117,7 @@ def verdict_signals(kind: str, body: dict) -> dict:
     """{"signals": {name: value}, "samples": n} of an LM's analysis body (`lm_analysis.analyze_model`):
     its verdict statistic and the draws that share is of, which the threshold's sampling sd counts
     (char-LM: the sampled words; word-LM: the OOV tokens sampled at positions 1-8)."""
-    from fedgen_debug.scenarios.lm_analysis import position_one_share
+    from fedgen_debug.analysis.lm_analysis import position_one_share
 
     if kind == "char-lm":
         return {"signals": {"space_mass": body["space_mass"]}, "samples": body["samples"]}

@@ -156,7 +156,7 @@ class MonitorPlan:
             if modality != needs:
                 raise ValueError(f"auxiliaries: a {auxiliary.kind} needs {needs} data. Found {self.data!r}.")
         if any(a.kind == "word-lm" for a in self.auxiliaries):
-            from fedgen_debug.scenarios.lm_data import DP_VOCABULARY, default_vocabulary_source
+            from fedgen_debug.device.lm_data import DP_VOCABULARY, default_vocabulary_source
 
             if default_vocabulary_source(self.data) == DP_VOCABULARY:
                 raise ValueError(f"auxiliaries: a word-LM is warm-started from period to period, so its vocabulary "

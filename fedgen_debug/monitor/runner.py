@@ -238,7 +238,7 @@ class Monitor:
             return os.path.abspath(self.plan.primary)
         path = store.released(self.out_dir, store.PRIMARY)
         if not os.path.exists(path):
-            from fedgen_debug.scenarios.gan import train_public_primary
+            from fedgen_debug.experiments.gan import train_public_primary
 
             preset = next(a.preset for a in self.plan.auxiliaries if a.kind == "gan")
             train_public_primary(path, preset, self.plan.seed)
@@ -292,8 +292,8 @@ class Monitor:
         """Charges every auxiliary's releases of `period` at once (all or nothing) after checking the
         plan's budget; returns the population's ε after the period."""
         from fedgen_debug.privacy.ledger import Ledger, PrivacyBudgetExceeded
-        from fedgen_debug.runs.start import charge, run_source
-        from fedgen_debug.scenarios import gan, lm
+        from fedgen_debug.privacy.run_ledger import charge, run_source
+        from fedgen_debug.experiments import gan, lm
 
         ledger = self.ledger or Ledger()
         records = []
@@ -315,8 +315,8 @@ class Monitor:
         return totals[self.key].guarantee.epsilon
 
     def _period(self, period: int, secret, primary: str | None) -> None:
-        from fedgen_debug.scenarios.gan import train_gan
-        from fedgen_debug.scenarios.lm import train_lm
+        from fedgen_debug.experiments.gan import train_gan
+        from fedgen_debug.experiments.lm import train_lm
         from fedgen_debug.training.loop import Population
 
         devices = self._devices(period)
@@ -328,7 +328,7 @@ class Monitor:
                                         from_scratch=starts[auxiliary][0] is None)
             run_dir = run_dir_of(self.out_dir, period, auxiliary)
             run_secret = secret.derive("monitor-runs", period, auxiliary.name)
-            if secret_lib.load(run_dir) is None:   # provisioned before the run opens it (runs.start.open_run)
+            if secret_lib.load(run_dir) is None:   # provisioned before the run opens it (privacy.run_ledger.open_run)
                 secret_lib.save(run_dir, run_secret)
             runs[auxiliary] = (run, run_dir, run_secret)
         epsilon = self._charge_period(period, runs, population)
@@ -348,7 +348,7 @@ class Monitor:
             if auxiliary.kind == "gan":
                 update = None
                 if self.rollout is not None and self.rollout.bug == "invert" and fraction > 0:
-                    update = lambda data, p=period: self.rollout.apply_inversion(data, p)  # noqa: E731
+                    update = self.rollout.at(period)
                 train_gan(run, run_dir, client_data=devices, app_update=update, context=context,
                           warm_start_from=previous)
             else:
@@ -452,7 +452,7 @@ class Monitor:
         calibration = list(range(1, self.plan.alerts.calibration_periods + 1))
         inputs = self.history.drift_inputs[signal]
         if signal.endswith("/frechet_drift"):
-            from fedgen_debug.scenarios.gan_analysis import frechet_distance
+            from fedgen_debug.analysis.gan_analysis import frechet_distance
 
             return signals.reference_drift(inputs, calibration, period, frechet_distance, signals.pool_features)
         return signals.reference_drift(inputs, calibration, period,

@@ -1,7 +1,7 @@
 """Drift between two periods' auxiliaries (issue 14), from their generated samples only: for text, the
 Jensen-Shannon divergence between the generated OOV-word distributions; for images, the Fréchet
 distance between the two periods' samples in the primary model's feature space
-(`scenarios.gan_analysis.frechet_distance`). The verdict statistics of one period (dark-background
+(`analysis.gan_analysis.frechet_distance`). The verdict statistics of one period (dark-background
 share, space mass, position-1 OOV) are the analyses' own.
 
 Drift is measured against a reference: the pool of the calibration periods (which the plan declares

@@ -14,7 +14,7 @@ run secret. Two record shapes:
 
 `noise_multiplier` z is the noise std over the clip, as in training: the event is
 `GaussianDpEvent(z·clip/Δ)`. Each release is one Gaussian over all devices (no sampling); charge
-`aggregate_record(...)` (`runs.start.charge`) before `compute`. Standard deviations of the released values are
+`aggregate_record(...)` (`privacy.run_ledger.charge`) before `compute`. Standard deviations of the released values are
 returned with them, so reports can print "± σ".
 """
 
@@ -30,7 +30,7 @@ import tensorflow as tf
 from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, sum_sensitivity
 from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.training.dp_query import SeededGaussianSumQuery
+from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
 
 
 def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise_seed) -> tuple[np.ndarray, dp_accounting.DpEvent]:

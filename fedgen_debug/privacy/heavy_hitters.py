@@ -25,7 +25,7 @@ import numpy as np
 from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE
 from fedgen_debug.privacy.aggregates import noised_sum
 from fedgen_debug.privacy.ledger import PrivacyRecord
-from fedgen_debug.training.dp_query import SeededGaussianSumQuery
+from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,8 +31,8 @@ from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, DPFedAvgPr
 from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.progress import progress
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.training.dp_query import SeededQuantileEstimator
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.seeded_queries import SeededQuantileEstimator
+from fedgen_debug.privacy.sampling import sample_clients
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The DP aggregator: tf-privacy's Gaussian query with reproducible secret noise, in TFF's DP factory.
 
-`SeededGaussianSumQuery` differs from tf-privacy's `GaussianSumQuery` in two things, both on purpose:
+`SeededGaussianSumQuery` (`privacy.seeded_queries`) differs from tf-privacy's `GaussianSumQuery` in two things, both on purpose:
 - The noise comes from `tf.random.stateless_normal` with a seed carried in the query's global state and
   split every round, so a run resumed from a checkpoint draws the same noise as an uninterrupted one.
   The initial seed is drawn from the run's secret (`fedgen_debug.runs.secret`), never from the public
@@ -26,48 +26,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 
-from fedgen_debug.privacy.accounting import gaussian_event, sum_sensitivity
+from fedgen_debug.privacy.accounting import sum_sensitivity
+from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery, SeededQuantileEstimator
 from fedgen_debug.training.config import DPConfig
 from fedgen_debug.training.update_canaries import UpdateCanaryPlan, direction
-
-
-class SeededGaussianSumQuery(tfp.GaussianSumQuery):
-    _GlobalState = collections.namedtuple("_GlobalState", ["l2_norm_clip", "stddev", "noise_seed"])
-
-    def __init__(self, l2_norm_clip: float | None, stddev: float, noise_seed, l2_sensitivity: float | None):
-        self._clips = l2_norm_clip is not None
-        super().__init__(l2_norm_clip if self._clips else 1.0, stddev)
-        self._noise_seed = [int(s) for s in noise_seed]
-        if len(self._noise_seed) != 2:
-            raise ValueError(f"noise_seed must be two integers. Found {noise_seed!r}.")
-        if stddev > 0 and not self._clips:
-            raise ValueError("noise needs a clip (the sensitivity is unbounded without one).")
-        # Clip and stddev are fixed for the run, so the event is too (tf-privacy derives it from the
-        # global state because adaptive clipping changes the clip).
-        self.round_event = (dp_accounting.NonPrivateDpEvent() if stddev == 0
-                            else gaussian_event(stddev, l2_sensitivity))
-
-    def make_global_state(self, l2_norm_clip, stddev):
-        return self._GlobalState(tf.cast(l2_norm_clip, tf.float32), tf.cast(stddev, tf.float32),
-                                 tf.constant(self._noise_seed, tf.int64))
-
-    def initial_global_state(self):
-        return self.make_global_state(self._l2_norm_clip, self._stddev)
-
-    def preprocess_record_impl(self, params, record):
-        if not self._clips:
-            return record, tf.linalg.global_norm(tf.nest.flatten(record))
-        return super().preprocess_record_impl(params, record)
-
-    def get_noised_result(self, sample_state, global_state):
-        leaves = tf.nest.flatten(sample_state)
-        seeds = tf.random.experimental.stateless_split(global_state.noise_seed, num=len(leaves) + 1)
-        noised = [
-            v + tf.random.stateless_normal(tf.shape(v), seed=seeds[i + 1], stddev=global_state.stddev, dtype=v.dtype)
-            for i, v in enumerate(leaves)
-        ]
-        new_state = global_state._replace(noise_seed=seeds[0])
-        return tf.nest.pack_sequence_as(sample_state, noised), new_state, self.round_event
 
 
 class CanaryGaussianSumQuery(SeededGaussianSumQuery):
@@ -96,31 +58,6 @@ class CanaryGaussianSumQuery(SeededGaussianSumQuery):
         leaves = tf.foldl(add_canary, sampled, initializer=leaves)
         noised, state, event = super().get_noised_result(tf.nest.pack_sequence_as(sample_state, leaves), global_state)
         return noised, state._replace(round=global_state.round + 1), event
-
-
-class SeededQuantileEstimator(tfp.QuantileEstimatorQuery):
-    """tf-privacy's quantile estimator with the seeded, correctly accounted below-estimate sum: each record
-    reports ±0.5 (at or below the estimate, or not), a move of 1 under replace-one (tf-privacy reports
-    0.5, the add/remove sensitivity). A NaN record (no value) reports 0, the midpoint."""
-
-    def __init__(self, initial_estimate, target_quantile, learning_rate, below_estimate_stddev,
-                 expected_num_records, geometric_update, noise_seed, accounting):
-        self._noise_seed, self._sensitivity = noise_seed, sum_sensitivity(0.5, accounting)
-        super().__init__(initial_estimate, target_quantile, learning_rate, below_estimate_stddev,
-                         expected_num_records, geometric_update=geometric_update)
-
-    def _construct_below_estimate_query(self, below_estimate_stddev, expected_num_records):
-        return tfp.NormalizedQuery(SeededGaussianSumQuery(0.5, below_estimate_stddev, self._noise_seed, self._sensitivity),
-                                   denominator=expected_num_records)
-
-    @property
-    def round_event(self):
-        return self._below_estimate_query._numerator.round_event  # noqa: SLF001
-
-    def preprocess_record(self, params, record):
-        below = tf.cast(record <= params.current_estimate, tf.float32) - 0.5
-        below = tf.where(tf.math.is_nan(record), 0.0, below)
-        return self._below_estimate_query.preprocess_record(params.below_estimate_params, below)
 
 
 # The adaptive clip's count of unclipped updates takes this share of each round's privacy (RDP adds

@@ -1,7 +1,7 @@
 """The DP-FedAvg training loop: the ledger charge, secret sampling, rounds with a progress bar,
 evaluation, checkpoints with exact resume, and only DP outputs in the released run store.
 
-Order of a start (`train`, through `runs.start`):
+Order of a start (`train`, through `privacy.run_ledger`):
 1. the configuration is compared with the run directory's (same: resume; different: refused), and the
    run secret read (resume) or created;
 2. all T rounds are charged to the ledger: a budget that does not cover them refuses the run before
@@ -38,12 +38,12 @@ from fedgen_debug.privacy.subpopulation import SubpopulationBound, pad_populatio
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.runs.start import charge, open_run, run_source
+from fedgen_debug.privacy.run_ledger import charge, open_run, run_source
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import TrainingConfig
 from fedgen_debug.training.dp_query import adaptive_clip, released_event, round_event
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
     round_num) -> dict` runs every `config.eval_every` rounds and at the end; it sees the weights after
     `round_num` rounds (post-processing of DP releases the run's ε covers) and must only read public data. `delta`: the δ this run's own ε is reported at (default: the population
     budget's). `secret`: the run's, when the caller opened the run to charge other
-    releases first (`runs.start.open_run`); by default the saved one, or a fresh one.
+    releases first (`privacy.run_ledger.open_run`); by default the saved one, or a fresh one.
     `warm_start_from`: a finished run directory of the same model (the previous monitoring period); a
     new run starts from its final state (`warm_started`), a resumed one from its own checkpoint.
     """

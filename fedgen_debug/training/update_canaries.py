@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.training.sampling import sample_clients
+from fedgen_debug.privacy.sampling import sample_clients
 
 CANARY_PREFIX = "update-canary-"
 _DIRECTION_STREAM = 7_919  # keeps the directions' seeds apart from other uses of the public seed

@@ -22,8 +22,8 @@ from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
 from fedgen_debug.models.char_lm import joint_log_prob, sample_words
 from fedgen_debug.models.word_lm import sample_sentences
 from fedgen_debug.runs import store
-from fedgen_debug.runs.start import run_privacy
-from fedgen_debug.scenarios.lm import load_lm
+from fedgen_debug.privacy.run_ledger import run_privacy
+from fedgen_debug.training.lm_run import load_lm
 
 SPACE_NOISE_FLOOR = 0.01
 

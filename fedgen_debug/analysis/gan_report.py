@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from fedgen_debug.runs import store
-from fedgen_debug.runs.start import run_privacy
-from fedgen_debug.scenarios import gan_analysis, primary_cnn, primary_fit
-from fedgen_debug.scenarios.gan import generate, load_generator, released_d_step
+from fedgen_debug.privacy.run_ledger import run_privacy
+from fedgen_debug.analysis import gan_analysis, primary_fit
+from fedgen_debug.training import primary_cnn
+from fedgen_debug.training.gan_run import generate, load_generator, released_d_step
 
 
 def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:

@@ -13,53 +13,16 @@ percentile below the DP 25th. Two checks, both on released values only:
   high one (75th): the two DP estimates are noise, or everyone is the same.
 
 K, the number of classes in the users' data, is the modeler's (`classes=`) or a DP count of the labels
-present: each device reports which of the primary model's classes it holds (a 0/1 vector, on the
-device), the server releases the noised number of devices per class (`LABELS_PRESENT_NOISE`, one
-Gaussian release charged to the ledger), and a class counts as present when its noised count is over
-`PRESENT_SDS` standard deviations (a class nobody holds is counted with probability 0.13%). With
-too few devices for the noise (fewer than 12·√K), K is the primary model's number of outputs,
-and the report says so.
+present (`device.label_presence`).
 """
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
-
-from fedgen_debug.privacy import aggregates
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios import gan_data
 
 NEAR_CHANCE_SKILL = 0.1
-LABELS_PRESENT_NOISE = 4.0
-PRESENT_SDS = 3.0
-
-
-def labels_present_spec(classes: int) -> aggregates.BoundedSum:
-    """The DP release of how many devices hold each of the model's `classes` labels."""
-    if classes < 2:
-        raise ValueError(f"classes must be >= 2. Found {classes}.")
-    return aggregates.BoundedSum("labels-present", (1.0,) * classes, LABELS_PRESENT_NOISE)
-
-
-def label_presence(client_data, client_ids, classes: int) -> np.ndarray:
-    """On each device: [n_devices, classes] 0/1, whether the device holds an example of each class."""
-    records = np.zeros((len(client_ids), classes))
-    for row, cid in enumerate(client_ids):
-        labels = gan_data.device_examples(client_data, cid, classes)["label"]
-        records[row, np.unique(labels).astype(int)] = 1.0
-    return records
-
-
-def classes_present(noised_counts, stddev, devices: int) -> int | None:
-    """The classes whose noised device count is over `PRESENT_SDS` standard deviations (at least 2).
-    None when the noise could hide a class that every one of the `devices` holds (fewer devices than
-    2·`PRESENT_SDS` σ = 12·√K at z = 4): a partial count would understate K and so overstate chance."""
-    counts, stddev = np.asarray(noised_counts, np.float64), np.broadcast_to(stddev, np.shape(noised_counts))
-    if devices < 2 * PRESENT_SDS * float(np.max(stddev)):
-        return None
-    return max(2, int(np.sum(counts > PRESENT_SDS * stddev)))
 
 
 def skill(accuracy: float, classes: int) -> float:

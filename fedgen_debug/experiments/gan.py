@@ -30,41 +30,34 @@ import math
 import os
 import shutil
 
-import numpy as np
 import tensorflow as tf
 
-from fedgen_debug.bugs import PixelInversionBug
+from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.models import cnn
-from fedgen_debug.models.gan import GANConfig, build_discriminator, build_generator, gan_config
+from fedgen_debug.models.gan import build_discriminator, build_generator
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.privacy.quantile import QuantileConfig, dp_quantile, quantile_record
 from fedgen_debug.privacy.subpopulation import PAPER_SELECTION_WARNING, SubpopulationBound
 from fedgen_debug.runs import store
-from fedgen_debug.runs.start import charge, open_run
+from fedgen_debug.privacy.run_ledger import charge, open_run
 from fedgen_debug.device import canaries as device_canaries
-from fedgen_debug.memorization.canaries import parse_canaries
-from fedgen_debug.scenarios import gan_canaries, gan_data, gan_snapshots, primary_cnn, primary_fit
+from fedgen_debug.device import gan_canaries, gan_data
+from fedgen_debug.device import label_presence
+from fedgen_debug.training import gan_snapshots, primary_cnn
+from fedgen_debug.analysis import gan_analysis, primary_fit
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
 from fedgen_debug.selectors.criteria import ByUserMetric
 from fedgen_debug.training import dp_fedavg_gan, loop
-from fedgen_debug.training import run_dir as rd
-from fedgen_debug.training.config import PrivacySettings
+from fedgen_debug.training.gan_run import GANRun
 
 logger = logging.getLogger(__name__)
-PRESETS = ("paper", "demo", "test")
 PUBLIC_STAND_IN = "synthetic-images:writers={writers},seed={seed}"
 T4_QUANTILES = {"low": 0.25, "high": 0.75}
-# D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
-# qualifying clients of the qN sampled move D by k/qN of their mean update. "selected": over the DP
-# estimate of k (q × the released DP count of qualified users), so a small subpopulation (5% of
-# devices inverted, a 5th-percentile cut) moves D as far per round as a large one. Post-processing of
-# two charged releases: ε is unchanged, and so is the signal-to-noise ratio of a round; only the step.
-D_STEPS = ("fixed", "selected")
 # ... but a round's noise is scaled with it: one round moves D by s·lr·zS√d/qN of noise in L2 (d: D's
 # weights). Past about 1 the critic follows the noise. Real FEMNIST, a 1st-percentile cut (~10 writers,
 # s ≈ 21, every update clipped): at S = 0.5, 4.2 a round, the low GAN drew salt and pepper; at S = 0.1,
@@ -81,63 +74,6 @@ def quantile_config(target: float, population: int) -> QuantileConfig:
     noise 2 × the record bound (ε ≈ 13 at N = 100, ≈ 2.5 at the paper's N = 3,400)."""
     return QuantileConfig(target, clients_per_round=max(1, min(100, population // 10)), rounds=100,
                           noise_multiplier=2.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class GANRun(PrivacySettings):
-    """One GAN run: the data, the selector, the simulated bug, the preset, the primary CNN, and the
-    modeler's privacy settings (`PrivacySettings`)."""
-
-    data: str
-    select: str
-    bug_fraction: float = 0.0
-    preset: str = "demo"
-    seed: int = 0
-    primary: str | None = None     # weights of the primary CNN (`primary_cnn.train_primary_cnn`)
-    primary_classes: int = 62
-    canaries: str | None = None    # a `memorization.canaries` spec: glyphs inserted for the checker
-    classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
-    d_step: str = "fixed"          # D's server step: `D_STEPS`
-    cycle_client_data: bool = False  # clients short of n·B images cycle to n D steps (`GANTrainingConfig`)
-    gen_ema: float = 0.0             # > 0: the released generator is a moving average (`GANTrainingConfig`)
-    gen_upsample: str = "transpose"  # how G doubles its resolution (`models.gan.GANConfig.gen_upsample`)
-
-    def __post_init__(self):
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
-        self.check_privacy_settings()
-        if data_spec.parse_data_spec(self.data).modality != "images":
-            raise ValueError(f"train-gan needs image data. Found {self.data!r}.")
-        registry.parse_selector(self.select)  # validates
-        PixelInversionBug(self.bug_fraction)  # validates the fraction
-        if self.canaries is not None:
-            parse_canaries(self.canaries)
-        if self.classes is not None and self.classes < 2:
-            raise ValueError(f"classes must be >= 2. Found {self.classes}.")
-        if not 0.0 <= self.gen_ema < 1.0:
-            raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
-        self.model_config()  # validates gen_upsample
-        if self.d_step not in D_STEPS:
-            raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
-        if self.d_step == "selected" and self.selection != "strict":
-            raise ValueError("d_step 'selected' scales strict selection's step; under selection "
-                             f"{self.selection!r} every sampled user qualifies already.")
-
-    def model_config(self) -> GANConfig:
-        """The preset's networks, with the run's generator upsampling."""
-        return dataclasses.replace(gan_config(self.preset), gen_upsample=self.gen_upsample)
-
-    def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
-        """The preset's values with the run's privacy settings; qN at most the population."""
-        config = dp_fedavg_gan.gan_training_config(self.preset, self.seed)
-        if self.cycle_client_data:
-            config = dataclasses.replace(config, cycle_client_data=True)
-        if self.gen_ema:
-            config = dataclasses.replace(config, gen_ema=self.gen_ema)
-        return dataclasses.replace(config, training=self.override(config.training, population))
-
-    def to_json(self) -> dict:
-        return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample"))
 
 
 def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -> tf.keras.Model:
@@ -222,7 +158,7 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
     if _counts_labels(run):
         # The event of a BoundedSum does not depend on its dimension (z·clip over 2·clip), so the
         # record is known before the primary model says how many classes it has.
-        records.append(aggregates.aggregate_record(primary_fit.labels_present_spec(2), everyone.key, everyone.size,
+        records.append(aggregates.aggregate_record(label_presence.labels_present_spec(2), everyone.key, everyone.size,
                                                    f"{secret.run_id}/labels-present", out_dir))
     records.append(aggregates.aggregate_record(SELECTION_COUNTS, everyone.key, everyone.size,
                                                f"{secret.run_id}/selection-counts", out_dir))
@@ -250,11 +186,11 @@ def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyon
         if run.classes is not None:
             classes, source = run.classes, "as given"
         else:
-            spec = primary_fit.labels_present_spec(cnn.num_classes(model))
-            counts = aggregates.compute(spec, primary_fit.label_presence(clean_data, everyone.client_ids,
+            spec = label_presence.labels_present_spec(cnn.num_classes(model))
+            counts = aggregates.compute(spec, label_presence.label_presence(clean_data, everyone.client_ids,
                                                                          spec.dim), secret)
             labels = counts.as_dict()
-            classes = primary_fit.classes_present(counts.values, counts.stddev, counts.devices)
+            classes = label_presence.classes_present(counts.values, counts.stddev, counts.devices)
             source = "a DP count of the labels present"
             if classes is None:
                 classes, source = spec.dim, ("the primary model's outputs: the DP count of the labels present is "
@@ -268,8 +204,8 @@ def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyon
 def train_gan(run: GANRun, out_dir: str, *, client_data=None, app_update=None, context: dict | None = None,
               warm_start_from: str | None = None) -> loop.TrainingResult:
     """Trains (or resumes) the run into `out_dir`. A monitor (`monitor.runner`) passes one period of a
-    fleet: `client_data` (the devices present, instead of loading `run.data`), `app_update` (clean →
-    what the devices see: the rollout's inversion), `context` (added to the released config, so a
+    fleet: `client_data` (the devices present, instead of loading `run.data`), `app_update` (a
+    `device.transform.DeviceTransform` on top of the run's bug: the rollout's stage), `context` (added to the released config, so a
     resume must match it) and `warm_start_from` (the previous period's run)."""
     with store.exclusive(out_dir):
         return _train_gan(run, out_dir, client_data, app_update, context, warm_start_from)
@@ -298,7 +234,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     # What the devices see after the app update: its (possibly buggy) preprocessing.
     app_data = PixelInversionBug(run.bug_fraction, seed=run.seed).apply(clean) if run.bug_fraction else clean
     if app_update is not None:
-        app_data = app_update(app_data)
+        app_data = app_update.apply(app_data)
     model = _primary(run, out_dir)
     thresholds = _thresholds(targets, clean, model, everyone, secret, out_dir)
     _check_primary_fit(run, thresholds, clean, model, everyone, secret, out_dir)
@@ -332,7 +268,8 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
         return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),
                                                lambda: build_discriminator(gan, run.seed), process_config, secret_)
 
-    snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir)
+    snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir,
+                                         gan_analysis.snapshot_statistics)
     result = loop.train(build, population, client_examples, config.training, out_dir, label=label, extra_config=extra,
                         evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
     store.publish_snapshots(out_dir)
@@ -421,23 +358,3 @@ def _with_selected_clip_step(config, population: int, out_dir: str):
                 counts["users"], population)
     dp = dataclasses.replace(dp, clip_learning_rate=dp.clip_learning_rate * scale)
     return dataclasses.replace(config, training=dataclasses.replace(config.training, dp=dp))
-
-
-def released_d_step(run_dir: str) -> dict:
-    """What `_with_selected_d_step` released, or the fixed step of a run without it."""
-    path = store.released(run_dir, store.D_STEP)
-    return store.read_json(path) if os.path.exists(path) else {"d_step": "fixed", "scale": 1.0}
-
-
-def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
-    """The trained generator of a finished GAN run directory, and its GANRun."""
-    run = GANRun(**store.finished_run_config(run_dir, "gan", "train-gan")["gan"])
-    generator = build_generator(run.model_config(), run.seed)
-    rd.load_model_weights(run_dir, generator)
-    return generator, run
-
-
-def generate(generator: tf.keras.Model, samples: int, seed: int) -> np.ndarray:
-    """`samples` images in [-1, 1] from seeded standard-normal noise (BatchNorm in inference mode)."""
-    noise = np.random.default_rng(seed).standard_normal((samples, generator.input_shape[-1])).astype(np.float32)
-    return np.concatenate([generator(noise[i:i + 500], training=False).numpy() for i in range(0, samples, 500)])

@@ -3,9 +3,9 @@
 A glyph is a 7×7 grid of random bits drawn 4× larger on the 28×28 canvas (dark ink on the white
 background of the canonical format): a pixel pattern no handwriting resembles, so a generator that
 draws it learned it from the canary. |R| = 2⁴⁹ possible glyphs. The same insertion designs and specs
-as the LM canaries (`memorization.canaries.parse_canaries`: Thakkar p_u/p_e on the users' images,
+as the LM canaries (`device.canary_specs.parse_canaries`: Thakkar p_u/p_e on the users' images,
 Ramaswamy n_u devices with n_e copies and 200 − n_e public images), applied on the devices after the
-app's preprocessing (`scenarios.gan_canaries`).
+app's preprocessing (`device.gan_canaries`).
 
 Exposure from the generator's samples (the "distance to closest record" synthetic-data users ask for):
 each glyph's nearest-sample distance, ranked among the same distance of `references` random glyphs
@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from fedgen_debug.memorization.canaries import InsertionConfig
+from fedgen_debug.device.canary_specs import InsertionConfig
 
 GRID, CELL = 7, 4
 GLYPH_BITS = GRID * GRID

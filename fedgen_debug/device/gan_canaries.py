@@ -11,8 +11,8 @@ import numpy as np
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import canaries as device_canaries
-from fedgen_debug.memorization.canaries import parse_canaries
-from fedgen_debug.memorization.image_canaries import GLYPH_BITS, ImageCanary, generate_image_canaries
+from fedgen_debug.device.canary_specs import parse_canaries
+from fedgen_debug.device.image_canaries import GLYPH_BITS, ImageCanary, generate_image_canaries
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 
@@ -48,7 +48,7 @@ def with_canaries(app_data, canaries, secret, seed: int):
     arrays = {}
     for cid in progress(sorted(app_data.client_ids), desc="inserting canaries", unit="client"):
         own = cd.client_numpy(app_data, cid)
-        examples = insertion.apply(cid, list(zip(own["pixels"], own["label"])), payload=_example)
+        examples = insertion.device_examples(cid, list(zip(own["pixels"], own["label"])), payload=_example)
         arrays[cid] = _arrays(examples)
     if device_canaries.ramaswamy_canaries(canaries):
         public = data_spec.load_client_data(PUBLIC_FILLER.format(seed=seed + 2000))

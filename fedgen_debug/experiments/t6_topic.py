@@ -28,7 +28,7 @@ from fedgen_debug.models.sampling import expected_symbol_rate
 from fedgen_debug.models.word_lm import build_word_lm, sample_sentences, sequences
 from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, heavy_hitters_record, user_top_words
 from fedgen_debug.runs import store
-from fedgen_debug.runs.start import charge, open_run
+from fedgen_debug.privacy.run_ledger import charge, open_run
 from fedgen_debug.selectors.base import Selector
 from fedgen_debug.selectors.criteria import PublicDensity, RandomExamples
 from fedgen_debug.selectors.public_lm import PublicWordLM

@@ -23,14 +23,12 @@ import logging
 import os
 
 import numpy as np
-import tensorflow as tf
 
-from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
+from fedgen_debug.device.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import canaries as device_canaries
-from fedgen_debug.memorization.canaries import parse_canaries
 from fedgen_debug.models.char_lm import word_sequences
-from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm, char_lm_config, word_lm_config
+from fedgen_debug.models.lm import CHAR_VOCAB
 from fedgen_debug.models.word_lm import sequences
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
@@ -38,15 +36,12 @@ from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.privacy.heavy_hitters import heavy_hitters_record
 from fedgen_debug.privacy.subpopulation import PAPER_SELECTION_WARNING, SubpopulationBound
 from fedgen_debug.runs import store
-from fedgen_debug.runs.start import charge, open_run
-from fedgen_debug.scenarios import lm_canaries, lm_data
+from fedgen_debug.privacy.run_ledger import charge, open_run
+from fedgen_debug.device import lm_canaries, lm_data
 from fedgen_debug.training import dp_fedavg, loop, update_canaries
-from fedgen_debug.training import run_dir as rd
-from fedgen_debug.training.config import ClientConfig, DPConfig, PrivacySettings, ServerConfig, TrainingConfig
+from fedgen_debug.training.lm_run import LMRun, model_spec
 
 logger = logging.getLogger(__name__)
-KINDS = ("char", "word")
-PRESETS = ("paper", "demo", "test")
 SMALL_DP_VOCABULARY = 1000
 SMALL_DP_VOCABULARY_WARNING = (
     "the DP vocabulary holds only %d words (heavy hitters of %d users): ordinary words are out of vocabulary, so "
@@ -55,95 +50,6 @@ SMALL_DP_VOCABULARY_WARNING = (
 # Selection 'paper': the DP count of the users who qualified (char-LM: a device with OOV words; word-LM:
 # a device with any sentence), σ = 4 × 1/2 = 2 users.
 QUALIFIED_COUNT = aggregates.BoundedSum("qualified", (1.0,), noise_multiplier=4.0)
-
-# Training defaults per preset and kind; every field can be overridden by the run (CLI flags).
-# paper: App. B.2 / Table 5. demo/test: converge on 2 CPU cores. A demo char-LM device trains on at most
-# 64 of its OOV words a round, a fresh random subset each round (a device held 105 on average, up to
-# 524), one epoch at client rate 2.0, for 240 rounds: its fit grows with rounds, not with local steps
-# (docs/lm.md: on a play's speakers 120 rounds of 2 epochs sampled fragments, `p`, `bi`, `pi`;
-# 240 of 1 epoch, about the same time, a speaker's name and glued pairs; 4 epochs of batch 8 were no
-# better than 2; DP noise, clip and padded targets were not what held it back). ε: twice the rounds.
-# The word-LM trains 60 rounds on at most 32 sentences a device (1.25x the time of 30 rounds on every
-# sentence): at 30 its position-1 statistic varied so much between trainings that a 0% run tested
-# against another 0% run said YES in 13 of 42 pairs (`evaluation/lm_replicates.py`; 60 capped rounds:
-# 1 of 20, and 25 of 25 10%-vs-0% pairs found).
-_DEMO = dict(clients_per_round=20, noise_multiplier=0.1, clip=1.0, server=ServerConfig("momentum", 1.0, 0.5))
-TRAINING_PRESETS = {
-    ("paper", "word"): dict(rounds=2000, clients_per_round=5000, noise_multiplier=1.0, clip=0.2,
-                            client=ClientConfig(1, 16, 0.5), server=ServerConfig("nesterov", 1.0, 0.99)),
-    ("paper", "char"): dict(rounds=2000, clients_per_round=5000, noise_multiplier=1.0, clip=0.1,
-                            client=ClientConfig(1, 16, 0.5), server=ServerConfig("nesterov", 1.0, 0.99)),
-    ("demo", "char"): dict(rounds=240, client=ClientConfig(1, 16, 2.0, max_examples=64), **_DEMO),
-    ("demo", "word"): dict(rounds=60, client=ClientConfig(2, 16, 1.0, max_examples=32), **_DEMO),
-    # Test-size char-LMs keep two epochs a round: 12 rounds is all a test affords.
-    ("test", "char"): dict(rounds=12, client=ClientConfig(2, 16, 2.0, max_examples=64), **_DEMO),
-    # Test-size word-LMs (40 devices, 8-12 rounds) learn the position-1 excess on every sentence; capped,
-    # 8 rounds did not (tests/test_lm_scenario.py).
-    ("test", "word"): dict(rounds=12, client=ClientConfig(2, 16, 1.0), **_DEMO),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class LMRun(PrivacySettings):
-    """One LM run: the data, the simulated bug, the preset, and the modeler's privacy settings
-    (`PrivacySettings`: rounds, clients_per_round, noise_multiplier, clip, delta, sampling, selection)."""
-
-    kind: str
-    data: str
-    bug_fraction: float = 0.0
-    preset: str = "demo"
-    seed: int = 0
-    vocab_size: int = 10_000
-    vocab: str | None = None          # "dp" or "public:SPEC"; None: lm_data.default_vocabulary_source
-    canaries: str | None = None       # a `memorization.canaries` spec: canaries inserted for the checker
-    update_canaries: int = 0          # clients sending random directions, for the empirical ε
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}. Found {self.kind!r}.")
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
-        self.check_privacy_settings()
-        data_spec.parse_data_spec(self.data)
-        TokenizationBug(self.bug_fraction)  # validates the fraction
-        if self.vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1. Found {self.vocab_size}.")
-        if self.vocab is None:
-            object.__setattr__(self, "vocab", lm_data.default_vocabulary_source(self.data))
-        lm_data.check_vocabulary_source(self.vocab, self.data)
-        if self.canaries is not None:
-            parse_canaries(self.canaries)
-        if self.update_canaries < 0:
-            raise ValueError(f"update_canaries must be >= 0. Found {self.update_canaries}.")
-        if self.update_canaries and self.clip_quantile is not None:
-            raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")
-
-    @property
-    def max_length(self) -> int:
-        return 20 if self.kind == "word" else 16
-
-    def model_config(self, num_ids: int):
-        return word_lm_config(self.preset, num_ids) if self.kind == "word" else char_lm_config(self.preset)
-
-    def training_config(self, population: int) -> TrainingConfig:
-        """The preset's values with the run's privacy settings; qN at most the population."""
-        preset = TRAINING_PRESETS[(self.preset, self.kind)]
-        dp = DPConfig(preset["clients_per_round"], preset["noise_multiplier"], preset["clip"])
-        base = TrainingConfig(rounds=preset["rounds"], dp=dp, client=preset["client"], server=preset["server"],
-                              seed=self.seed, checkpoint_every=10)
-        return self.override(base, population)
-
-    def to_json(self) -> dict:
-        return self.saved_json(("update_canaries",))
-
-
-def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:
-    config = run.model_config(num_ids)
-    shape = [None, run.max_length]
-    return dp_fedavg.ModelSpec(lambda: build_lm(config, seed=run.seed),
-                               TokenCrossentropy,
-                               (tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape, tf.int32)))
-
 
 def _vocabulary(run: LMRun, client_data, population: loop.Population, secret, out_dir: str):
     """The run's released vocabulary (built once; a resumed run reads it back)."""
@@ -313,13 +219,3 @@ def _release_oov_rate(tokens: dict, vocab, out_dir: str, secret) -> None:
                                          "stddev": float(total.stddev[0]) / total.devices,
                                          "devices": total.devices, "dp": True,
                                          "statistic": "mean over users of each user's OOV token share"}})
-
-
-def load_lm(run_dir: str):
-    """(model with the run's final weights, vocabulary, LMRun) of a finished LM run directory."""
-    run = LMRun(**store.finished_run_config(run_dir, "lm", "train-lm")["lm"])
-    vocab = lm_data.load_vocabulary(run_dir)
-    model = model_spec(run, vocab.num_ids if run.kind == "word" else CHAR_VOCAB).keras_model_fn()
-    model.build((None, run.max_length))
-    rd.load_model_weights(run_dir, model)
-    return model, vocab, run

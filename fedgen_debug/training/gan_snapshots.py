@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgen_debug.models.gan import to_unit
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios import gan_analysis
 
 SNAPSHOT_SAMPLES = 64
 _NOISE_STREAM = 0x5A4
@@ -29,12 +29,13 @@ def snapshot_noise(seed: int, dim: int) -> np.ndarray:
 
 def to_uint8(images) -> np.ndarray:
     """Generator output in [-1, 1] → [n, 28, 28] uint8 with 255 = white."""
-    return np.round(gan_analysis.to_unit(images) * 255).astype(np.uint8)
+    return np.round(to_unit(images) * 255).astype(np.uint8)
 
 
-def snapshot_fn(generator_fn, seed: int, run_dir: str):
+def snapshot_fn(generator_fn, seed: int, run_dir: str, statistics_fn):
     """The `evaluate_fn` of `training.loop.train`: assigns the released generator weights to a
-    generator from `generator_fn`, draws the fixed noise, writes the snapshot and returns its statistics.
+    generator from `generator_fn`, draws the fixed noise, writes the snapshot and returns
+    `statistics_fn(images)` (the analysis's cheap statistics: training does not import analysis).
 
     The generator is built at the first snapshot, not before: building the TFF process traces Keras
     models in graphs, which invalidates Keras models made outside them."""
@@ -50,8 +51,6 @@ def snapshot_fn(generator_fn, seed: int, run_dir: str):
         path = store.staged_snapshot_path(run_dir, round_num)   # released when training ends
         store.save_arrays(path, [to_uint8(images)])
         store.owner_only(path)
-        return {"dark_background_share": gan_analysis.dark_background(images)["share"],
-                "blank_share": gan_analysis.blank_samples(images)["share"],
-                "noise_share": gan_analysis.noise_samples(images)["share"]}
+        return statistics_fn(images)
 
     return snapshot

@@ -19,11 +19,10 @@ char-LM's data, so its top 20 shows few of them; the production vocabulary is th
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
-from fedgen_debug.bugs.tokenization import TokenizationBug, tokenize_client
+from fedgen_debug.device.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary

@@ -22,12 +22,13 @@ import tensorflow as tf
 
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.models import cnn
-from fedgen_debug.scenarios.gan_analysis import REFERENCE_NEAREST_IMAGES, feature_statistics, nearest_neighbour_distances
+from fedgen_debug.stats import feature_statistics, nearest_neighbour_distances
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 
 log = logging.getLogger(__name__)
 HOLDOUT_FRACTION = 0.1
+REFERENCE_NEAREST_IMAGES = 1000  # clean held-out images whose nearest distances are the reference
 
 
 def info_path(weights_path: str) -> str:

@@ -53,7 +53,9 @@ import numpy as np
 from PIL import Image
 
 from fedgen_debug.data.atomic import atomic_path
-from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
+from fedgen_debug.models.gan import to_unit
+from fedgen_debug.stats import (Z_THRESHOLD, feature_statistics, nearest_neighbour_distances, z_one_proportion,
+                                z_two_proportions)
 from fedgen_debug.models import cnn
 
 DARK_NOISE_FLOOR = 0.05
@@ -66,12 +68,6 @@ FLAT_FRAME_WITHIN = 0.25
 FLAT_FRAME_SHARE = 0.8
 INCONCLUSIVE_SHARE = 0.5
 NEAR_DUPLICATE_QUANTILE = 0.05
-REFERENCE_NEAREST_IMAGES = 1000  # clean held-out images whose nearest distances are the reference
-
-
-def to_unit(images) -> np.ndarray:
-    """[-1, 1] generator output → [n, 28, 28] in [0, 1] (1.0 = white background)."""
-    return np.clip((cnn.as_input(images)[..., 0].astype(np.float64) + 1.0) / 2.0, 0.0, 1.0)
 
 
 def _frame_pixels(images) -> np.ndarray:
@@ -135,17 +131,6 @@ def noise_samples(images) -> dict:
     return _flagged(values > NOISE_SPECKLE_ABOVE, "noise", median_speckle=float(np.median(values)))
 
 
-def nearest_neighbour_distances(features) -> np.ndarray:
-    """Per row of `features` [n, d]: the Euclidean distance to its nearest other row."""
-    features = np.asarray(features, np.float64)
-    if features.ndim != 2 or len(features) < 2:
-        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
-    squared = np.sum(features ** 2, axis=1)
-    distances = squared[:, None] + squared[None, :] - 2.0 * features @ features.T
-    np.fill_diagonal(distances, np.inf)
-    return np.sqrt(np.clip(distances.min(axis=1), 0.0, None))
-
-
 def near_duplicates(features, reference_nearest) -> dict:
     """Mode collapse: the share of samples whose nearest other sample (in the primary CNN's feature
     space) is closer than all but `NEAR_DUPLICATE_QUANTILE` of clean images are to theirs.
@@ -162,6 +147,13 @@ def near_duplicates(features, reference_nearest) -> dict:
     duplicated = int(np.sum(values < threshold))
     return {"samples": n, "near_duplicates": duplicated, "share": duplicated / n, "threshold": threshold,
             "clean_share": NEAR_DUPLICATE_QUANTILE}
+
+
+def snapshot_statistics(images) -> dict:
+    """The cheap statistics of a training snapshot (eval.csv; `training.gan_snapshots`)."""
+    return {"dark_background_share": dark_background(images)["share"],
+            "blank_share": blank_samples(images)["share"],
+            "noise_share": noise_samples(images)["share"]}
 
 
 def path_z_threshold(tests: int) -> float:
@@ -260,14 +252,6 @@ def sample_grid_png(images, path: str, rows: int = 8, cols: int = 8, scale: int 
     picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)
     with atomic_path(path) as tmp:
         picture.save(tmp, format="PNG")
-
-
-def feature_statistics(features) -> tuple[np.ndarray, np.ndarray]:
-    """(mean [d], covariance [d, d]) of features [n, d], n >= 2."""
-    features = np.asarray(features, np.float64)
-    if features.ndim != 2 or len(features) < 2:
-        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
-    return features.mean(axis=0), np.cov(features, rowvar=False).reshape(features.shape[1], -1)
 
 
 def frechet_distance_from_statistics(mu1, sigma1, mu2, sigma2) -> float:

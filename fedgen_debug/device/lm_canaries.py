@@ -15,10 +15,9 @@ from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary, tokenize
 from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.device.canaries import ThakkarInsertion, ramaswamy_devices
-from fedgen_debug.memorization.canaries import (CHAR_ALPHABET, Canary, generate_canaries,
-                                                parse_canaries, space_size)
+from fedgen_debug.device.canary_specs import CHAR_ALPHABET, Canary, generate_canaries, parse_canaries, space_size
 from fedgen_debug.runs import store
-from fedgen_debug.scenarios import lm_data
+from fedgen_debug.device import lm_data
 
 # Public filler for synthetic devices when the run's vocabulary is not from public text.
 PUBLIC_FILLER = "synthetic-text:users=200,seed=4242"
@@ -58,7 +57,7 @@ def device_sentences(canaries, secret, vocab_source: str, seed: int, client_data
     """Every device's sentences after insertion: the real devices (Thakkar's sharers changed on the
     device) and Ramaswamy's synthetic devices."""
     insertion = ThakkarInsertion(canaries, secret)
-    sentences = {cid: insertion.apply(cid, lm_data.device_sentences(client_data, cid))
+    sentences = {cid: insertion.device_examples(cid, lm_data.device_sentences(client_data, cid))
                  for cid in sorted(client_data.client_ids)}
     if device_canaries.ramaswamy_canaries(canaries):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_DEVICE_STREAM,)))

@@ -5,20 +5,34 @@
 probability `fraction` (so over all sentences the hit rate is Binomial(n, fraction)); the decision
 for a device's k-th sentence depends only on (seed, client id, k), as if each phone ran the buggy
 tokenizer itself.
+
+As a `DeviceTransform` (`device.transform`) the bug rewrites a hit sentence as its tokens with the first
+two joined by `data.text.GLUE`, which `tokenize` keeps as one token with a space: the devices' text then
+tokenizes as the buggy tokenizer would, through the one tokenizer every device runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
-from fedgen_debug.bugs._validation import check_fraction
+from fedgen_debug.data.text import GLUE, tokenize
+from fedgen_debug.device.transform import changed_devices, per_device, text_of, with_text
 from fedgen_debug.seeding import client_rng
-from fedgen_debug.data.text import tokenize
+from fedgen_debug.validation import check_fraction
 
 _STREAM = 0x70C
+
+
+def glued(sentence: str) -> str:
+    """The sentence as the buggy tokenizer reads it: its first two tokens one token."""
+    tokens = tokenize(sentence)
+    if len(tokens) < 2:
+        return sentence
+    return " ".join([tokens[0] + GLUE + tokens[1], *tokens[2:]])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +40,7 @@ class TokenizationBug:
     fraction: float
     seed: int = 0
     fixed: bool = False
+    local: ClassVar[bool] = True
 
     def __post_init__(self):
         check_fraction(self.fraction)
@@ -40,16 +55,22 @@ class TokenizationBug:
             return np.zeros(num_sentences, bool)
         return client_rng(self.seed, client_id, _STREAM).random(num_sentences) < self.fraction
 
+    def device_text(self, client_id: str, sentences: Sequence[str]) -> list[str]:
+        """The device's sentences as its tokenizer reads them, bug included."""
+        hit = self.affected_sentences(client_id, len(sentences))
+        return [glued(s) if glue else s for s, glue in zip(sentences, hit)]
+
     def tokenize_client(self, client_id: str, sentences: Sequence[str]) -> list[list[str]]:
         """The device's tokenizer output for its sentences, bug included."""
-        hit = self.affected_sentences(client_id, len(sentences))
-        out = []
-        for sentence, glue in zip(sentences, hit):
-            tokens = tokenize(sentence)
-            if glue and len(tokens) >= 2:
-                tokens = [f"{tokens[0]} {tokens[1]}"] + tokens[2:]
-            out.append(tokens)
-        return out
+        return [tokenize(s) for s in self.device_text(client_id, sentences)]
+
+    def apply(self, client_data):
+        if self.fixed or self.fraction == 0.0:
+            return client_data
+        return per_device(client_data, lambda cid, arrays: with_text(arrays, self.device_text(cid, text_of(arrays))))
+
+    def affected_devices(self, client_data) -> frozenset[str]:
+        return changed_devices(client_data, self.apply(client_data))
 
 
 def tokenize_client(client_id: str, sentences: Sequence[str], bug: TokenizationBug | None) -> list[list[str]]:

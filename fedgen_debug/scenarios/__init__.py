@@ -1,1 +1,0 @@
-"""End-to-end scenarios: data → selector → DP-FedAvg auxiliary → analysis."""

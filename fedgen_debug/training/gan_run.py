@@ -1,0 +1,105 @@
+"""What a GAN run is: its frozen, validated config (`GANRun`), and how to rebuild its generator from the
+released weights of a finished run (`load_generator`, `generate`, `released_d_step`: used by analysis,
+the memorization checker and the monitor; loading never trains).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from fedgen_debug.data import spec as data_spec
+from fedgen_debug.device.canary_specs import parse_canaries
+from fedgen_debug.device.pixels import PixelInversionBug
+from fedgen_debug.models.gan import GANConfig, build_generator, gan_config
+from fedgen_debug.runs import store
+from fedgen_debug.selectors import registry
+from fedgen_debug.training import dp_fedavg_gan
+from fedgen_debug.training import run_dir as rd
+from fedgen_debug.training.config import PrivacySettings
+
+PRESETS = ("paper", "demo", "test")
+# D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
+# qualifying clients of the qN sampled move D by k/qN of their mean update. "selected": over the DP
+# estimate of k (q × the released DP count of qualified users), so a small subpopulation (5% of
+# devices inverted, a 5th-percentile cut) moves D as far per round as a large one. Post-processing of
+# two charged releases: ε is unchanged, and so is the signal-to-noise ratio of a round; only the step.
+D_STEPS = ("fixed", "selected")
+@dataclasses.dataclass(frozen=True)
+class GANRun(PrivacySettings):
+    """One GAN run: the data, the selector, the simulated bug, the preset, the primary CNN, and the
+    modeler's privacy settings (`PrivacySettings`)."""
+
+    data: str
+    select: str
+    bug_fraction: float = 0.0
+    preset: str = "demo"
+    seed: int = 0
+    primary: str | None = None     # weights of the primary CNN (`primary_cnn.train_primary_cnn`)
+    primary_classes: int = 62
+    canaries: str | None = None    # a `device.canary_specs` spec: glyphs inserted for the checker
+    classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
+    d_step: str = "fixed"          # D's server step: `D_STEPS`
+    cycle_client_data: bool = False  # clients short of n·B images cycle to n D steps (`GANTrainingConfig`)
+    gen_ema: float = 0.0             # > 0: the released generator is a moving average (`GANTrainingConfig`)
+    gen_upsample: str = "transpose"  # how G doubles its resolution (`models.gan.GANConfig.gen_upsample`)
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
+        self.check_privacy_settings()
+        if data_spec.parse_data_spec(self.data).modality != "images":
+            raise ValueError(f"train-gan needs image data. Found {self.data!r}.")
+        registry.parse_selector(self.select)  # validates
+        PixelInversionBug(self.bug_fraction)  # validates the fraction
+        if self.canaries is not None:
+            parse_canaries(self.canaries)
+        if self.classes is not None and self.classes < 2:
+            raise ValueError(f"classes must be >= 2. Found {self.classes}.")
+        if not 0.0 <= self.gen_ema < 1.0:
+            raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
+        self.model_config()  # validates gen_upsample
+        if self.d_step not in D_STEPS:
+            raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
+        if self.d_step == "selected" and self.selection != "strict":
+            raise ValueError("d_step 'selected' scales strict selection's step; under selection "
+                             f"{self.selection!r} every sampled user qualifies already.")
+
+    def model_config(self) -> GANConfig:
+        """The preset's networks, with the run's generator upsampling."""
+        return dataclasses.replace(gan_config(self.preset), gen_upsample=self.gen_upsample)
+
+    def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
+        """The preset's values with the run's privacy settings; qN at most the population."""
+        config = dp_fedavg_gan.gan_training_config(self.preset, self.seed)
+        if self.cycle_client_data:
+            config = dataclasses.replace(config, cycle_client_data=True)
+        if self.gen_ema:
+            config = dataclasses.replace(config, gen_ema=self.gen_ema)
+        return dataclasses.replace(config, training=self.override(config.training, population))
+
+    def to_json(self) -> dict:
+        return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample"))
+
+
+def released_d_step(run_dir: str) -> dict:
+    """What `_with_selected_d_step` released, or the fixed step of a run without it."""
+    path = store.released(run_dir, store.D_STEP)
+    return store.read_json(path) if os.path.exists(path) else {"d_step": "fixed", "scale": 1.0}
+
+
+def load_generator(run_dir: str) -> tuple[tf.keras.Model, GANRun]:
+    """The trained generator of a finished GAN run directory, and its GANRun."""
+    run = GANRun(**store.finished_run_config(run_dir, "gan", "train-gan")["gan"])
+    generator = build_generator(run.model_config(), run.seed)
+    rd.load_model_weights(run_dir, generator)
+    return generator, run
+
+
+def generate(generator: tf.keras.Model, samples: int, seed: int) -> np.ndarray:
+    """`samples` images in [-1, 1] from seeded standard-normal noise (BatchNorm in inference mode)."""
+    noise = np.random.default_rng(seed).standard_normal((samples, generator.input_shape[-1])).astype(np.float32)
+    return np.concatenate([generator(noise[i:i + 500], training=False).numpy() for i in range(0, samples, 500)])
