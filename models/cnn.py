@@ -102,8 +102,10 @@ def logits(model, images, batch_size: int = 1024) -> np.ndarray:
 
 
 def features(model: tf.keras.Model, images, batch_size: int = 1024) -> np.ndarray:
-    """The penultimate (Dense-128 ReLU) activations [n, dense_units], dropout off."""
-    extractor = tf.keras.Model(model.inputs, model.get_layer(FEATURES_LAYER).output)
+    """The penultimate (Dense-128 ReLU) activations [n, dense_units], dropout off (a modeler's own model:
+    the input of its last layer, `models.primary.adapted`)."""
+    extractor = getattr(model, "features_model", None) or \
+        tf.keras.Model(model.inputs, model.get_layer(FEATURES_LAYER).output)
     out = _batched(lambda x: extractor(x, training=False), images, batch_size)
     width = extractor.output_shape[-1]
     return out.reshape(-1, width) if out.size else np.zeros((0, width), np.float32)

@@ -19,8 +19,18 @@ def register(sub) -> None:
                        help=f"one of {', '.join(SELECT_CHOICES)}, optionally with settings "
                             "(by-user-accuracy:low,threshold=0.8); see `fedgen-debug selectors`")
     train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
-    train.add_argument("--primary", help="primary CNN weights (.npz from a previous run); default: train one "
-                                         "on clean public stand-in data into the run directory")
+    train.add_argument("--primary", metavar="MODEL",
+                       help="the model the users run: a Keras model file (.keras, .h5) or SavedModel directory "
+                            "taking 28×28 grayscale images and returning class scores (docs/gan.md#your-own-primary-"
+                            "model), or a primary CNN's .npz from a previous run; default: train one on clean "
+                            "public stand-in data into the run directory")
+    train.add_argument("--primary-background", choices=("white", "black"), default="white",
+                       help="the paper colour your model expects: white (1.0 or 255; FEMNIST as TFF stores it) or "
+                            "black (0; MNIST's convention)")
+    train.add_argument("--primary-output", choices=("auto", "logits", "probabilities"), default="auto",
+                       help="what your model returns (auto: probabilities when its last layer is a softmax)")
+    train.add_argument("--primary-scale", type=float, choices=(1.0, 255.0), default=1.0,
+                       help="your model's pixel range: 1 ([0, 1]) or 255 ([0, 255])")
     train.add_argument("--primary-classes", type=int, default=62, help="classes of a newly trained primary CNN")
     train.add_argument("--classes", type=int, default=None, metavar="K",
                        help="how many classes the users' data holds (the primary model's chance level is 1/K); "
@@ -79,6 +89,8 @@ def run_train(args) -> int:
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=bug_fraction(args.bug, "images"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
+                 primary_background=args.primary_background, primary_output=args.primary_output,
+                 primary_scale=args.primary_scale,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
                  **sample_quality_settings(args), **privacy_settings(args))
     result = train_gan(run, args.out)

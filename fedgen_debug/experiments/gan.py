@@ -28,14 +28,16 @@ import dataclasses
 import logging
 import math
 import os
-import shutil
 
+import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.device.pixels import PixelInversionBug
+from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.models import cnn
 from fedgen_debug.models.gan import build_discriminator, build_generator
+from fedgen_debug.models.primary import is_model_file
 from fedgen_debug.privacy import aggregates
 from fedgen_debug.privacy.accounting import check_delta
 from fedgen_debug.privacy.ledger import population_key
@@ -57,6 +59,7 @@ from fedgen_debug.training.gan_run import GANRun
 
 logger = logging.getLogger(__name__)
 PUBLIC_STAND_IN = "synthetic-images:writers={writers},seed={seed}"
+REFERENCE_IMAGES = 5000   # public stand-in images whose features are a modeler's model's Fréchet reference
 T4_QUANTILES = {"low": 0.25, "high": 0.75}
 # ... but a round's noise is scaled with it: one round moves D by s·lr·zS√d/qN of noise in L2 (d: D's
 # weights). Past about 1 the critic follows the noise. Real FEMNIST, a 1st-percentile cut (~10 writers,
@@ -76,26 +79,35 @@ def quantile_config(target: float, population: int) -> QuantileConfig:
                           noise_multiplier=2.0)
 
 
+def _public_stand_in(preset: str, seed: int):
+    writers = {"test": 12, "demo": 100, "paper": 400}[preset]
+    return data_spec.load_client_data(PUBLIC_STAND_IN.format(writers=writers, seed=seed + 1000))
+
+
 def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -> tf.keras.Model:
     """The pre-update primary CNN, trained centrally on clean public stand-in data (other writers)."""
-    writers = {"test": 12, "demo": 100, "paper": 400}[preset]
-    public = data_spec.load_client_data(PUBLIC_STAND_IN.format(writers=writers, seed=seed + 1000))
     config = cnn.cnn_config("test" if preset == "test" else "demo", num_classes=classes)
-    return primary_cnn.train_primary_cnn(public, config, seed, 3, path)
+    return primary_cnn.train_primary_cnn(_public_stand_in(preset, seed), config, seed, 3, path)
 
 
 def _primary(run: GANRun, out_dir: str) -> tf.keras.Model:
-    """The run's own copy of the primary CNN (released: a public model), made once."""
+    """The run's own copy of the primary model (released: a public model), made once: trained on public
+    stand-in data, copied from another run's CNN, or the modeler's own model file (`models.primary`, its
+    features' reference computed on the clean public stand-in images)."""
     path = store.released(out_dir, store.PRIMARY)
-    if not os.path.exists(path):
+    if not os.path.exists(primary_cnn.info_path(path)):   # the .json is written last
         if run.primary is None:
             train_public_primary(path, run.preset, run.seed, run.primary_classes)
+        elif is_model_file(run.primary):
+            public = _public_stand_in(run.preset, run.seed)
+            images = np.concatenate([cd.client_numpy(public, cid)["pixels"] for cid in public.client_ids])
+            primary_cnn.install_model_file(run.primary, run.primary_contract(), path, images[:REFERENCE_IMAGES])
         else:
             primary_cnn.load_primary_cnn(run.primary)  # validates before copying
-            for source, target in ((run.primary, path), (primary_cnn.info_path(run.primary), primary_cnn.info_path(path)),
-                                   (primary_cnn.reference_path(run.primary), primary_cnn.reference_path(path))):
-                shutil.copyfile(source, target + ".partial")
-                os.replace(target + ".partial", target)
+            for source, target in ((run.primary, path), (primary_cnn.reference_path(run.primary),
+                                                         primary_cnn.reference_path(path)),
+                                   (primary_cnn.info_path(run.primary), primary_cnn.info_path(path))):
+                store.copy_public(source, target)
     return primary_cnn.load_primary_cnn(path)
 
 

@@ -54,6 +54,8 @@ PRIMARY_FIT = "primary_fit.json"
 PRIMARY = "primary_cnn.npz"
 PRIMARY_INFO = "primary_cnn.json"
 PRIMARY_REFERENCE = "primary_cnn.reference.npz"
+# The modeler's own primary model (`models.primary`), by the suffix of the file they gave ("": a directory).
+PRIMARY_MODELS = {".keras": "primary_model.keras", ".h5": "primary_model.h5", "": "primary_model"}
 ANALYSIS = "analysis.json"
 ANALYSIS_PNG = "analysis.png"
 TOP_OOV_WORDS = "top_oov_words.csv"
@@ -95,6 +97,8 @@ RELEASED_FILES = {
     PRIMARY: "the primary model, trained on public data or given by the modeler",
     PRIMARY_INFO: "its configuration and public held-out accuracy",
     PRIMARY_REFERENCE: "its feature statistics on public held-out images",
+    **{name: "the modeler's own primary model, as they gave it (--primary): theirs, public, the users run it"
+       for name in PRIMARY_MODELS.values()},
     ANALYSIS: "computed from generated samples and DP outputs",
     ANALYSIS_PNG: "computed from generated samples",
     TOP_OOV_WORDS: "computed from generated samples",
@@ -182,6 +186,18 @@ def save_arrays(path: str, arrays) -> None:
     """A list of arrays as an .npz (arr_0, arr_1, ...), atomically."""
     with atomic.atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.savez(f, *[np.asarray(a) for a in arrays])
+
+
+def copy_public(source: str, target: str) -> None:
+    """A public file or directory the modeler gave (their own model) into the store, atomically."""
+    partial = target + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    if os.path.isdir(source):
+        shutil.copytree(source, partial)
+        shutil.rmtree(target, ignore_errors=True)
+    else:
+        shutil.copyfile(source, partial)
+    os.replace(partial, target)
 
 
 def load_arrays(path: str) -> list[np.ndarray]:

@@ -15,6 +15,7 @@ from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device.canary_specs import parse_canaries
 from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.models.gan import GANConfig, build_generator, gan_config
+from fedgen_debug.models.primary import PrimaryContract
 from fedgen_debug.runs import store
 from fedgen_debug.selectors import registry
 from fedgen_debug.training import dp_fedavg_gan
@@ -38,7 +39,7 @@ class GANRun(PrivacySettings):
     bug_fraction: float = 0.0
     preset: str = "demo"
     seed: int = 0
-    primary: str | None = None     # weights of the primary CNN (`primary_cnn.train_primary_cnn`)
+    primary: str | None = None     # the primary model: the tool's CNN weights (.npz) or the modeler's model file
     primary_classes: int = 62
     canaries: str | None = None    # a `device.canary_specs` spec: glyphs inserted for the checker
     classes: int | None = None     # classes in the users' data (the modeler's); None: a DP count (`primary_fit`)
@@ -46,6 +47,10 @@ class GANRun(PrivacySettings):
     cycle_client_data: bool = False  # clients short of n·B images cycle to n D steps (`GANTrainingConfig`)
     gen_ema: float = 0.0             # > 0: the released generator is a moving average (`GANTrainingConfig`)
     gen_upsample: str = "transpose"  # how G doubles its resolution (`models.gan.GANConfig.gen_upsample`)
+    # The modeler's own model's pixels and outputs (`models.primary.PrimaryContract`).
+    primary_background: str = "white"
+    primary_output: str = "auto"
+    primary_scale: float = 1.0
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -62,11 +67,15 @@ class GANRun(PrivacySettings):
         if not 0.0 <= self.gen_ema < 1.0:
             raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
         self.model_config()  # validates gen_upsample
+        self.primary_contract()
         if self.d_step not in D_STEPS:
             raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
         if self.d_step == "selected" and self.selection != "strict":
             raise ValueError("d_step 'selected' scales strict selection's step; under selection "
                              f"{self.selection!r} every sampled user qualifies already.")
+
+    def primary_contract(self) -> PrimaryContract:
+        return PrimaryContract(self.primary_background, self.primary_output, self.primary_scale)
 
     def model_config(self) -> GANConfig:
         """The preset's networks, with the run's generator upsampling."""
@@ -82,7 +91,8 @@ class GANRun(PrivacySettings):
         return dataclasses.replace(config, training=self.override(config.training, population))
 
     def to_json(self) -> dict:
-        return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample"))
+        return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample",
+                                "primary_background", "primary_output", "primary_scale"))
 
 
 def released_d_step(run_dir: str) -> dict:

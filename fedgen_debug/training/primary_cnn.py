@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.data import client_data as cd
-from fedgen_debug.models import cnn
+from fedgen_debug.models import cnn, primary
 from fedgen_debug.stats import feature_statistics, nearest_neighbour_distances
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
@@ -103,11 +103,7 @@ def train_primary_cnn(client_data, config: cnn.CNNConfig, seed: int, epochs: int
             "heldout_accuracy": accuracy(model, hx, hy) if len(hy) else None,
             "heldout_accuracy_inverted": accuracy(model, 1.0 - hx, hy) if len(hy) else None}
     store.save_arrays(out_path, model.get_weights())
-    # Feature statistics of clean held-out images: the reference of the GANs' Fréchet distance; and
-    # their nearest-neighbour distances, the reference of the near-duplicate share.
-    features = cnn.features(model, hx if len(hy) else x)
-    nearest = nearest_neighbour_distances(features[:REFERENCE_NEAREST_IMAGES])
-    store.save_arrays(reference_path(out_path), [*feature_statistics(features), nearest])
+    write_reference(model, hx if len(hy) else x, out_path)   # clean held-out images
     store.write_json(info_path(out_path), info)
     return model
 
@@ -129,7 +125,13 @@ def reference_nearest(weights_path: str) -> np.ndarray | None:
 
 
 def load_primary_cnn(path: str) -> tf.keras.Model:
-    """The CNN saved by `train_primary_cnn` at `path` (its config from the `.json` beside it)."""
+    """The primary model saved at `path`: the tool's CNN (weights in the `.npz`, config in the `.json`
+    beside it) or, when that `.json` names a model file, the modeler's own model (`install_model_file`)."""
+    if os.path.exists(info_path(path)):
+        info = store.read_json(info_path(path))
+        if "model_file" in info:
+            return primary.load_model_file(os.path.join(os.path.dirname(path), info["model_file"]),
+                                           primary.PrimaryContract(**info["contract"]))
     for p in (path, info_path(path)):
         if not os.path.exists(p):
             raise FileNotFoundError(f"{p}: no such file; train the primary CNN first.")
@@ -139,6 +141,29 @@ def load_primary_cnn(path: str) -> tf.keras.Model:
     if [w.shape for w in weights] != [w.shape for w in model.get_weights()]:
         raise ValueError(f"{path}: weights do not match the CNN configured in {info_path(path)}.")
     model.set_weights(weights)
+    return model
+
+
+def write_reference(model: tf.keras.Model, images, out_path: str) -> None:
+    """Feature statistics of clean images: the reference of the GANs' Fréchet distance; and their
+    nearest-neighbour distances, the reference of the near-duplicate share."""
+    features = cnn.features(model, images)
+    nearest = nearest_neighbour_distances(features[:REFERENCE_NEAREST_IMAGES])
+    store.save_arrays(reference_path(out_path), [*feature_statistics(features), nearest])
+
+
+def install_model_file(source: str, contract: primary.PrimaryContract, out_path: str,
+                       reference_images) -> tf.keras.Model:
+    """The modeler's own model (`models.primary`) as the run's primary: checked against the contract,
+    copied into the run beside `out_path` (a public model), its features' reference computed on
+    `reference_images` (clean public images), and the `.json` written last (what `load_primary_cnn` reads)."""
+    model = primary.load_model_file(source, contract)
+    name = store.PRIMARY_MODELS["" if os.path.isdir(source) else os.path.splitext(source)[1]]
+    store.copy_public(source, os.path.join(os.path.dirname(out_path), name))   # beside `out_path`, in released/
+    write_reference(model, reference_images, out_path)
+    store.write_json(info_path(out_path), {"model_file": name, "contract": dataclasses.asdict(contract),
+                                           "source": os.path.basename(os.path.normpath(source)),
+                                           "classes": cnn.num_classes(model)})
     return model
 
 

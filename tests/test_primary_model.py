@@ -1,0 +1,131 @@
+"""The modeler's own primary model (`models.primary`): a Keras model the tool did not train, with its own
+pixel convention (black paper, as MNIST) and softmax outputs, checked on load and used by T4."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import run_cli
+from fedgen_debug.data import client_data as cd
+from fedgen_debug.data import spec as data_spec
+from fedgen_debug.device import gan_data
+from fedgen_debug.models import cnn
+from fedgen_debug.models.primary import PrimaryContract, is_model_file, load_model_file
+from fedgen_debug.runs import store
+from fedgen_debug.training import primary_cnn
+
+DATA = "synthetic-images:writers=12,seed=3"
+CLASSES = 10
+
+
+def _digits(spec: str):
+    data = data_spec.load_client_data(spec)
+    pixels = np.concatenate([cd.client_numpy(data, c)["pixels"] for c in data.client_ids])
+    labels = np.concatenate([cd.client_numpy(data, c)["label"] for c in data.client_ids])
+    keep = labels < CLASSES
+    return pixels[keep], labels[keep]
+
+
+@pytest.fixture(scope="module")
+def black_paper_model(tmp_path_factory):
+    """An MLP on [n, 28, 28] pixels in [0, 255] with 0 = paper, ending in a softmax: not the tool's CNN, not
+    its convention. Trained on other writers' digits, inverted and scaled to that convention."""
+    pixels, labels = _digits("synthetic-images:writers=30,seed=77")
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input((28, 28)), tf.keras.layers.Flatten(),
+                                 tf.keras.layers.Dense(64, activation="relu"),
+                                 tf.keras.layers.Dense(CLASSES, activation="softmax")])
+    model.compile("adam", "sparse_categorical_crossentropy")
+    model.fit((1.0 - pixels) * 255.0, labels, epochs=4, batch_size=64, verbose=0)
+    path = str(tmp_path_factory.mktemp("model") / "digits.keras")
+    model.save(path)
+    return path
+
+
+def _accuracy(model, pixels, labels) -> float:
+    return float(np.mean(np.argmax(cnn.logits(model, pixels), axis=1) == labels))
+
+
+def test_the_contract_converts_the_tools_pixels_to_the_models_convention(black_paper_model):
+    pixels, labels = _digits(DATA)
+    right = load_model_file(black_paper_model, PrimaryContract("black", "auto", 255.0))
+    wrong = load_model_file(black_paper_model, PrimaryContract("white", "auto", 255.0))
+    assert _accuracy(right, pixels, labels) > 0.6
+    assert _accuracy(wrong, pixels, labels) < 0.4          # fed the tool's white paper: near chance
+    logits = cnn.logits(right, pixels[:5])
+    np.testing.assert_allclose(np.exp(logits).sum(axis=1), 1.0, atol=1e-4)   # softmax read as probabilities
+    assert cnn.num_classes(right) == CLASSES and cnn.features(right, pixels[:3]).shape == (3, 64)
+
+
+def test_an_inversion_bug_still_reaches_the_model(black_paper_model):
+    """The adapter converts the convention, not the data: inverted images look wrong to the model."""
+    pixels, labels = _digits(DATA)
+    model = load_model_file(black_paper_model, PrimaryContract("black", "auto", 255.0))
+    assert _accuracy(model, 1.0 - pixels, labels) < _accuracy(model, pixels, labels) - 0.3
+
+
+@pytest.mark.parametrize("layers, message", [
+    ([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)], r"28×28 grayscale.*\[32, 32, 3\]"),
+    ([tf.keras.Input((28, 28)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(1)], r"K >= 2. Found output shape \[1\]"),
+    ([tf.keras.Input((28, 28)), tf.keras.layers.Dense(4)], r"K >= 2. Found output shape \[28, 4\]"),
+])
+def test_a_model_outside_the_contract_is_refused_with_the_reason(tmp_path, layers, message):
+    path = str(tmp_path / "m.keras")
+    tf.keras.Sequential(layers).save(path)
+    with pytest.raises(ValueError, match=message):
+        load_model_file(path, PrimaryContract())
+
+
+def test_bad_files_and_settings_are_refused(tmp_path):
+    (tmp_path / "junk.keras").write_text("not a model")
+    with pytest.raises(ValueError, match="not a Keras model"):
+        load_model_file(str(tmp_path / "junk.keras"), PrimaryContract())
+    with pytest.raises(FileNotFoundError):
+        load_model_file(str(tmp_path / "missing.keras"), PrimaryContract())
+    with pytest.raises(ValueError, match="background must be one of white, black. Found 'grey'"):
+        PrimaryContract(background="grey")
+    with pytest.raises(ValueError, match="scale must be 1 or 255. Found 100"):
+        PrimaryContract(scale=100)
+    assert is_model_file("m.keras") and is_model_file("m.h5") and not is_model_file("primary_cnn.npz")
+
+
+def test_a_saved_model_directory_loads_too(tmp_path, black_paper_model):
+    directory = str(tmp_path / "saved")
+    tf.keras.models.load_model(black_paper_model).save(directory, save_format="tf")
+    assert is_model_file(directory)
+    pixels, labels = _digits(DATA)
+    assert _accuracy(load_model_file(directory, PrimaryContract("black", "auto", 255.0)), pixels, labels) > 0.6
+
+
+def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path, black_paper_model):
+    out = str(tmp_path / "run")
+    result = run_cli("train-gan", "--data", DATA, "--select", "by-user-accuracy:low", "--preset", "test",
+                     "--rounds", "2", "--primary", black_paper_model, "--primary-background", "black",
+                     "--primary-scale", "255", "--out", out)
+    assert result.returncode == 0, result.stderr
+    info = store.read_json(store.released(out, store.PRIMARY_INFO))
+    assert info["model_file"] == "primary_model.keras" and info["classes"] == CLASSES
+    assert info["contract"] == {"background": "black", "output": "auto", "scale": 255.0}
+    assert os.path.exists(store.released(out, "primary_model.keras"))
+    assert os.path.exists(primary_cnn.reference_path(store.released(out, store.PRIMARY)))
+    # The released copy is the model the devices ran: on each user's digits (computed here, as on the
+    # devices; T4's DP quantile of these at N = 12 is too noisy to test) it is far above chance (1/10).
+    released = primary_cnn.load_primary_cnn(store.released(out, store.PRIMARY))
+    accuracies = gan_data.user_accuracies(data_spec.load_client_data(DATA), released)
+    assert len(accuracies) == 12 and np.median(list(accuracies.values())) > 0.6, accuracies
+    assert set(store.read_json(store.released(out, store.THRESHOLD))) == {"0.25"}
+    analyzed = run_cli("analyze-gan", out, "--samples", "200", "--json")
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert "frechet_distance" in json.dumps(json.loads(analyzed.stdout))
+
+
+def test_train_gan_refuses_a_model_outside_the_contract_before_training(tmp_path):
+    path = str(tmp_path / "rgb.keras")
+    tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)]).save(path)
+    result = run_cli("train-gan", "--data", DATA, "--select", "random", "--preset", "test", "--rounds", "1",
+                     "--primary", path, "--out", str(tmp_path / "run"))
+    assert result.returncode == 2, result.stderr
+    assert "28×28 grayscale" in result.stderr and "Traceback" not in result.stderr
