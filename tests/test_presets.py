@@ -108,3 +108,103 @@ def test_primary_cnn_presets_keep_their_values(preset, monkeypatch):
     assert data == f"synthetic-images:writers={writers},seed={SEED + 1000}"
     assert dataclasses.asdict(config) == fields
     assert (seed, epochs, path) == (SEED, expected_epochs, "primary.npz")
+
+
+# ---- The tables: one per model family, data, the CLI's choices ---------------------------------------------
+
+def test_every_family_has_the_same_preset_names_and_every_lm_kind():
+    from fedgen_debug.training import presets
+
+    assert presets.PRESET_NAMES == ("paper", "demo", "test")
+    assert tuple(presets.GAN_PRESETS) == tuple(presets.PRIMARY_CNN_PRESETS) == presets.PRESET_NAMES
+    assert sorted(presets.LM_PRESETS) == sorted((name, kind) for name in presets.PRESET_NAMES
+                                                for kind in presets.LM_KINDS)
+    assert presets.DEFAULT_PRESET in presets.PRESET_NAMES
+
+
+def test_presets_are_values_not_functions():
+    from fedgen_debug.training import presets
+
+    entries = [*presets.GAN_PRESETS.values(), *presets.LM_PRESETS.values(), *presets.PRIMARY_CNN_PRESETS.values()]
+    for entry in entries:
+        assert dataclasses.is_dataclass(entry) and entry.__dataclass_params__.frozen
+        for field in dataclasses.fields(entry):
+            assert not callable(getattr(entry, field.name)), (entry, field.name)
+
+
+def test_the_tables_import_no_tensorflow():
+    """The CLI reads the tables for its `--preset` choices, and its `--help` must stay fast."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from fedgen_debug.cli.main import _build_parser; _build_parser(); "
+            "print('tensorflow' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def _cli_choices(command: str, flag: str) -> tuple:
+    import argparse
+
+    from fedgen_debug.cli.main import _build_parser
+
+    commands = next(a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in commands.choices[command]._actions if flag in a.option_strings)
+    return tuple(action.choices), action.default
+
+
+def test_the_cli_choices_come_from_the_tables():
+    from fedgen_debug.training import presets
+
+    assert _cli_choices("train-gan", "--preset") == (presets.PRESET_NAMES, presets.DEFAULT_PRESET)
+    assert _cli_choices("train-lm", "--preset") == (presets.PRESET_NAMES, presets.DEFAULT_PRESET)
+    assert _cli_choices("train-lm", "--kind")[0] == presets.LM_KINDS
+    # The demo offers the presets but the paper's (days on 2 cores), in the tables' order.
+    assert _cli_choices("demo", "--preset") == (("demo", "test"), presets.DEFAULT_PRESET)
+
+
+def _unknown_preset_errors():
+    from fedgen_debug.monitor.plan import Auxiliary
+    from fedgen_debug.training import presets
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.training.lm_run import LMRun
+
+    builds = {
+        "check_preset": lambda: presets.check_preset("huge"),
+        "gan_model_config": lambda: presets.gan_model_config("huge"),
+        "gan_training_config": lambda: presets.gan_training_config("huge"),
+        "lm_model_config": lambda: presets.lm_model_config("huge", "word", 100),
+        "lm_training_config": lambda: presets.lm_training_config("huge", "char"),
+        "primary_cnn_config": lambda: presets.primary_cnn_config("huge"),
+        "GANRun": lambda: GANRun("synthetic-images:writers=10", "random", preset="huge"),
+        "LMRun": lambda: LMRun("char", "synthetic-text:users=10", preset="huge"),
+        "monitor plan": lambda: Auxiliary("gan", preset="huge"),
+    }
+    for where, build in builds.items():
+        with pytest.raises(ValueError) as raised:
+            build()
+        yield where, str(raised.value)
+
+
+def test_an_unknown_preset_is_refused_with_the_choices_and_no_cli_flag():
+    from fedgen_debug.training import presets
+
+    for where, message in _unknown_preset_errors():
+        assert "preset must be one of paper, demo, test. Found 'huge'." in message, where
+        assert "--" not in message, where
+    with pytest.raises(ValueError, match="kind must be one of char, word. Found 'bpe'."):
+        presets.lm_model_config("demo", "bpe", 100)
+    with pytest.raises(ValueError, match="num_ids must be given"):
+        presets.lm_model_config("demo", "word")
+
+
+def test_a_run_seed_and_overrides_leave_the_tables_alone():
+    from fedgen_debug.training import presets
+
+    before = dataclasses.replace(presets.GAN_PRESETS["demo"])
+    assert presets.gan_training_config("demo", seed=7).training.seed == 7
+    assert presets.gan_model_config("demo", gen_upsample="bilinear").gen_upsample == "bilinear"
+    assert presets.lm_training_config("demo", "char", seed=7).seed == 7
+    assert presets.GAN_PRESETS["demo"] == before and presets.GAN_PRESETS["demo"].training.training.seed == 0
+    assert presets.gan_model_config("demo").gen_upsample == "transpose"
