@@ -19,8 +19,6 @@ from fedgen_debug.training import dp_fedavg, presets
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings, TrainingConfig
 
-KINDS = presets.LM_KINDS
-
 
 @dataclasses.dataclass(frozen=True)
 class LMRun(PrivacySettings):
