@@ -109,18 +109,19 @@ def _gan_round_fn(cohort: int, backend: str, population_size: int):
     import numpy as np
 
     from fedgen_debug.data import client_data as cd, synthetic_images
-    from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
+    from fedgen_debug.models.gan import build_discriminator, build_generator
     from fedgen_debug.runs.secret import RunSecret
     from fedgen_debug.device.gan_data import to_gan_range
     from fedgen_debug.training import dp_fedavg_gan as dpgan
     from fedgen_debug.training.loop import round_datasets
+    from fedgen_debug.training.presets import gan_model_config, gan_training_config
 
     data = synthetic_images.generate(synthetic_images.SyntheticImagesConfig(writers=population_size, seed=0))
     images = {c: to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids}
-    config = dpgan.gan_training_config("demo")
+    config = gan_training_config("demo")
     training = dataclasses.replace(config.training, dp=dataclasses.replace(config.training.dp, clients_per_round=cohort))
     config = dataclasses.replace(config, training=training)
-    gan = gan_config("demo")
+    gan = gan_model_config("demo")
     process = dpgan.build_gan_process(lambda: build_generator(gan, 0), lambda: build_discriminator(gan, 0), config,
                                       RunSecret(0), backend=backend)
 

@@ -27,8 +27,9 @@ import numpy as np  # noqa: E402
 import fedgen_debug  # noqa: E402,F401  (oneDNN on, as the package sets it)
 import tensorflow as tf  # noqa: E402
 
-from fedgen_debug.models.lm import TokenCrossentropy, build_lm, word_lm_config  # noqa: E402
+from fedgen_debug.models.lm import TokenCrossentropy, build_lm  # noqa: E402
 from fedgen_debug.training import subpixel_conv  # noqa: E402
+from fedgen_debug.training.presets import lm_model_config  # noqa: E402
 
 
 def milliseconds(fn, repeats: int) -> float:
@@ -65,7 +66,7 @@ def critic_first_layer(repeats: int) -> tuple[float, float]:
 
 
 def word_lm_step(repeats: int) -> tuple[float, float]:
-    model = build_lm(word_lm_config("demo", 10_004), seed=0)
+    model = build_lm(lm_model_config("demo", "word", 10_004), seed=0)
     model.build((None, 20))
     tokens = tf.constant(np.random.default_rng(0).integers(0, 10_004, (16, 20)), tf.int32)
 

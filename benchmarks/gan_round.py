@@ -17,7 +17,6 @@ preset with both generator upsamplings (`GANConfig.gen_upsample`) and prints bil
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import time
 
@@ -27,11 +26,12 @@ import numpy as np  # noqa: E402
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.data import client_data as cd, synthetic_images  # noqa: E402
-from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config  # noqa: E402
+from fedgen_debug.models.gan import build_discriminator, build_generator  # noqa: E402
 from fedgen_debug.runs.secret import RunSecret  # noqa: E402
 from fedgen_debug.device.gan_data import to_gan_range  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan  # noqa: E402
 from fedgen_debug.training.loop import round_datasets  # noqa: E402
+from fedgen_debug.training.presets import gan_model_config, gan_training_config  # noqa: E402
 from fedgen_debug.privacy.sampling import sample_clients  # noqa: E402
 
 
@@ -60,8 +60,8 @@ def main() -> None:
     tf_by_upsample = {}
     upsamplings = ("transpose", "bilinear") if args.gen_upsample == "both" else (args.gen_upsample,)
     for preset, upsample in [(p, u) for p in (("demo",) if args.demo_only else ("demo", "paper")) for u in upsamplings]:
-        config = dpgan.gan_training_config(preset)
-        gan = dataclasses.replace(gan_config(preset), gen_upsample=upsample)
+        config = gan_training_config(preset)
+        gan = gan_model_config(preset, gen_upsample=upsample)
         gen_fn, disc_fn = (lambda: build_generator(gan, 0)), (lambda: build_discriminator(gan, 0))
         qn = config.training.dp.clients_per_round
         rounds = [sample_clients(sorted(images), qn, np.random.default_rng(r)) for r in range(args.rounds + 1)]

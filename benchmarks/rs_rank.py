@@ -23,7 +23,8 @@ import fedgen_debug  # noqa: E402,F401
 import tensorflow as tf  # noqa: E402
 
 from fedgen_debug.memorization import extraction  # noqa: E402
-from fedgen_debug.models.lm import build_lm, word_lm_config  # noqa: E402
+from fedgen_debug.models.lm import build_lm  # noqa: E402
+from fedgen_debug.training.presets import lm_model_config  # noqa: E402
 
 NUM_IDS = 10_004        # 10K words + pad/oov/bos/eos (data.text.Vocabulary)
 WORDS = np.arange(1, 10_001)
@@ -64,7 +65,7 @@ def main() -> None:
     print(f"{'model':<16}{'parameters':>12}{'batched s':>11}{'CPU s':>8}{'rank':>12}{'naive s/suffix':>16}"
           f"{'naive s (extrap.)':>19}{'ratio':>8}")
     for preset in args.presets.split(","):
-        model = build_lm(word_lm_config(preset, NUM_IDS), seed=0)
+        model = build_lm(lm_model_config(preset, "word", NUM_IDS), seed=0)
         extraction.random_sampling_rank(model, prefix, canary, WORDS, 1000, rng)  # traces outside the timing
         seconds, cpu_seconds, rank = batched_seconds(model, prefix, canary, args.references)
         naive = naive_seconds_per_suffix(model, prefix, rng.choice(WORDS, (args.naive_sample, 3)))

@@ -29,10 +29,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.cli.gan_cmd import add_sample_quality_flags, sample_quality_settings  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
-from fedgen_debug.models import cnn  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
-from fedgen_debug.training import primary_cnn  # noqa: E402
+from fedgen_debug.training import presets, primary_cnn  # noqa: E402
 from fedgen_debug.training.gan_run import D_STEPS, GANRun  # noqa: E402
 from fedgen_debug.experiments.gan import train_gan, train_public_primary  # noqa: E402
 from fedgen_debug.analysis.gan_report import analyze_gan  # noqa: E402
@@ -86,7 +85,8 @@ def main() -> None:
     primary = os.path.join(args.out, "primary_cnn.npz")
     if not os.path.exists(primary):
         if args.primary_from_data:
-            primary_cnn.train_primary_cnn(data_spec.load_client_data(args.data), cnn.cnn_config("demo"), 0, 3, primary)
+            primary_cnn.train_primary_cnn(data_spec.load_client_data(args.data), presets.primary_cnn_config("demo"), 0, 3,
+                                          primary)
         else:
             train_public_primary(primary, "demo", 0)
     summary_path = os.path.join(args.out, "summary.json")

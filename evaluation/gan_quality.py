@@ -57,7 +57,7 @@ from fedgen_debug.models.gan import to_unit  # noqa: E402
 from fedgen_debug.runs.secret import RunSecret  # noqa: E402
 from fedgen_debug.analysis import gan_analysis  # noqa: E402
 from fedgen_debug.device import gan_data  # noqa: E402
-from fedgen_debug.training import primary_cnn  # noqa: E402
+from fedgen_debug.training import presets, primary_cnn  # noqa: E402
 from fedgen_debug.training import dp_fedavg_gan as dpgan, tf_backend  # noqa: E402
 from fedgen_debug.training.config import ServerConfig  # noqa: E402
 from fedgen_debug.training.dp_query import dp_query  # noqa: E402
@@ -118,8 +118,8 @@ def overrides(name: str) -> tuple:
 
 def configs(name: str, seed: int):
     model_fields, training_fields, disc_lr, dp_fields, *server = overrides(name)
-    model = dataclasses.replace(gan_models.gan_config("demo"), **model_fields)
-    training = dpgan.gan_training_config("demo", seed)
+    model = presets.gan_model_config("demo", **model_fields)
+    training = presets.gan_training_config("demo", seed)
     if server:
         training = dataclasses.replace(training, training=dataclasses.replace(training.training, server=server[0]))
     training = dataclasses.replace(training, training=dataclasses.replace(

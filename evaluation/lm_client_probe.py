@@ -17,6 +17,7 @@ run directories (`OUT/char-before`, `OUT/char-after`) without training. Runs are
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 
@@ -29,8 +30,8 @@ from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.experiments import lm  # noqa: E402
 from fedgen_debug.device import lm_data  # noqa: E402
 from fedgen_debug.analysis.lm_analysis import analyze_lm  # noqa: E402
-from fedgen_debug.training.config import ClientConfig, ServerConfig  # noqa: E402
-from fedgen_debug.training import lm_run  # noqa: E402
+from fedgen_debug.training.config import ClientConfig  # noqa: E402
+from fedgen_debug.training import lm_run, presets  # noqa: E402
 
 DATA = "synthetic-text:users=300,seed=0"
 
@@ -54,7 +55,7 @@ def mean_oov_log_prob(run_dir: str, fraction: float, words_max: int = 3000) -> f
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", default="char", choices=lm_run.KINDS)
+    parser.add_argument("--kind", default="char", choices=presets.LM_KINDS)
     parser.add_argument("--rounds", type=int, help="default: the demo preset's")
     parser.add_argument("--epochs", type=int, help="default (as every client flag): the demo preset's")
     parser.add_argument("--batch", type=int)
@@ -66,15 +67,15 @@ def main() -> None:
     parser.add_argument("--only", default="before,after", help="which runs to train ('none': analyse only)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    preset = lm_run.TRAINING_PRESETS[("demo", args.kind)]
-    client = preset["client"]
+    preset = presets.LM_PRESETS[("demo", args.kind)]
+    client = preset.training.client
     # The settings used, in the printed row too.
-    args.rounds = args.rounds or preset["rounds"]
+    args.rounds = args.rounds or preset.training.rounds
     args.epochs, args.batch, args.lr = (args.epochs or client.epochs, args.batch or client.batch_size,
                                         args.lr or client.learning_rate)
     args.cap = (client.max_examples or 0) if args.cap is None else args.cap
-    lm_run.TRAINING_PRESETS[("demo", args.kind)] = {
-        **preset, "rounds": args.rounds, "client": ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)}
+    presets.LM_PRESETS[("demo", args.kind)] = dataclasses.replace(preset, training=dataclasses.replace(
+        preset.training, rounds=args.rounds, client=ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)))
     dirs = {}
     for name, fraction, seed in (("before", 0.0, 2 * args.seed), ("after", args.fraction, 2 * args.seed + 1)):
         dirs[name] = os.path.join(args.out, f"{args.kind}-{name}")

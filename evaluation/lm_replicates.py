@@ -16,6 +16,7 @@ run directory under OUT (e.g. runs of several invocations). Runs are charged to 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -30,15 +31,16 @@ from fedgen_debug.experiments import lm  # noqa: E402
 from fedgen_debug.analysis import lm_analysis  # noqa: E402
 from fedgen_debug.stats import Z_THRESHOLD  # noqa: E402
 from fedgen_debug.training.config import ClientConfig  # noqa: E402
-from fedgen_debug.training import lm_run  # noqa: E402
+from fedgen_debug.training import lm_run, presets  # noqa: E402
 
 DATA = "synthetic-text:users=300,seed=0"
 RUN_NAME = re.compile(r"^(char|word)-([0-9.]+)-([0-9]+)$")
 
 
 def train(kind: str, fraction: float, seed: int, run_dir: str, overrides: dict) -> None:
-    preset = lm_run.TRAINING_PRESETS[("demo", kind)]  # a spawned process: the override is set again here
-    lm_run.TRAINING_PRESETS[("demo", kind)] = {**preset, **overrides}
+    preset = presets.LM_PRESETS[("demo", kind)]  # a spawned process: the override is set again here
+    presets.LM_PRESETS[("demo", kind)] = dataclasses.replace(preset, training=dataclasses.replace(preset.training,
+                                                                                                  **overrides))
     lm.train_lm(lm_run.LMRun(kind, DATA, fraction, "demo", seed=seed), run_dir)
 
 
@@ -56,7 +58,7 @@ def statistic(kind: str, body: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", default="word", choices=lm_run.KINDS)
+    parser.add_argument("--kind", default="word", choices=presets.LM_KINDS)
     parser.add_argument("--replicates", type=int, default=3, help="runs per fraction")
     parser.add_argument("--fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0, help="first seed")
@@ -68,7 +70,7 @@ def main() -> None:
     parser.add_argument("--only", default="train", choices=("train", "none"))
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    client = lm_run.TRAINING_PRESETS[("demo", args.kind)]["client"]
+    client = presets.LM_PRESETS[("demo", args.kind)].training.client
     overrides = {**({"rounds": args.rounds} if args.rounds else {}),
                  "client": ClientConfig(client.epochs, client.batch_size,
                                         client.learning_rate if args.lr is None else args.lr,

@@ -53,10 +53,10 @@ def scenario_plan(args, seed: int) -> dict:
         path = os.path.join(args.out, f"primary-{args.scenario}-seed{seed}.npz")
         if not os.path.exists(path):
             from fedgen_debug.data import spec as data_spec
-            from fedgen_debug.models import cnn
-            from fedgen_debug.training import primary_cnn
+            from fedgen_debug.training import presets, primary_cnn
 
-            primary_cnn.train_primary_cnn(data_spec.load_client_data(data), cnn.cnn_config("demo"), seed, 3, path)
+            primary_cnn.train_primary_cnn(data_spec.load_client_data(data), presets.primary_cnn_config("demo"), seed, 3,
+                                          path)
         primary = {"primary": os.path.abspath(path)}
     return {"data": data, "periods": args.periods, **primary, "rounds_per_period": args.rounds,
             "first_period_rounds": args.first_rounds, "seed": seed, "samples": args.samples,

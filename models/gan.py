@@ -1,4 +1,5 @@
-"""The paper's GAN for 28×28 grayscale images (augenstein2020 App. C.2), with presets.
+"""The paper's GAN for 28×28 grayscale images (augenstein2020 App. C.2). Its presets (the demo's and the
+tests' smaller networks) are data in `fedgen_debug.training.presets`.
 
 The networks follow the paper's code (google-research/federated `gans/experiments/emnist/models`,
 itself the TF-GAN MNIST example):
@@ -77,26 +78,6 @@ class GANConfig:
             raise ValueError(f"weight_decay must be >= 0. Found {self.weight_decay}.")
         if self.gen_upsample not in UPSAMPLINGS:
             raise ValueError(f"gen_upsample must be one of {UPSAMPLINGS}. Found {self.gen_upsample!r}.")
-
-
-# "demo" is sized so a round of 10 clients × 6 D steps × batch 32 plus 6 G steps takes about a second
-# on 2 CPU cores; its BN momentum is lower so the moving statistics follow a short run. Its D is small
-# on purpose: DP noise has the same std on every coordinate, so its norm grows with √(D's parameters)
-# while the clipped signal does not; D dense 16 instead of 64 has 14,777 parameters instead of 52,505
-# (noise norm ÷ 1.9). Measured with evaluation/gan_quality.py (docs/gan.md).
-PRESETS = {
-    "paper": GANConfig(),
-    "demo": GANConfig(noise_dim=32, gen_dense=128, gen_channels=(32, 16, 8), disc_channels=(8, 16),
-                      disc_dense=16, bn_momentum=0.99),
-    "test": GANConfig(noise_dim=8, gen_dense=16, gen_channels=(4, 4, 4), disc_channels=(4, 4), disc_dense=8,
-                      bn_momentum=0.9),
-}
-
-
-def gan_config(preset: str) -> GANConfig:
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}. Found {preset!r}.")
-    return PRESETS[preset]
 
 
 class _Seeds:

@@ -1,4 +1,5 @@
-"""The paper's language models (augenstein2020 App. B.2) built on the CIFG cell, with presets.
+"""The paper's language models (augenstein2020 App. B.2) built on the CIFG cell. Their presets (the
+demo's and the tests' sizes) are data in `fedgen_debug.training.presets`.
 
 - word-LM: embedding 96 → CIFG 670 with projection 96 → softmax over the vocabulary's ids
   (10K words + pad/oov/bos/eos).
@@ -32,24 +33,6 @@ class LMConfig:
 
 CHAR_VOCAB = 258
 BOW, EOW = 256, 257
-
-
-def word_lm_config(preset: str, num_ids: int) -> LMConfig:
-    presets = {"paper": LMConfig(num_ids, 96, 670, 96, 1), "demo": LMConfig(num_ids, 32, 128, 32, 1),
-               "test": LMConfig(num_ids, 8, 16, 8, 1)}
-    return _preset(presets, preset)
-
-
-def char_lm_config(preset: str) -> LMConfig:
-    presets = {"paper": LMConfig(CHAR_VOCAB, 128, 256, 128, 3), "demo": LMConfig(CHAR_VOCAB, 32, 128, 64, 2),
-               "test": LMConfig(CHAR_VOCAB, 16, 32, 16, 1)}
-    return _preset(presets, preset)
-
-
-def _preset(presets: dict, preset: str) -> LMConfig:
-    if preset not in presets:
-        raise ValueError(f"preset must be one of {sorted(presets)}. Found {preset!r}.")
-    return presets[preset]
 
 
 class StaticUnrollRNN(tf.keras.layers.RNN):

@@ -45,9 +45,10 @@ def test_the_file_holds_each_writer_of_the_generator_with_its_characters(tmp_pat
 
 def test_the_central_gan_yardstick_trains_the_generator_reproducibly_from_its_seed():
     from fedgen_debug.models import gan as gan_models
+    from fedgen_debug.training import presets
 
     script = _load("gan_central_reference")
-    config = gan_models.gan_config("test")
+    config = presets.gan_model_config("test")
     images = np.random.default_rng(0).uniform(-1, 1, (20, 28, 28, 1)).astype(np.float32)
     latent = np.random.default_rng(1).standard_normal((4, config.noise_dim)).astype(np.float32)
     initial = gan_models.build_generator(config, 3)(latent, training=False).numpy()

@@ -8,6 +8,7 @@ import scipy.linalg
 from PIL import Image
 
 from fedgen_debug.models import cnn
+from fedgen_debug.training import presets
 from fedgen_debug.analysis import gan_analysis as ga
 
 
@@ -217,7 +218,7 @@ def test_classifier_score_bounds():
 
 
 def test_sample_quality_with_the_cnn():
-    model = cnn.build_cnn(cnn.cnn_config("test"), seed=0)
+    model = cnn.build_cnn(presets.primary_cnn_config("test"), seed=0)
     images = _samples(16, 0.5) * np.linspace(0.5, 1.0, 16)[:, None, None, None]
     reference = ga.feature_statistics(cnn.features(model, ga.to_unit(images)))
     same = ga.sample_quality(model, images, reference)

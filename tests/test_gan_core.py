@@ -13,7 +13,7 @@ import tensorflow_federated as tff
 import tensorflow_gan as tfgan
 
 from fedgen_debug.models import gan
-from fedgen_debug.training import dp_fedavg_gan as dpgan
+from fedgen_debug.training import dp_fedavg_gan as dpgan, presets
 from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
@@ -23,7 +23,7 @@ from fedgen_debug.training.dp_query import dp_query
 from fedgen_debug.training.optimizers import server_optimizer
 from fedgen_debug.privacy.sampling import sample_clients
 
-TEST_GAN = gan.gan_config("test")
+TEST_GAN = presets.gan_model_config("test")
 gen_fn = functools.partial(gan.build_generator, TEST_GAN, 1)
 disc_fn = functools.partial(gan.build_discriminator, TEST_GAN, 2)
 
@@ -51,7 +51,7 @@ def test_models_follow_the_paper_architecture_and_are_seeded():
     for a, b in zip(weights(g.variables), weights(gan.build_generator(TEST_GAN, 1).variables)):
         np.testing.assert_array_equal(a, b)
     assert not np.allclose(weights(g.variables)[0], weights(gan.build_generator(TEST_GAN, 9).variables)[0])
-    paper = gan.build_generator(gan.gan_config("paper"), 0)
+    paper = gan.build_generator(presets.gan_model_config("paper"), 0)
     assert [l.output.shape[-1] for l in paper.layers if "dense" in l.name] == [1024, 7 * 7 * 256]
 
 
@@ -75,7 +75,6 @@ def test_a_bilinear_generator_resizes_then_convolves_where_the_paper_transposes(
 @pytest.mark.parametrize("build, message", [
     (lambda: gan.GANConfig(noise_dim=0), r"noise_dim must be >= 1. Found 0."),
     (lambda: gan.GANConfig(gen_channels=(8, 8)), r"gen_channels must be 3 integers >= 1"),
-    (lambda: gan.gan_config("huge"), r"preset must be one of"),
     (lambda: gan.GANConfig(gen_upsample="nearest"), r"gen_upsample must be one of \('transpose', 'bilinear'\). Found 'nearest'."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), disc_steps=0), r"disc_steps must be >= 1. Found 0."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_learning_rate=-1),
@@ -93,25 +92,25 @@ def test_config_validation(build, message):
 
 
 def test_paper_preset_is_table_9_and_configs_round_trip_json():
-    c = dpgan.gan_training_config("paper")
+    c = presets.gan_training_config("paper")
     t = c.training
     assert (c.disc_steps, c.gen_steps, t.client.batch_size, c.gen_batch_size) == (6, 6, 32, 32)
     assert (c.gen_learning_rate, t.client.learning_rate, t.dp.clip, t.dp.noise_multiplier) == (0.005, 0.0005, 0.1, 0.01)
     assert (t.dp.clients_per_round, t.rounds, c.gradient_penalty, c.gen_optimizer) == (10, 1000, 10.0, "sgd")
     # One pass over a client's data, as the paper code's `repeat=False`; so does the demo (cycling is opt-in).
-    assert not c.cycle_client_data and not dpgan.gan_training_config("demo").cycle_client_data
+    assert not c.cycle_client_data and not presets.gan_training_config("demo").cycle_client_data
     # A run saved before the option existed has no such key in its config.json, and must still resume
     # (a resume requires the same config); a cycling config keeps the key and round-trips.
     assert "cycle_client_data" not in c.to_json()
     cycling = dataclasses.replace(c, cycle_client_data=True)
     assert cycling.to_json()["cycle_client_data"] is True and dpgan.GANTrainingConfig.from_json(cycling.to_json()) == cycling
-    assert "gen_ema" not in c.to_json() and not dpgan.gan_training_config("demo").gen_ema   # the same for the average
+    assert "gen_ema" not in c.to_json() and not presets.gan_training_config("demo").gen_ema   # the same for the average
     averaged = dataclasses.replace(c, gen_ema=0.9)
     assert averaged.to_json()["gen_ema"] == 0.9 and dpgan.GANTrainingConfig.from_json(averaged.to_json()) == averaged
     server_state = server_optimizer(t.server).initialize([tf.TensorSpec([1])])  # the paper code: SGD(lr=1.0)
     assert list(server_state) == ["learning_rate"] and float(server_state["learning_rate"]) == 1.0
     assert dpgan.GANTrainingConfig.from_json(c.to_json()) == c
-    assert gan.GANConfig(**{**gan.gan_config("paper").__dict__, "gen_channels": [256, 64, 32]}) == gan.gan_config("paper")
+    assert gan.GANConfig(**{**presets.gan_model_config("paper").__dict__, "gen_channels": [256, 64, 32]}) == presets.gan_model_config("paper")
 
 
 def test_a_client_cycles_through_its_examples_only_when_short_of_n_batches():
@@ -186,7 +185,7 @@ def test_dp_query_clips_a_client_update_to_s():
     disc = disc_fn()
     record = [tf.random.stateless_normal(v.shape, seed=[i, 0]) for i, v in enumerate(disc.trainable_variables)]
     record = [r * 10.0 / tf.linalg.global_norm(record) for r in record]  # ||Δ_k|| = 10
-    query = dp_query(dpgan.gan_training_config("paper").training.dp, (0, 0))  # S = 0.1
+    query = dp_query(presets.gan_training_config("paper").training.dp, (0, 0))  # S = 0.1
     clipped = query.preprocess_record(query.derive_sample_params(query.initial_global_state()), record)
     np.testing.assert_allclose(float(tf.linalg.global_norm(clipped)), 0.1, rtol=1e-5)
     np.testing.assert_allclose(clipped[0].numpy(), record[0].numpy() * 0.01, rtol=1e-5)  # same direction
@@ -272,7 +271,7 @@ def test_a_diverged_client_update_is_zeroed_before_it_can_poison_the_round():
 def test_every_round_moves_the_discriminator_by_at_most_s_with_the_presets_server_step():
     # Algorithm 1: θ_D ← θ_D + mean clipped Δ. A momentum server optimizer would carry
     # round 1's step into round 2 and move θ_D by more than S (0.19 here with momentum 0.9).
-    preset = dpgan.gan_training_config("test", seed=3)
+    preset = presets.gan_training_config("test", seed=3)
     config = dataclasses.replace(preset, training=dataclasses.replace(
         preset.training, dp=DPConfig(1, 0.0, 0.1), client=ClientConfig(1, 8, 0.05)))  # a step large enough to clip
     process = dpgan.build_gan_process(gen_fn, disc_fn, config, SECRET)

@@ -175,7 +175,7 @@ def test_the_selected_d_step_stops_where_a_rounds_noise_would_move_d_by_more_tha
     Real FEMNIST's 1st-percentile cut (k̂ ≈ 4.3 of qN = 92, S = 0.5, z = 0.3, d = 14,777) wants s ≈ 21,
     4.2 of noise a round; the cap stops it at 1.0 (s ≈ 5), where a cut of many writers is untouched."""
     from fedgen_debug.experiments import gan as gan_scenario
-    from fedgen_debug.training.dp_fedavg_gan import gan_training_config
+    from fedgen_debug.training.presets import gan_training_config
     from fedgen_debug.training.config import DPConfig
 
     preset = gan_training_config("demo")
@@ -202,7 +202,8 @@ def test_the_selected_d_step_stops_where_a_rounds_noise_would_move_d_by_more_tha
 
 def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_factor(tmp_path, runs, monkeypatch):
     from conftest import provision_secret
-    from fedgen_debug.models.gan import build_discriminator, build_generator, gan_config
+    from fedgen_debug.models.gan import build_discriminator, build_generator
+    from fedgen_debug.training.presets import gan_model_config
     from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
     from fedgen_debug.runs import secret as secret_lib
     from fedgen_debug.training import dp_fedavg_gan, run_dir as rd
@@ -222,8 +223,8 @@ def test_selected_d_step_scales_the_first_discriminator_step_by_its_released_fac
         train_gan(run, run_dir)
         assert train_gan(run, run_dir).rounds_completed == 1   # resumes: the run's config is the preset's
         config = run.training_config(12)
-        process = dp_fedavg_gan.build_gan_process(lambda: build_generator(gan_config("test"), 0),
-                                                  lambda: build_discriminator(gan_config("test"), 0), config,
+        process = dp_fedavg_gan.build_gan_process(lambda: build_generator(gan_model_config("test"), 0),
+                                                  lambda: build_discriminator(gan_model_config("test"), 0), config,
                                                   secret_lib.load(run_dir))
         initial = process.initialize()
         final = rd.load_checkpoint(rd.latest_checkpoint(run_dir)[1], initial)

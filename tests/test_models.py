@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from fedgen_debug.models.char_lm import decode_symbols, encode_word, joint_log_prob, sample_words, word_sequences
 from fedgen_debug.models.cifg import CIFGCell
-from fedgen_debug.models.lm import (BOW, CHAR_VOCAB, EOW, StaticUnrollRNN, TokenCrossentropy, build_lm,
-                                    char_lm_config, word_lm_config)
+from fedgen_debug.models.lm import BOW, CHAR_VOCAB, EOW, StaticUnrollRNN, TokenCrossentropy, build_lm
+from fedgen_debug.training.presets import lm_model_config
 from fedgen_debug.runs.secret import RunSecret
 
 
@@ -113,16 +113,14 @@ def test_token_crossentropy_is_keras_loss_with_the_same_gradient(scale):
 def test_cifg_validation():
     with pytest.raises(ValueError, match="units must be >= 1. Found 0."):
         CIFGCell(0)
-    with pytest.raises(ValueError, match="preset must be one of"):
-        word_lm_config("huge", 100)
 
 
 def test_paper_presets_have_the_papers_sizes():
-    word = build_lm(word_lm_config("paper", 10_004))
+    word = build_lm(lm_model_config("paper", "word", 10_004))
     word.build((None, 5))
     cifg = word.layers[1].cell
     assert (word.layers[0].output_dim, cifg.units, cifg.projection_units) == (96, 670, 96)
-    char = build_lm(char_lm_config("paper"))
+    char = build_lm(lm_model_config("paper", "char"))
     char.build((None, 5))
     assert [type(l).__name__ for l in char.layers] == ["Embedding"] + ["StaticUnrollRNN"] * 3 + ["Dense"]
     assert char.layers[0].input_dim == CHAR_VOCAB == 258 and char.layers[0].output_dim == 128
@@ -139,7 +137,7 @@ def test_word_encoding_and_sequences():
 
 
 def test_joint_probability_is_the_product_of_conditionals():
-    model = build_lm(char_lm_config("test"), seed=3)
+    model = build_lm(lm_model_config("test", "char"), seed=3)
     words = ["regex", "i am", "a"]
     joint = joint_log_prob(model, words)
     for word, value in zip(words, joint):
@@ -176,7 +174,7 @@ def test_a_tiny_dp_fedavg_char_lm_learns_a_three_word_vocabulary(tmp_path):
     config = TrainingConfig(rounds=40, dp=DPConfig(clients_per_round=4, noise_multiplier=0.1, clip=1.0),
                             client=ClientConfig(epochs=2, batch_size=10, learning_rate=1.0),
                             server=ServerConfig("momentum", 1.0, 0.5), checkpoint_every=40)
-    spec = dp_fedavg.ModelSpec(lambda: build_lm(char_lm_config("test"), seed=0),
+    spec = dp_fedavg.ModelSpec(lambda: build_lm(lm_model_config("test", "char"), seed=0),
                                lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                                (tf.TensorSpec([None, 8], tf.int32), tf.TensorSpec([None, 8], tf.int32)))
 

@@ -13,7 +13,7 @@ from fedgen_debug.kept import KeptArrays
 from fedgen_debug.data import synthetic_images as si
 from fedgen_debug.models import cnn
 from fedgen_debug.device import gan_data
-from fedgen_debug.training import primary_cnn as pc
+from fedgen_debug.training import presets, primary_cnn as pc
 from fedgen_debug.selectors.criteria import ByExampleCorrectness, ByUserMetric, RandomExamples
 
 
@@ -107,16 +107,14 @@ def test_cnn_config_and_model_shapes():
         cnn.CNNConfig(num_classes=1)
     with pytest.raises(ValueError, match=r"conv_dropout must be in \[0, 1\). Found 1.0."):
         cnn.CNNConfig(conv_dropout=1.0)
-    with pytest.raises(ValueError, match="preset must be one of"):
-        cnn.cnn_config("huge")
-    paper = cnn.build_cnn(cnn.cnn_config("paper"), seed=0)
+    paper = cnn.build_cnn(cnn.CNNConfig(), seed=0)   # TFF's EMNIST CNN
     assert paper.output_shape == (None, 62)
     assert [layer.__class__.__name__ for layer in paper.layers] == [
         "Conv2D", "Conv2D", "MaxPooling2D", "Dropout", "Flatten", "Dense", "Dropout", "Dense"]
     images = np.random.default_rng(0).random((5, 28, 28)).astype(np.float32)
     assert cnn.logits(paper, images).shape == (5, 62)
     assert cnn.features(paper, images[..., None]).shape == (5, 128)
-    small = cnn.cnn_config("test")
+    small = presets.primary_cnn_config("test")
     same = [cnn.build_cnn(small, seed=3).get_weights(), cnn.build_cnn(small, seed=3).get_weights()]
     other = cnn.build_cnn(small, seed=4).get_weights()
     assert all(np.array_equal(a, b) for a, b in zip(*same))
@@ -127,7 +125,7 @@ def test_cnn_config_and_model_shapes():
 def trained(tmp_path_factory):
     data = si.generate(si.SyntheticImagesConfig(writers=24, seed=5))
     path = str(tmp_path_factory.mktemp("primary") / "primary_cnn.npz")
-    model = pc.train_primary_cnn(data, cnn.cnn_config("test"), seed=0, epochs=4, out_path=path)
+    model = pc.train_primary_cnn(data, presets.primary_cnn_config("test"), seed=0, epochs=4, out_path=path)
     return data, model, path
 
 
@@ -141,7 +139,7 @@ def test_primary_cnn_learns_clean_digits_and_fails_on_inverted_ones(trained):
     images = cd.client_numpy(data, data.client_ids[0])["pixels"][:20]
     np.testing.assert_allclose(cnn.logits(pc.load_primary_cnn(path), images), cnn.logits(model, images), rtol=1e-5)
     with pytest.raises(ValueError, match="epochs must be >= 1. Found 0."):
-        pc.train_primary_cnn(data, cnn.cnn_config("test"), seed=0, epochs=0, out_path=path)
+        pc.train_primary_cnn(data, presets.primary_cnn_config("test"), seed=0, epochs=0, out_path=path)
 
 
 def test_bugged_devices_fill_the_low_accuracy_population(trained):
@@ -195,7 +193,7 @@ def test_each_device_runs_the_primary_once_per_model_and_images(monkeypatch, tra
 
 
 def test_models_that_compute_different_things_do_not_share_outputs():
-    small = cnn.cnn_config("test")
+    small = presets.primary_cnn_config("test")
     same = [gan_data.weights_key(cnn.build_cnn(small, seed=3)), gan_data.weights_key(cnn.build_cnn(small, seed=3))]
     assert same[0] == same[1]
     assert gan_data.weights_key(cnn.build_cnn(small, seed=4)) != same[0]

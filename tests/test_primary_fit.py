@@ -87,12 +87,11 @@ def always_wrong_primary(tmp_path_factory):
     """A primary CNN with 63 outputs that always answers class 62, which no user's image has: every
     user's accuracy is 0, so the DP 75th percentile ends near 0 (from 0.5: 100 rounds of −0.0075)."""
     from fedgen_debug.data import spec as data_spec
-    from fedgen_debug.models import cnn
-    from fedgen_debug.training import primary_cnn
+    from fedgen_debug.training import presets, primary_cnn
 
     path = str(tmp_path_factory.mktemp("primary") / "always_wrong.npz")
     model = primary_cnn.train_primary_cnn(data_spec.load_client_data("synthetic-images:writers=12,seed=9"),
-                                          cnn.cnn_config("test", num_classes=63), 0, 1, path)
+                                          presets.primary_cnn_config("test", num_classes=63), 0, 1, path)
     weights = model.get_weights()
     weights[-2][:] = 0.0
     weights[-1][:] = 0.0

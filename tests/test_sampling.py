@@ -142,9 +142,10 @@ def test_inverse_cdf_hand_built_rows_and_extreme_uniforms_never_draw_a_banned_sy
 
 def test_joint_log_prob_in_batches_equals_one_call(monkeypatch):
     from fedgen_debug.models import char_lm
-    from fedgen_debug.models.lm import build_lm, char_lm_config
+    from fedgen_debug.models.lm import build_lm
+    from fedgen_debug.training.presets import lm_model_config
 
-    model = build_lm(char_lm_config("test"), seed=5)
+    model = build_lm(lm_model_config("test", "char"), seed=5)
     words = ["a", "i have", "regex", "ü", "dog", "x y z"]
     whole = char_lm.joint_log_prob(model, words)
     monkeypatch.setattr(char_lm, "JOINT_BATCH", 4)  # two batches of different lengths

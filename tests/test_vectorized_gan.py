@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 
 from fedgen_debug.models import gan
-from fedgen_debug.training import dp_fedavg_gan as dpgan
+from fedgen_debug.training import dp_fedavg_gan as dpgan, presets
 from fedgen_debug.training import vectorized_gan as vg
 
 import test_gan_core as fixtures
 
-TEST_GAN = gan.gan_config("test")
+TEST_GAN = presets.gan_model_config("test")
 
 
 def client(images, seed, batch):
@@ -276,7 +276,7 @@ def test_the_generator_takes_the_fast_layers_and_computes_what_keras_computes():
     grouped = vg.gen_forward_grouped(gen, noise, mask)
     for g, rows in enumerate((5, 2, 4)):
         np.testing.assert_allclose(grouped[g, :rows], gen(noise[g, :rows], training=True), rtol=1e-4, atol=1e-5)
-    demo = gan.build_generator(gan.gan_config("demo"), 0)
+    demo = gan.build_generator(presets.gan_model_config("demo"), 0)
     graph = tf.function(lambda z, m: vg.gen_forward_grouped(demo, z, m)).get_concrete_function(
         tf.TensorSpec([4, 8, demo.input_shape[-1]]), tf.TensorSpec([4, 8])).graph.as_graph_def()
     ops = {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}

@@ -79,7 +79,7 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.analysis.gan_report import analyze_gan
-    from fedgen_debug.training.gan_config import gan_training_config
+    from fedgen_debug.training.presets import gan_training_config
 
     summary = {}
     if primary is not None or not os.path.exists(primary_path(out)):

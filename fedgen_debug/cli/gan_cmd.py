@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
+from fedgen_debug.training.presets import DEFAULT_PRESET, PRESET_NAMES
 
 SELECT_CHOICES = ("by-user-accuracy:low", "by-user-accuracy:high", "by-example:correct", "by-example:misclassified",
                   "random")
@@ -18,7 +19,8 @@ def register(sub) -> None:
     train.add_argument("--select", required=True, metavar="SELECTOR",
                        help=f"one of {', '.join(SELECT_CHOICES)}, optionally with settings "
                             "(by-user-accuracy:low,threshold=0.8); see `fedgen-debug selectors`")
-    train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
+    train.add_argument("--preset", choices=PRESET_NAMES, default=DEFAULT_PRESET,
+                       help="model and training sizes (training.presets.GAN_PRESETS); the privacy flags override them")
     train.add_argument("--primary", metavar="MODEL",
                        help="the model the users run: a Keras model file (.keras, .h5) or SavedModel directory "
                             "taking 28×28 grayscale images and returning class scores (docs/gan.md#your-own-primary-"

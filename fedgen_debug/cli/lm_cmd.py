@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
+from fedgen_debug.training.presets import DEFAULT_PRESET, LM_KINDS, PRESET_NAMES
 
 
 def register(sub) -> None:
     train = sub.add_parser("train-lm", help="train a DP-FedAvg word- or char-LM on text data")
-    train.add_argument("--kind", choices=("char", "word"), required=True)
+    train.add_argument("--kind", choices=LM_KINDS, required=True)
     train.add_argument("--data", required=True, help="text data spec, e.g. synthetic-text:users=300")
     train.add_argument("--bug", default=None, metavar="concat:FRACTION",
                        help="tokenization bug on the devices: glue the first two tokens of FRACTION of sentences")
-    train.add_argument("--preset", choices=("demo", "paper", "test"), default="demo")
+    train.add_argument("--preset", choices=PRESET_NAMES, default=DEFAULT_PRESET,
+                       help="model and training sizes (training.presets.LM_PRESETS); the privacy flags override them")
     train.add_argument("--vocab-size", type=int, default=10_000)
     train.add_argument("--vocab", metavar="dp|file:PATH|public:SPEC",
                        help="the vocabulary: DP heavy hitters of the users' text, your production vocabulary (a "

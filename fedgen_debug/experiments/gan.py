@@ -54,7 +54,7 @@ from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
 from fedgen_debug.selectors.criteria import ByUserMetric
-from fedgen_debug.training import dp_fedavg_gan, loop
+from fedgen_debug.training import dp_fedavg_gan, loop, presets
 from fedgen_debug.training.gan_run import GANRun
 
 logger = logging.getLogger(__name__)
@@ -80,14 +80,15 @@ def quantile_config(target: float, population: int) -> QuantileConfig:
 
 
 def _public_stand_in(preset: str, seed: int):
-    writers = {"test": 12, "demo": 100, "paper": 400}[preset]
+    writers = presets.primary_cnn_preset(preset).public_writers
     return data_spec.load_client_data(PUBLIC_STAND_IN.format(writers=writers, seed=seed + 1000))
 
 
 def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -> tf.keras.Model:
     """The pre-update primary CNN, trained centrally on clean public stand-in data (other writers)."""
-    config = cnn.cnn_config("test" if preset == "test" else "demo", num_classes=classes)
-    return primary_cnn.train_primary_cnn(_public_stand_in(preset, seed), config, seed, 3, path)
+    recipe = presets.primary_cnn_preset(preset)
+    config = presets.primary_cnn_config(preset, num_classes=classes)
+    return primary_cnn.train_primary_cnn(_public_stand_in(preset, seed), config, seed, recipe.epochs, path)
 
 
 def _primary(run: GANRun, out_dir: str) -> tf.keras.Model:

@@ -33,9 +33,9 @@ import tomllib
 from fedgen_debug.data.fleet import FleetConfig
 from fedgen_debug.data.spec import parse_data_spec
 from fedgen_debug.device.rollout import parse_rollout
+from fedgen_debug.training.presets import DEFAULT_PRESET, PRESET_NAMES
 
 KINDS = ("gan", "char-lm", "word-lm")
-PRESETS = ("demo", "test", "paper")
 # Where a period's training starts: the previous period's model, or the last period whose signals were
 # all within their thresholds (runner.Monitor._start). LMs default to the latter: a warm-started LM keeps
 # generating the glued words it learned (measured: 10% glued, the space mass stayed 2-4x its clean
@@ -68,7 +68,7 @@ def cadence_seconds(text: str) -> float:
 class Auxiliary:
     kind: str
     select: str = "random"      # GAN: a selector (`fedgen-debug selectors`); LMs train on T3's OOV words / all
-    preset: str = "demo"
+    preset: str = DEFAULT_PRESET
     warm_start: str | None = None   # WARM_STARTS; None: the kind's default (default_warm_start)
 
     def __post_init__(self):
@@ -79,8 +79,8 @@ class Auxiliary:
         if self.warm_start not in WARM_STARTS:
             raise ValueError(f"auxiliaries: warm_start must be one of {', '.join(WARM_STARTS)}. "
                              f"Found {self.warm_start!r}.")
-        if self.preset not in PRESETS:
-            raise ValueError(f"auxiliaries: preset must be one of {', '.join(PRESETS)}. Found {self.preset!r}.")
+        if self.preset not in PRESET_NAMES:
+            raise ValueError(f"auxiliaries: preset must be one of {', '.join(PRESET_NAMES)}. Found {self.preset!r}.")
         if self.kind == "gan":
             from fedgen_debug.selectors.registry import parse_selector
 

@@ -34,7 +34,7 @@ import tensorflow_gan as tfgan
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug import tff_workers
 from fedgen_debug.training.config import resolve_backend
-from fedgen_debug.training.gan_config import GANTrainingConfig, gan_training_config  # noqa: F401 (re-exported)
+from fedgen_debug.training.gan_config import GANTrainingConfig  # noqa: F401 (re-exported)
 from fedgen_debug.training.dp_query import dp_aggregator
 from fedgen_debug.training.optimizers import server_optimizer
 

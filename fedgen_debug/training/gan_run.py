@@ -14,15 +14,14 @@ import tensorflow as tf
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device.canary_specs import parse_canaries
 from fedgen_debug.device.pixels import PixelInversionBug
-from fedgen_debug.models.gan import GANConfig, build_generator, gan_config
+from fedgen_debug.models.gan import GANConfig, build_generator
 from fedgen_debug.models.primary import PrimaryContract
 from fedgen_debug.runs import store
 from fedgen_debug.selectors import registry
-from fedgen_debug.training import dp_fedavg_gan
+from fedgen_debug.training import dp_fedavg_gan, presets
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings
 
-PRESETS = ("paper", "demo", "test")
 # D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
 # qualifying clients of the qN sampled move D by k/qN of their mean update. "selected": over the DP
 # estimate of k (q × the released DP count of qualified users), so a small subpopulation (5% of
@@ -37,7 +36,7 @@ class GANRun(PrivacySettings):
     data: str
     select: str
     bug_fraction: float = 0.0
-    preset: str = "demo"
+    preset: str = presets.DEFAULT_PRESET   # a name of `presets.GAN_PRESETS`
     seed: int = 0
     primary: str | None = None     # the primary model: the tool's CNN weights (.npz) or the modeler's model file
     primary_classes: int = 62
@@ -53,8 +52,7 @@ class GANRun(PrivacySettings):
     primary_scale: float = 1.0
 
     def __post_init__(self):
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
+        presets.check_preset(self.preset)
         self.check_privacy_settings()
         if data_spec.parse_data_spec(self.data).modality != "images":
             raise ValueError(f"train-gan needs image data. Found {self.data!r}.")
@@ -79,11 +77,11 @@ class GANRun(PrivacySettings):
 
     def model_config(self) -> GANConfig:
         """The preset's networks, with the run's generator upsampling."""
-        return dataclasses.replace(gan_config(self.preset), gen_upsample=self.gen_upsample)
+        return presets.gan_model_config(self.preset, gen_upsample=self.gen_upsample)
 
     def training_config(self, population: int) -> dp_fedavg_gan.GANTrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
-        config = dp_fedavg_gan.gan_training_config(self.preset, self.seed)
+        config = presets.gan_training_config(self.preset, self.seed)
         if self.cycle_client_data:
             config = dataclasses.replace(config, cycle_client_data=True)
         if self.gen_ema:

@@ -1,4 +1,4 @@
-"""What an LM run is: its frozen, validated config (`LMRun`), the training presets per preset and kind,
+"""What an LM run is: its frozen, validated config (`LMRun`) over its preset (`training.presets.LM_PRESETS`),
 the model it trains, and how to rebuild that model from a finished run's released weights (`load_lm`,
 used by analysis and the memorization checker; loading never trains).
 """
@@ -13,39 +13,11 @@ from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import lm_data
 from fedgen_debug.device.canary_specs import parse_canaries
 from fedgen_debug.device.tokenization import TokenizationBug
-from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm, char_lm_config, word_lm_config
+from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm
 from fedgen_debug.runs import store
-from fedgen_debug.training import dp_fedavg
+from fedgen_debug.training import dp_fedavg, presets
 from fedgen_debug.training import run_dir as rd
-from fedgen_debug.training.config import ClientConfig, DPConfig, PrivacySettings, ServerConfig, TrainingConfig
-
-KINDS = ("char", "word")
-PRESETS = ("paper", "demo", "test")
-# Training defaults per preset and kind; every field can be overridden by the run (CLI flags).
-# paper: App. B.2 / Table 5. demo/test: converge on 2 CPU cores. A demo char-LM device trains on at most
-# 64 of its OOV words a round, a fresh random subset each round (a device held 105 on average, up to
-# 524), one epoch at client rate 2.0, for 240 rounds: its fit grows with rounds, not with local steps
-# (docs/lm.md: on a play's speakers 120 rounds of 2 epochs sampled fragments, `p`, `bi`, `pi`;
-# 240 of 1 epoch, about the same time, a speaker's name and glued pairs; 4 epochs of batch 8 were no
-# better than 2; DP noise, clip and padded targets were not what held it back). ε: twice the rounds.
-# The word-LM trains 60 rounds on at most 32 sentences a device (1.25x the time of 30 rounds on every
-# sentence): at 30 its position-1 statistic varied so much between trainings that a 0% run tested
-# against another 0% run said YES in 13 of 42 pairs (`evaluation/lm_replicates.py`; 60 capped rounds:
-# 1 of 20, and 25 of 25 10%-vs-0% pairs found).
-_DEMO = dict(clients_per_round=20, noise_multiplier=0.1, clip=1.0, server=ServerConfig("momentum", 1.0, 0.5))
-TRAINING_PRESETS = {
-    ("paper", "word"): dict(rounds=2000, clients_per_round=5000, noise_multiplier=1.0, clip=0.2,
-                            client=ClientConfig(1, 16, 0.5), server=ServerConfig("nesterov", 1.0, 0.99)),
-    ("paper", "char"): dict(rounds=2000, clients_per_round=5000, noise_multiplier=1.0, clip=0.1,
-                            client=ClientConfig(1, 16, 0.5), server=ServerConfig("nesterov", 1.0, 0.99)),
-    ("demo", "char"): dict(rounds=240, client=ClientConfig(1, 16, 2.0, max_examples=64), **_DEMO),
-    ("demo", "word"): dict(rounds=60, client=ClientConfig(2, 16, 1.0, max_examples=32), **_DEMO),
-    # Test-size char-LMs keep two epochs a round: 12 rounds is all a test affords.
-    ("test", "char"): dict(rounds=12, client=ClientConfig(2, 16, 2.0, max_examples=64), **_DEMO),
-    # Test-size word-LMs (40 devices, 8-12 rounds) learn the position-1 excess on every sentence; capped,
-    # 8 rounds did not (tests/test_lm_scenario.py).
-    ("test", "word"): dict(rounds=12, client=ClientConfig(2, 16, 1.0), **_DEMO),
-}
+from fedgen_debug.training.config import PrivacySettings, TrainingConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +28,7 @@ class LMRun(PrivacySettings):
     kind: str
     data: str
     bug_fraction: float = 0.0
-    preset: str = "demo"
+    preset: str = presets.DEFAULT_PRESET   # a name of `presets.LM_PRESETS`
     seed: int = 0
     vocab_size: int = 10_000
     vocab: str | None = None          # "dp" or "public:SPEC"; None: lm_data.default_vocabulary_source
@@ -64,10 +36,8 @@ class LMRun(PrivacySettings):
     update_canaries: int = 0          # clients sending random directions, for the empirical ε
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}. Found {self.kind!r}.")
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}. Found {self.preset!r}.")
+        presets.check_lm_kind(self.kind)
+        presets.check_preset(self.preset)
         self.check_privacy_settings()
         data_spec.parse_data_spec(self.data)
         TokenizationBug(self.bug_fraction)  # validates the fraction
@@ -88,15 +58,11 @@ class LMRun(PrivacySettings):
         return 20 if self.kind == "word" else 16
 
     def model_config(self, num_ids: int):
-        return word_lm_config(self.preset, num_ids) if self.kind == "word" else char_lm_config(self.preset)
+        return presets.lm_model_config(self.preset, self.kind, num_ids)
 
     def training_config(self, population: int) -> TrainingConfig:
         """The preset's values with the run's privacy settings; qN at most the population."""
-        preset = TRAINING_PRESETS[(self.preset, self.kind)]
-        dp = DPConfig(preset["clients_per_round"], preset["noise_multiplier"], preset["clip"])
-        base = TrainingConfig(rounds=preset["rounds"], dp=dp, client=preset["client"], server=preset["server"],
-                              seed=self.seed, checkpoint_every=10)
-        return self.override(base, population)
+        return self.override(presets.lm_training_config(self.preset, self.kind, self.seed), population)
 
     def to_json(self) -> dict:
         return self.saved_json(("update_canaries",))
