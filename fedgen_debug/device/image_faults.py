@@ -7,25 +7,24 @@ numpy on the device's own arrays. Pixels stay float32 in [0, 1] with the canonic
 (`data.client_data`): 1.0 is the white background, ink is dark. Fill values, "thicker" and "fainter" are
 meant in that convention. Labels and shapes (N, 28, 28) are untouched.
 
-| name            | what the device's pipeline does                                   | settings (default)          |
-|-----------------|-------------------------------------------------------------------|-----------------------------|
-| rotate          | rotates counter-clockwise (multiples of 90° exactly)              | degrees (90)                |
-| rotate_small    | a small tilt, bilinear, background fill                           | degrees (20)                |
-| mirror          | left-right mirror (a front camera's selfie view)                  |                             |
-| flip            | upside down (rows reversed)                                       |                             |
-| transpose       | rows and columns swapped (a wrong axis order / reshape)           |                             |
-| blur            | Gaussian blur                                                     | sigma (1.0) pixels          |
-| rescale         | down-sampled by block means then up by repetition: blocky         | factor (2), divides 28      |
-| shift           | translated, background fill                                       | rows (3), cols (3)          |
-| zoom            | glyph scaled about the centre (> 1 bigger and cropped, < 1 smaller) | scale (1.5)               |
-| contrast        | ink compressed toward the background: x → 1 − factor·(1 − x)      | factor (0.4)                |
-| gamma           | a second gamma curve: x → x^gamma (greys darker)                  | gamma (2.2)                 |
-| normalize_twice | a standardization (x − mean)/std applied once more, clipped       | mean (0.1307), std (0.3081) |
-| noise           | Gaussian (sigma = amount) or salt-and-pepper (rate = amount) noise | kind (gaussian), amount (0.2) |
-| jpeg            | a JPEG round trip (PIL) at low quality                            | quality (10)                |
-| threshold       | binarized: x ≥ level → 1 else 0                                    | level (0.5)                 |
-| erode           | strokes thinner (ink eroded: a max filter on white-background pixels) | radius (1)              |
-| dilate          | strokes thicker (ink dilated: a min filter)                       | radius (1)                  |
+The faults, with their settings [defaults] (`NAME:FRACTION,key=value` in `device.catalog.parse_bug`):
+- rotate: rotates counter-clockwise (multiples of 90° exactly) [degrees (90)]
+- rotate_small: a small tilt, bilinear, background fill [degrees (20)]
+- mirror: left-right mirror (a front camera's selfie view)
+- flip: upside down (rows reversed)
+- transpose: rows and columns swapped (a wrong axis order / reshape)
+- blur: Gaussian blur [sigma (1.0) pixels]
+- rescale: down-sampled by block means then up by repetition: blocky [factor (2), divides 28]
+- shift: translated, background fill [rows (3), cols (3)]
+- zoom: glyph scaled about the centre (> 1 bigger and cropped, < 1 smaller) [scale (1.5)]
+- contrast: ink compressed toward the background: x → 1 − factor·(1 − x) [factor (0.4)]
+- gamma: a second gamma curve: x → x^gamma (greys darker) [gamma (2.2)]
+- normalize_twice: a standardization (x − mean)/std applied once more, clipped [mean (0.1307), std (0.3081)]
+- noise: Gaussian (sigma = amount) or salt-and-pepper (rate = amount) noise [kind (gaussian), amount (0.2)]
+- jpeg: a JPEG round trip (PIL) at low quality [quality (10)]
+- threshold: binarized: x ≥ level → 1 else 0 [level (0.5)]
+- erode: strokes thinner (ink eroded: a max filter on white-background pixels) [radius (1)]
+- dilate: strokes thicker (ink dilated: a min filter) [radius (1)]
 
 normalize_twice: a model's input pipeline standardizes once, `(x − mean)/std` (defaults: MNIST's
 constants, the most copied line of image preprocessing); a device that standardizes data that is already

@@ -7,19 +7,18 @@ goes through the fault. Faults that pick words at random (typos, duplicate_words
 from (seed, device, sentence index): public randomness, each sentence its own stream, so a device's
 sentence reads the same whatever else the device holds after it.
 
-| name              | what the device's pipeline does                                 | settings (default)       |
-|-------------------|-----------------------------------------------------------------|--------------------------|
-| entities          | HTML-escaped (`html.escape`): & ' " < > become &amp; &#x27; ... |                          |
-| mojibake          | UTF-8 bytes decoded as `codec`: café → cafÃ©                     | codec (cp1252)           |
-| truncate          | cut after `length` words (whitespace-separated) or characters  | length (5), unit (words) |
-| split             | words of ≥ min_length letters broken in the middle by a space   | min_length (5)           |
-| typos             | per word with probability `rate`: two adjacent letters swapped or one dropped | rate (0.2) |
-| strip_punctuation | every character that is neither a word character nor a space removed |                    |
-| duplicate_words   | per word with probability `rate`: the word written twice        | rate (0.3)               |
-| missing_spaces    | per space between two words with probability `rate`: removed     | rate (0.3)               |
-| number_format     | numbers written in a German locale: 1234.5 → 1.234,5            |                          |
-| strip_accents     | accents removed (NFKD, combining marks dropped): café → cafe    |                          |
-| smart_quotes      | ' → ’ and "…" → “…” (a word processor's autocorrect)            |                          |
+The faults, with their settings [defaults] (`NAME:FRACTION,key=value` in `device.catalog.parse_bug`):
+- entities: HTML-escaped (`html.escape`): & ' " < > become &amp; &#x27; ...
+- mojibake: UTF-8 bytes decoded as `codec`: café → cafÃ© [codec (cp1252)]
+- truncate: cut after `length` words (whitespace-separated) or characters [length (5), unit (words)]
+- split: words of ≥ min_length letters broken in the middle by a space [min_length (5)]
+- typos: per word with probability `rate`: two adjacent letters swapped or one dropped [rate (0.2)]
+- strip_punctuation: every character that is neither a word character nor a space removed
+- duplicate_words: per word with probability `rate`: the word written twice [rate (0.3)]
+- missing_spaces: per space between two words with probability `rate`: removed [rate (0.3)]
+- number_format: numbers written in a German locale: 1234.5 → 1.234,5
+- strip_accents: accents removed (NFKD, combining marks dropped): café → cafe
+- smart_quotes: ' → ’ and "…" → “…” (a word processor's autocorrect)
 
 Case faults (`uppercase`, `lowercase`) are left out on purpose: `data.text.tokenize` lower-cases before
 any model (word or char LM) sees a token, so they are invisible to every auxiliary this tool trains.
