@@ -39,7 +39,8 @@ def _setting(name: str, key: str, value: str, kind: type):
     try:
         return kind(value)
     except ValueError:
-        raise ValueError(f"{name}: {key} must be a {kind.__name__}. Found {value!r}.") from None
+        noun = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+        raise ValueError(f"{name}: {key} must be {noun}. Found {value!r}.") from None
 
 
 def parse_bug(text: str, modality: str, seed: int = 0):
