@@ -186,6 +186,7 @@ def test_every_image_fault_is_in_the_catalog_and_parses_with_its_settings():
     ("blur:0.5,sigma=nan", r"sigma must be > 0. Found nan."),
     ("noise:0.5,kind=speckle", "kind must be one of gaussian, salt_pepper. Found 'speckle'."),
     ("rotate:0.5,degrees=360", "degrees must be finite and not a multiple of 360. Found 360.0."),
+    ("gamma:0.5,gamma=1", "gamma: 1 would change nothing"),
     ("jpeg:0.5,quality=0", r"quality must be in \[1, 95\]. Found 0."),
 ])
 def test_bad_settings_say_what_is_wrong(spec, message):

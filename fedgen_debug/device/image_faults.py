@@ -210,6 +210,8 @@ class Gamma(ImageFault):
     def __post_init__(self):
         super().__post_init__()
         check_positive("gamma", self.gamma)
+        if self.gamma == 1.0:
+            raise ValueError("gamma: 1 would change nothing. Found 1.0.")
 
     def transform_images(self, pixels, client_id):
         return np.power(pixels, self.gamma)
