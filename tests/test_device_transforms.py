@@ -2,6 +2,7 @@
 a rollout's stage, canary insertion (the selectors' contract test is the model)."""
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -11,8 +12,10 @@ from fedgen_debug.data.text import tokenize
 from fedgen_debug.device.canaries import ThakkarInsertion
 from fedgen_debug.device.canary_specs import generate_canaries, parse_canaries
 from fedgen_debug.device.catalog import BUGS, parse_bug
+from fedgen_debug.device.image_faults import IMAGE_FAULTS
 from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.device.rollout import Rollout
+from fedgen_debug.device.text_faults import TEXT_FAULTS
 from fedgen_debug.device.tokenization import TokenizationBug
 from fedgen_debug.runs.secret import RunSecret
 
@@ -30,6 +33,13 @@ def _text(devices=DEVICES):
                                                               f"word{i} again and again"]) for i in range(devices)})
 
 
+def _text_for_faults(devices=DEVICES):
+    """Sentences every text fault changes: entities, non-ASCII, numbers, quotes, long words, > 5 words."""
+    sentences = [f"Tom & Jerry's café costs {1000 + i}.50 \"dollars\", friend." for i in range(devices)]
+    return cd.ArrayClientData({f"u{i:02d}": cd.text_examples([sentences[i], "Good day to you, my wonderful neighbour.",
+                                                              f"word{i} again and again"]) for i in range(devices)})
+
+
 def _canaries():
     (config,) = parse_canaries("thakkar:p_u=0.5,p_e=0.5,count=1")
     return tuple(generate_canaries([config], "word", [f"w{i}" for i in range(20)], seed=0, controls=0))
@@ -41,6 +51,8 @@ TRANSFORMS = {
     "rollout-invert": (lambda: Rollout("invert", ((1, 0.5),), seed=3).at(1), _images),
     "rollout-concat": (lambda: Rollout("concat", ((1, 0.5),), seed=3).at(1), _text),
     "thakkar-canaries": (lambda: ThakkarInsertion(_canaries(), RunSecret(7)), _text),
+    **{f"fault-{name}": (functools.partial(cls, 0.5, seed=1), _images) for name, cls in IMAGE_FAULTS.items()},
+    **{f"fault-{name}": (functools.partial(cls, 0.5, seed=1), _text_for_faults) for name, cls in TEXT_FAULTS.items()},
 }
 
 
@@ -127,7 +139,7 @@ def test_catalog_bugs_validate_their_fraction_alike(name):
 
 def test_parse_bug_names_the_problem():
     with pytest.raises(ValueError, match="bug must be one of invert, concat"):
-        parse_bug("flip:0.5", "images")
+        parse_bug("smudge:0.5", "images")
     with pytest.raises(ValueError, match="concat is a bug of text data; for images use invert"):
         parse_bug("concat:0.5", "images")
     with pytest.raises(ValueError, match="a bug looks like invert:0.5"):
