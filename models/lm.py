@@ -14,6 +14,7 @@ import dataclasses
 import tensorflow as tf
 
 from fedgen_debug.models.cifg import CIFGCell
+from fedgen_debug.validation import check_at_least, check_one_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,8 +27,7 @@ class LMConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "embedding_dim", "units", "layers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+            check_at_least(name, getattr(self, name), 1)
 
 
 CHAR_VOCAB = 258
@@ -47,8 +47,7 @@ def char_lm_config(preset: str) -> LMConfig:
 
 
 def _preset(presets: dict, preset: str) -> LMConfig:
-    if preset not in presets:
-        raise ValueError(f"preset must be one of {sorted(presets)}. Found {preset!r}.")
+    check_one_of("preset", preset, sorted(presets))
     return presets[preset]
 
 

@@ -20,7 +20,7 @@ from fedgen_debug.device.pixels import inverted_on
 from fedgen_debug.device.tokenization import TokenizationBug
 from fedgen_debug.device.transform import device_draw
 from fedgen_debug.spec_grammar import split_spec
-from fedgen_debug.validation import check_fraction
+from fedgen_debug.validation import check_fraction, check_one_of
 
 BUGS = ("invert", "concat")
 _ROLLOUT_STREAM = 0x2011
@@ -33,8 +33,7 @@ class Rollout:
     seed: int = 0
 
     def __post_init__(self):
-        if self.bug not in BUGS:
-            raise ValueError(f"bug must be one of {', '.join(BUGS)}. Found {self.bug!r}.")
+        check_one_of("bug", self.bug, BUGS)
         periods = [p for p, _ in self.steps]
         if any(p < 1 for p in periods) or periods != sorted(set(periods)):
             raise ValueError(f"rollout periods must be >= 1 and increasing. Found {periods}.")

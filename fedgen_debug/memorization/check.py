@@ -28,6 +28,7 @@ from fedgen_debug.device.canary_specs import RAMASWAMY, THAKKAR, Canary
 from fedgen_debug.memorization.exposure import exposure_extrapolation, exposure_from_rank
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
+from fedgen_debug.validation import check_at_least, check_positive
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +48,9 @@ class CheckConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.references < 3:
-            raise ValueError(f"references must be >= 3. Found {self.references}.")
-        if self.beam_width < 1:
-            raise ValueError(f"beam_width must be >= 1. Found {self.beam_width}.")
-        if not self.max_exposure_bits > 0 or math.isinf(self.max_exposure_bits):
-            raise ValueError(f"max_exposure_bits must be > 0. Found {self.max_exposure_bits}.")
+        check_at_least("references", self.references, 3)
+        check_at_least("beam_width", self.beam_width, 1)
+        check_positive("max_exposure_bits", self.max_exposure_bits)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from fedgen_debug.memorization.check import ramaswamy_table, thakkar_table, verd
 from fedgen_debug.memorization.exposure import exposure_from_rank
 from fedgen_debug.device.image_canaries import GLYPH_BITS, ImageCanary, decodes_to, glyph_pixels, nearest_distances
 from fedgen_debug.runs import store
+from fedgen_debug.validation import check_at_least
 
 DEFAULT_SAMPLES = 20_000
 DEFAULT_GLYPH_REFERENCES = 1_000   # per ink count among the canaries
@@ -33,10 +34,8 @@ class GanCheckConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.samples < 1:
-            raise ValueError(f"samples must be >= 1. Found {self.samples}.")
-        if self.references < 3:
-            raise ValueError(f"references must be >= 3. Found {self.references}.")
+        check_at_least("samples", self.samples, 1)
+        check_at_least("references", self.references, 3)
         if not 0 < self.max_exposure_bits <= math.log2(self.references + 1):
             raise ValueError(f"max_exposure_bits must be in (0, log2(references + 1) = "
                              f"{math.log2(self.references + 1):.1f}]. Found {self.max_exposure_bits}.")
