@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import dp_accounting
 import numpy as np
@@ -51,6 +52,7 @@ PAPER_CONVENTION = "paper"
 ACCOUNTINGS = (REPLACE_ONE, ADD_REMOVE, PAPER_CONVENTION)
 RDP_ORDERS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512])
 EPSILON_WARNING = 10.0
+EPSILON_DIGITS = 4   # significant digits of every ε shown to a person (`format_epsilon`)
 
 
 def default_accounting(sampling: str) -> str:
@@ -219,11 +221,23 @@ def dp_fedavg_epsilon(params: DPFedAvgPrivacy, delta: float, conversion: str | N
                              conversion or default_conversion(params.accounting))
 
 
-def format_epsilon(guarantee: PrivacyGuarantee) -> str:
-    """'ε = 4.2 at δ = 1e-05' with a loud mark above the warning threshold."""
-    text = f"ε = {guarantee.epsilon:.4g} at δ = {guarantee.delta:.3g}"
+def format_epsilon(epsilon: float | None) -> str:
+    """ε as every person-facing line shows it (CLI, logs, reports, the app): 4 significant digits
+    (`EPSILON_DIGITS`, as '9.217', '58.84', '0.1234', '1.235e+04'), '∞' without noise, '–' when unknown.
+    One rule for released, composed, budget and empirical ε alike, so the same ε reads the same
+    wherever it appears and a release can be compared with its budget digit by digit."""
+    if epsilon is None:
+        return "–"
+    if math.isinf(epsilon):
+        return "∞" if epsilon > 0 else "-∞"
+    return f"{epsilon:.{EPSILON_DIGITS}g}"
+
+
+def format_guarantee(guarantee: PrivacyGuarantee) -> str:
+    """'ε = 4.2 at δ = 1e-05' (`format_epsilon`) with a loud mark above the warning threshold."""
+    text = f"ε = {format_epsilon(guarantee.epsilon)} at δ = {guarantee.delta:.3g}"
     if guarantee.accounting == PAPER_CONVENTION:
         text += " (paper convention: sensitivity S under replace-one, under-reports ε)"
     if guarantee.above_warning:
-        text += f"  [WARNING: ε > {EPSILON_WARNING:g}, weak privacy]"
+        text += f"  [WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy]"
     return text
