@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors.base import Selector
 from fedgen_debug.validation import check_at_least, check_finite, check_in_range, check_probability
@@ -27,7 +28,7 @@ class RandomExamples(Selector):
     def select(self, client_id, examples, outputs, n):
         if self.fraction == 1.0:
             return np.ones(n, bool)
-        return client_rng(self.seed, client_id, 0x71).random(n) < self.fraction
+        return client_rng(self.seed, client_id, rng_streams.RANDOM_SELECTION).random(n) < self.fraction
 
 
 @dataclasses.dataclass(frozen=True)

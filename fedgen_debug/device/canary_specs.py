@@ -27,6 +27,7 @@ import string
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.spec_grammar import split_spec
 from fedgen_debug.validation import check_at_least, check_one_of
 
@@ -171,7 +172,7 @@ def generate_canaries(configs, kind: str, alphabet, seed: int, controls: int = 1
     wanted = sum(c.count for c in configs) + controls
     if wanted > len(symbols) ** prefix_len:  # distinct prefixes, so a prefix names one canary
         raise ValueError(f"{wanted} canaries need more than {len(symbols)}^{prefix_len} distinct prefixes.")
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0xCA4A,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(rng_streams.CANARY_TEXTS,)))
     prefixes, suffixes, canaries = set(), set(), []
     slots = [(c, i) for c in configs for i in range(c.count)] + [(None, i) for i in range(controls)]
     for config, index in slots:

@@ -16,6 +16,7 @@ import math
 
 from typing import ClassVar
 
+from fedgen_debug import rng_streams
 from fedgen_debug.device.pixels import inverted_on
 from fedgen_debug.device.tokenization import TokenizationBug
 from fedgen_debug.device.transform import device_draw
@@ -23,7 +24,6 @@ from fedgen_debug.spec_grammar import split_spec
 from fedgen_debug.validation import check_fraction, check_one_of
 
 BUGS = ("invert", "concat")
-_ROLLOUT_STREAM = 0x2011
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Rollout:
         return current
 
     def device_draw(self, client_id: str) -> float:
-        return device_draw(self.seed, client_id, _ROLLOUT_STREAM)
+        return device_draw(self.seed, client_id, rng_streams.ROLLOUT)
 
     def affected_devices(self, client_ids, period: int) -> frozenset[str]:
         """Devices running the inverted update in `period` (ground truth, for evaluation)."""

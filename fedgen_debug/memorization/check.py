@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.device.canary_specs import RAMASWAMY, THAKKAR, Canary
 from fedgen_debug.memorization.exposure import exposure_extrapolation, exposure_from_rank
 from fedgen_debug.progress import progress
@@ -71,7 +72,7 @@ class Encoding:
 def check_canary(model, canary: Canary, encoding: Encoding, config: CheckConfig, log2_space: float) -> dict:
     from fedgen_debug.memorization import extraction  # TensorFlow: only for real work (the CLI's --help stays fast)
 
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0xE4, *canary.canary_id.encode())))
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(rng_streams.CANARY_REFERENCES, *canary.canary_id.encode())))
     prefix, suffix = encoding.prefix(canary), encoding.suffix(canary)
     ranked = extraction.random_sampling_rank(model, prefix, suffix, encoding.alphabet_ids, config.references, rng,
                                              keep_reference_sample=EXTRAPOLATION_SAMPLE)
