@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 
 from fedgen_debug.runs import store
@@ -118,9 +117,3 @@ def summarize(root: str, relative: str) -> RunSummary:
 
 def catalog(root: str) -> list[RunSummary]:
     return [summarize(root, relative) for relative in find_runs(root)]
-
-
-def format_epsilon(epsilon: float | None) -> str:
-    if epsilon is None:
-        return "–"
-    return "∞" if math.isinf(epsilon) else f"{epsilon:.3g}"

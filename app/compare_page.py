@@ -11,7 +11,8 @@ import os
 import streamlit as st
 
 from fedgen_debug.app import analyses, images
-from fedgen_debug.app.catalog import MODEL_KINDS, catalog, format_epsilon
+from fedgen_debug.app.catalog import MODEL_KINDS, catalog
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.evidence import explain
 from fedgen_debug.runs import store
 

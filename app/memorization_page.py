@@ -8,7 +8,8 @@ import os
 
 import streamlit as st
 
-from fedgen_debug.app.catalog import find_runs, format_epsilon
+from fedgen_debug.app.catalog import find_runs
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.runs import store
 
 NONE_MESSAGE = ("No run under `{root}` has been checked yet: train with `--canaries` (or `--update-canaries`) and "
@@ -53,7 +54,7 @@ def render(root: str) -> None:
         st.subheader("Empirical ε (update canaries, final model only)")
         cols = st.columns(3)
         cols[0].metric("accountant ε", format_epsilon(empirical["accountant_epsilon"]))
-        cols[1].metric("empirical ε̂", f"{empirical['estimate']:.3g}")
+        cols[1].metric("empirical ε̂", format_epsilon(empirical['estimate']))
         cols[2].metric(f"lower bound ({1 - empirical['alpha']:.0%})", f"{empirical['lower_bound']:.3g}")
     for name in (store.MEMORIZATION_PNG, store.MEMORIZATION_GLYPHS_PNG):
         path = store.released(run_dir, name)

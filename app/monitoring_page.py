@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from fedgen_debug.app import images
-from fedgen_debug.app.catalog import format_epsilon
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.monitors import monitors
 
 EMPTY_MESSAGE = ("No monitor under `{root}` yet — start one with `fedgen-debug monitor --plan PLAN --out DIR` "

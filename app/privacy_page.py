@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from fedgen_debug.app.catalog import format_epsilon
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.settings import ledger_home
 
 MAX_CURVE_POINTS = 200  # ε over time is recomposed per prefix; older prefixes are thinned past this

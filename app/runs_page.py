@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from fedgen_debug.app.catalog import catalog, format_epsilon
+from fedgen_debug.app.catalog import catalog
+from fedgen_debug.privacy.accounting import format_epsilon
 
 EMPTY_MESSAGE = "No runs yet under `{root}` — run `make demo`, or point the app at a run store with `--runs DIR`."
 SORT_KEYS = {"path": lambda r: r.path, "kind": lambda r: r.kind,

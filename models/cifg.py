@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from fedgen_debug.validation import check_at_least
+
 
 class CIFGCell(tf.keras.layers.AbstractRNNCell):
     def __init__(self, units: int, projection_units: int | None = None, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
-        if units < 1:
-            raise ValueError(f"units must be >= 1. Found {units}.")
-        if projection_units is not None and projection_units < 1:
-            raise ValueError(f"projection_units must be >= 1. Found {projection_units}.")
+        check_at_least("units", units, 1)
+        if projection_units is not None:
+            check_at_least("projection_units", projection_units, 1)
         self.units = units
         self.projection_units = projection_units
         self.seed = seed

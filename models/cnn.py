@@ -17,6 +17,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug.validation import check_at_least, check_in_range, check_positive
+
 FEATURES_LAYER = "features"
 
 
@@ -33,15 +35,11 @@ class CNNConfig:
 
     def __post_init__(self):
         for name in ("num_classes", "conv1_filters", "conv2_filters", "dense_units", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
-        if self.num_classes < 2:
-            raise ValueError(f"num_classes must be >= 2. Found {self.num_classes}.")
+            check_at_least(name, getattr(self, name), 1)
+        check_at_least("num_classes", self.num_classes, 2)
         for name in ("conv_dropout", "dense_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1). Found {getattr(self, name)}.")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0. Found {self.learning_rate}.")
+            check_in_range(name, getattr(self, name), 0.0, 1.0, high_inclusive=False)
+        check_positive("learning_rate", self.learning_rate)
 
 
 def build_cnn(config: CNNConfig, seed: int = 0) -> tf.keras.Model:

@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.models import cnn
+from fedgen_debug.validation import check_at_least, check_in_range, check_non_negative, check_one_of
 
 IMAGE_SHAPE = (28, 28, 1)
 UPSAMPLINGS = ("transpose", "bilinear")
@@ -63,21 +64,16 @@ class GANConfig:
 
     def __post_init__(self):
         for name in ("noise_dim", "gen_dense", "disc_dense"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+            check_at_least(name, getattr(self, name), 1)
         for name, length in (("gen_channels", 3), ("disc_channels", 2)):
             value = tuple(getattr(self, name))
             if len(value) != length or min(value) < 1:
                 raise ValueError(f"{name} must be {length} integers >= 1. Found {getattr(self, name)}.")
             object.__setattr__(self, name, value)  # a JSON list round-trips to the same config
-        if not 0.0 <= self.leaky_relu_alpha < 1.0:
-            raise ValueError(f"leaky_relu_alpha must be in [0, 1). Found {self.leaky_relu_alpha}.")
-        if not 0.0 <= self.bn_momentum < 1.0:
-            raise ValueError(f"bn_momentum must be in [0, 1). Found {self.bn_momentum}.")
-        if not self.weight_decay >= 0.0:
-            raise ValueError(f"weight_decay must be >= 0. Found {self.weight_decay}.")
-        if self.gen_upsample not in UPSAMPLINGS:
-            raise ValueError(f"gen_upsample must be one of {UPSAMPLINGS}. Found {self.gen_upsample!r}.")
+        check_in_range("leaky_relu_alpha", self.leaky_relu_alpha, 0.0, 1.0, high_inclusive=False)
+        check_in_range("bn_momentum", self.bn_momentum, 0.0, 1.0, high_inclusive=False)
+        check_non_negative("weight_decay", self.weight_decay)
+        check_one_of("gen_upsample", self.gen_upsample, UPSAMPLINGS)
 
 
 class _Seeds:

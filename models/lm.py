@@ -15,6 +15,7 @@ import dataclasses
 import tensorflow as tf
 
 from fedgen_debug.models.cifg import CIFGCell
+from fedgen_debug.validation import check_at_least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,8 +28,7 @@ class LMConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "embedding_dim", "units", "layers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+            check_at_least(name, getattr(self, name), 1)
 
 
 CHAR_VOCAB = 258

@@ -7,8 +7,10 @@ import math
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors.base import Selector
+from fedgen_debug.validation import check_at_least, check_finite, check_in_range, check_probability
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,13 +23,12 @@ class RandomExamples(Selector):
     name = "random"
 
     def __post_init__(self):
-        if not 0.0 < self.fraction <= 1.0:
-            raise ValueError(f"fraction must be in (0, 1]. Found {self.fraction}.")
+        check_in_range("fraction", self.fraction, 0.0, 1.0, low_inclusive=False)
 
     def select(self, client_id, examples, outputs, n):
         if self.fraction == 1.0:
             return np.ones(n, bool)
-        return client_rng(self.seed, client_id, 0x71).random(n) < self.fraction
+        return client_rng(self.seed, client_id, rng_streams.RANDOM_SELECTION).random(n) < self.fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +45,7 @@ class ByExampleCorrectness(Selector):
     def __post_init__(self):
         if self.keep not in ("misclassified", "correct"):
             raise ValueError(f"keep must be 'misclassified' or 'correct'. Found {self.keep!r}.")
-        if self.min_count < 1:
-            raise ValueError(f"min_count must be >= 1. Found {self.min_count}.")
+        check_at_least("min_count", self.min_count, 1)
 
     def select(self, client_id, examples, outputs, n):
         correct = np.asarray(outputs["correct"], bool)
@@ -84,11 +84,10 @@ class ByUserMetric(Selector):
     def __post_init__(self):
         if self.direction not in ("low", "high"):
             raise ValueError(f"direction must be 'low' or 'high'. Found {self.direction!r}.")
-        if self.threshold is not None and not math.isfinite(self.threshold):
-            raise ValueError(f"threshold must be a finite number. Found {self.threshold}.")
+        if self.threshold is not None:
+            check_finite("threshold", self.threshold)
         if self.quantile is not None:
-            if not 0.0 < self.quantile < 1.0:
-                raise ValueError(f"quantile must be in (0, 1). Found {self.quantile}.")
+            check_in_range("quantile", self.quantile, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
             if self.threshold is not None:
                 raise ValueError("give a threshold or a quantile, not both.")
 
@@ -122,8 +121,7 @@ class Unlabeled(Selector):
     name = "unlabeled"
 
     def __post_init__(self):
-        if not 0.0 <= self.max_confidence <= 1.0:
-            raise ValueError(f"max_confidence must be in [0, 1]. Found {self.max_confidence}.")
+        check_probability("max_confidence", self.max_confidence)
 
     def select(self, client_id, examples, outputs, n):
         mask = np.zeros(n, bool)
@@ -150,8 +148,7 @@ class PublicDensity(Selector):
     required_outputs = ("public_log_prob",)
 
     def __post_init__(self):
-        if not 0.0 < self.eps < 1.0:
-            raise ValueError(f"eps must be in (0, 1). Found {self.eps}.")
+        check_in_range("eps", self.eps, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
 
     def select(self, client_id, examples, outputs, n):
         return np.asarray(outputs["public_log_prob"], np.float64) <= math.log(self.eps)

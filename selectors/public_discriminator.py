@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug import rng_streams
 from fedgen_debug.seeding import client_rng
 
 
@@ -29,7 +30,7 @@ def build_discriminator(seed: int = 0) -> tf.keras.Model:
 
 def device_training_data(private_pixels: np.ndarray, public_pixels: np.ndarray, client_id: str, seed: int):
     """One device's discriminator data: its images (1) and as many shipped public images (0), shuffled."""
-    rng = client_rng(seed, client_id, 0xD15C)
+    rng = client_rng(seed, client_id, rng_streams.PUBLIC_DISCRIMINATOR)
     n = len(private_pixels)
     public = public_pixels[rng.choice(len(public_pixels), size=n, replace=len(public_pixels) < n)]
     x = np.concatenate([private_pixels, public]).astype(np.float32)

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from fedgen_debug.validation import check_in_range, check_positive
+
 _BOW, _EOW = "\x02", "\x03"
 
 
@@ -32,10 +34,8 @@ class PublicWordLM:
     @classmethod
     def fit(cls, sentences: Iterable[Sequence[str]], word_weight: float = 0.95,
             char_smoothing: float = 0.01) -> "PublicWordLM":
-        if not 0.0 < word_weight < 1.0:
-            raise ValueError(f"word_weight must be in (0, 1). Found {word_weight}.")
-        if char_smoothing <= 0:
-            raise ValueError(f"char_smoothing must be > 0. Found {char_smoothing}.")
+        check_in_range("word_weight", word_weight, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+        check_positive("char_smoothing", char_smoothing)
         counts = collections.Counter()
         for tokens in sentences:
             counts.update(tokens)

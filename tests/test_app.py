@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import fedgen_debug.app
+from fedgen_debug.privacy.accounting import format_epsilon
 from test_app_catalog import _privacy, _run
 
 APP = os.path.join(list(fedgen_debug.app.__path__)[0], "main.py")
@@ -60,8 +61,8 @@ def test_privacy_page_composes_the_ledger_over_time(tmp_path, monkeypatch):
     total = ledger.total("synthetic-text:seed=0")
     at = _app(tmp_path, "Privacy")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["ε, all releases"] == f"{total.guarantee.epsilon:.3g}"
-    assert metrics["budget ε"] == "50" and metrics["budget left"] == f"{50 - total.guarantee.epsilon:.3g}"
+    assert metrics["ε, all releases"] == format_epsilon(total.guarantee.epsilon)
+    assert metrics["budget ε"] == "50" and metrics["budget left"] == format_epsilon(50 - total.guarantee.epsilon)
     assert list(at.dataframe[0].value["release"]) == ["release 0", "release 1", "release 2"]
     chart = at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
     assert chart, "no ε-over-time chart"
@@ -319,7 +320,7 @@ def test_runs_page_on_a_store_made_by_the_demo_at_test_size(demo_test_store):
     assert set(table["state"]) == {"finished"} and set(table["progress"]) == {1.0}
     low = table[table["run"] == "gan/with_bug-low-accuracy"].iloc[0]
     assert low["selector"] == "by-user-accuracy:low" and low["bug"] == "invert 50%"
-    assert low["ε"].startswith(f"{_privacy_of(out / 'gan/with_bug-low-accuracy')['epsilon']:.3g}")
+    assert low["ε"].startswith(format_epsilon(_privacy_of(out / 'gan/with_bug-low-accuracy')['epsilon']))
 
 
 def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):

@@ -5,7 +5,8 @@ import json
 import math
 import os
 
-from fedgen_debug.app.catalog import catalog, find_runs, format_epsilon
+from fedgen_debug.app.catalog import catalog, find_runs
+from fedgen_debug.privacy.accounting import format_epsilon, format_guarantee
 
 
 def _write(path, data):
@@ -71,4 +72,36 @@ def test_the_demos_dp_aggregates_are_a_kind_of_run_not_a_broken_one(tmp_path):
 
 
 def test_epsilon_formatting():
-    assert (format_epsilon(None), format_epsilon(float("inf")), format_epsilon(12.345)) == ("–", "∞", "12.3")
+    """One rule wherever ε is shown (CLI, logs, app): 4 significant digits, ∞ without noise, – unknown.
+    (The app used 3 digits and the CLI 4: the same ε read 12.3 on a page and 12.35 in the terminal.)"""
+    assert (format_epsilon(None), format_epsilon(float("inf")), format_epsilon(12.345)) == ("–", "∞", "12.35")
+    assert (format_epsilon(9.2223), format_epsilon(58.843), format_epsilon(0.12345), format_epsilon(12345.6),
+            format_epsilon(50.0)) == ("9.222", "58.84", "0.1235", "1.235e+04", "50")
+
+
+def test_a_guarantee_reads_with_the_same_epsilon():
+    from fedgen_debug.privacy.accounting import PrivacyGuarantee
+
+    weak = PrivacyGuarantee(12.345, 1e-5, "tight", "replace-one", 8.0)
+    assert format_guarantee(weak) == "ε = 12.35 at δ = 1e-05  [WARNING: ε > 10, weak privacy]"
+    none = PrivacyGuarantee(float("inf"), 1e-5, "tight", "replace-one", 0.0)
+    assert format_guarantee(none).startswith("ε = ∞ at δ = 1e-05")
+
+
+def test_one_format_epsilon_in_the_source():
+    """Issue 54: two functions named format_epsilon (3 and 4 digits); now one, in privacy/accounting.py."""
+    import ast
+
+    from conftest import REPO_ROOT
+
+    found = []
+    for folder in ("fedgen_debug", "app", "models", "selectors"):
+        for root, _, files in os.walk(os.path.join(REPO_ROOT, folder)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    with open(path, encoding="utf-8") as f:
+                        tree = ast.parse(f.read())
+                    found += [os.path.relpath(path, REPO_ROOT) for node in ast.walk(tree)
+                              if isinstance(node, ast.FunctionDef) and node.name == "format_epsilon"]
+    assert found == ["fedgen_debug/privacy/accounting.py"]

@@ -10,7 +10,7 @@ from dp_accounting import rdp
 
 from conftest import run_cli
 from fedgen_debug.privacy import accounting
-from fedgen_debug.privacy.accounting import (DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events, format_epsilon,
+from fedgen_debug.privacy.accounting import (DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events, format_guarantee,
                                              rdp_of_events, sum_sensitivity)
 from fedgen_debug.privacy.realistic import realistic_scenario
 
@@ -63,7 +63,7 @@ def test_paper_stack_overflow_epsilon_is_9_22():
     guarantee = dp_fedavg_epsilon(dataclasses.replace(STACK_OVERFLOW_LM, **PAPER), 2.92e-6)
     assert guarantee.conversion == "paper"  # the paper's convention takes the paper's conversion
     assert guarantee.epsilon == pytest.approx(9.2223, abs=5e-4)
-    assert "paper convention" in format_epsilon(guarantee)
+    assert "paper convention" in format_guarantee(guarantee)
 
 
 # (qN, N, z, δ, ε) rows of augenstein2020 Table 3 and Table 13: T = 1000 rounds.

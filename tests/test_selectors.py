@@ -69,7 +69,7 @@ def test_missing_primary_outputs_is_a_clear_error(selector):
     (lambda: ByExampleCorrectness("wrong"), r"keep must be 'misclassified' or 'correct'"),
     (lambda: ByExampleCorrectness(min_count=0), r"min_count must be >= 1. Found 0."),
     (lambda: ByUserMetric("middle"), r"direction must be 'low' or 'high'"),
-    (lambda: ByUserMetric(threshold=float("nan")), r"threshold must be a finite number"),
+    (lambda: ByUserMetric(threshold=float("nan")), r"threshold must be finite. Found nan."),
     (lambda: ByUserMetric(quantile=1.0), r"quantile must be in \(0, 1\). Found 1.0."),
     (lambda: ByUserMetric(threshold=0.5, quantile=0.1), r"give a threshold or a quantile, not both."),
     (lambda: Unlabeled(max_confidence=1.5), r"max_confidence must be in \[0, 1\]. Found 1.5."),

@@ -114,6 +114,7 @@ def _check_public(spec, client_ids, declared_reason: str | None) -> None:
 
 def run_inspect(args) -> int:
     from fedgen_debug.cli.privacy_flags import release_line, weak_privacy_mark
+    from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.data import client_data as cd
 
     spec = data_spec.parse_data_spec(args.spec)
@@ -152,7 +153,7 @@ def run_inspect(args) -> int:
         print("    " + release_line(release))
     total = privacy["population_total"]
     print(f"    population {summary['population']}, all releases so far ({total['releases']}): ε = "
-          f"{total['epsilon']:.4g} at δ = {total['delta']:.3g}{weak_privacy_mark(total)}")
+          f"{format_epsilon(total['epsilon'])} at δ = {total['delta']:.3g}{weak_privacy_mark(total)}")
     return 0
 
 

@@ -96,7 +96,7 @@ def planned_records(args, stages) -> dict[str, list]:
 
 def settle_budgets(args, stages) -> list[str]:
     """Sets the budget of a demo population that has none to what the demo needs; returns what to print."""
-    from fedgen_debug.privacy.accounting import format_epsilon
+    from fedgen_debug.privacy.accounting import format_epsilon, format_guarantee
     from fedgen_debug.privacy.ledger import Ledger, composed_guarantee
 
     ledger = Ledger()
@@ -108,11 +108,11 @@ def settle_budgets(args, stages) -> list[str]:
         if budget.source == "default":
             ledger.set_budget(population, need.epsilon * 1.001, reason="fedgen-debug demo: simulated users; the "
                               "budget its releases need")
-            lines.append(f"  {population}: {len(records)} DP releases need {format_epsilon(need)}; it had no budget, "
-                         f"so the demo sets ε = {need.epsilon * 1.001:.4g} (simulated users; for real users the "
+            lines.append(f"  {population}: {len(records)} DP releases need {format_guarantee(need)}; it had no budget, "
+                         f"so the demo sets ε = {format_epsilon(need.epsilon * 1.001)} (simulated users; for real users the "
                          "budget is the data owner's: `fedgen-debug ledger budget`)")
         else:
-            lines.append(f"  {population}: {len(records)} DP releases; budget ε = {budget.epsilon:g} (set before); "
+            lines.append(f"  {population}: {len(records)} DP releases; budget ε = {format_epsilon(budget.epsilon)} (set before); "
                          "a re-run in the same --out charges nothing twice")
     return lines
 
@@ -174,6 +174,7 @@ def closing_summary(args, stages, summary: dict) -> list[str]:
     """The demo's one closing block: each story's verdict with its z and threshold (as in summary.json),
     ε per population (the ledger's totals) and where the files are."""
     from fedgen_debug.cli.privacy_flags import weak_privacy_mark
+    from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.privacy.ledger import Ledger
     from fedgen_debug.stats import Z_THRESHOLD
 
@@ -199,7 +200,7 @@ def closing_summary(args, stages, summary: dict) -> list[str]:
     ledger = Ledger()
     for population in sorted({r.population for rs in planned_records(args, stages).values() for r in rs}):
         total = ledger.total(population)
-        lines.append(f"    {population}: ε = {total.guarantee.epsilon:.4g} at δ = {total.guarantee.delta:.3g} over "
+        lines.append(f"    {population}: ε = {format_epsilon(total.guarantee.epsilon)} at δ = {total.guarantee.delta:.3g} over "
                      f"{len(total.releases)} releases{weak_privacy_mark(total.guarantee.as_dict())}")
     lines.append(f"  files: summary.json, datasets and run directories are in {args.out}/")
     return lines

@@ -9,11 +9,12 @@ import os
 def stage_runs(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int) -> dict:
     """{(kind, "before"|"after"): (LMRun, run_dir)}. Different seeds: the before-run is an independent
     replicate (its own model initialisation and bug draw); DP noise differs anyway (each run's secret)."""
+    from fedgen_debug import rng_streams
     from fedgen_debug.training.lm_run import LMRun
 
     runs = {}
     for kind in ("char", "word"):
-        for name, fraction, run_seed in (("before", 0.0, seed), ("after", concat_fraction, seed + 1)):
+        for name, fraction, run_seed in (("before", 0.0, seed), ("after", concat_fraction, seed + rng_streams.AFTER_RUN_SEED_OFFSET)):
             runs[kind, name] = (LMRun(kind, data, fraction, preset, seed=run_seed, vocab_size=vocab_size),
                                 os.path.join(out, f"{kind}-lm-{name}"))
     return runs

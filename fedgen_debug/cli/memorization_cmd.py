@@ -81,6 +81,7 @@ def _fraction(k: int, n: int) -> str:
 
 def format_report(report: dict) -> list[str]:
     from fedgen_debug.cli.privacy_flags import weak_privacy_mark
+    from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.runs.store import training_release
 
     rows = report["canaries"]
@@ -97,7 +98,7 @@ def format_report(report: dict) -> list[str]:
             f"{report['references']:,} random suffixes (log2 |R| = {report['log2_space']:.1f} bits), beam width "
             f"{report['beam_width']}" if rows else "no text canaries")]
     if training is not None:
-        lines.append(f"model ε = {training['epsilon']:.4g} at δ = {training['delta']:.3g}{weak_privacy_mark(training)}")
+        lines.append(f"model ε = {format_epsilon(training['epsilon'])} at δ = {training['delta']:.3g}{weak_privacy_mark(training)}")
     if report["thakkar"]:
         lines += ["", "Thakkar et al. (Tables 1/2): canaries memorized, random sampling (rank 1) / beam search",
                   f"  {'p_u':>6} {'p_e':>6} {'RS':>6} {'BS':>6} {'max exposure':>13}"]
@@ -113,7 +114,7 @@ def format_report(report: dict) -> list[str]:
         c = report["cross_client"]
         lines += ["", f"cross-client memorization (Udsa et al.; {c['detector']}), {c['prefixes_per_client']} prefixes "
                       f"of {c['prefix_tokens']} tokens per user, {c['ngram']}-gram matches, DP means over {c['users']} "
-                      f"users (ε = {c['epsilon']:.3g}{weak_privacy_mark(c)}):",
+                      f"users (ε = {format_epsilon(c['epsilon'])}{weak_privacy_mark(c)}):",
                   f"  MR_intra {c['mr_intra']:.2%} ± {c['stddev']:.2%}   MR_inter {c['mr_inter']:.2%} ± {c['stddev']:.2%}"
                   "   (MR_total is not released: one user's text can change every other user's matches)"]
     if "empirical_privacy" in report:
@@ -122,9 +123,9 @@ def format_report(report: dict) -> list[str]:
                       f"d = {e['dimension']:,}:",
                   f"  cosines: inserted mean {e['seen_mean']:.3g} ± {e['seen_std']:.3g}; never inserted mean "
                   f"{e['unseen_mean']:.3g} ± {e['unseen_std']:.3g} (null ± {e['null_std']:.3g})",
-                  f"  empirical ε ≈ {e['estimate']:.3g} (Gaussian fit), lower bound {e['lower_bound']:.3g} "
+                  f"  empirical ε ≈ {format_epsilon(e['estimate'])} (Gaussian fit), lower bound {format_epsilon(e['lower_bound'])} "
                   f"({1 - e['alpha']:.0%} confidence) at δ = {e['delta']:.3g}; accountant ε = "
-                  f"{e['accountant_epsilon']:.4g}"]
+                  f"{format_epsilon(e['accountant_epsilon'])}"]
         if e["lower_bound"] > e["accountant_epsilon"]:
             lines.append("  WARNING: the lower bound exceeds the accountant's ε: the accounting does not hold")
     v = report["verdict"]

@@ -24,6 +24,7 @@ def run_monitor(args) -> int:
     import os
 
     from fedgen_debug.monitor.plan import cadence_seconds, load_plan
+    from fedgen_debug.privacy.accounting import format_epsilon
 
     plan = load_plan(args.plan)
     every = cadence_seconds(args.every) if args.every else None
@@ -33,7 +34,7 @@ def run_monitor(args) -> int:
 
         check = check_budget(plan, data_spec.load_client_data(plan.data).client_ids)
         print(f"{check.message}; the plan has {plan.periods}.")
-        print("ε after each period: " + ", ".join(f"{e:.3g}" for e in check.epsilon_by_period))
+        print("ε after each period: " + ", ".join(format_epsilon(e) for e in check.epsilon_by_period))
         return 0 if check.affordable_periods >= plan.periods else 1
     from fedgen_debug.monitor.runner import run_monitor as run
 
@@ -46,16 +47,16 @@ def run_monitor(args) -> int:
 
 
 def format_period(record: dict) -> str:
-    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING, format_epsilon
 
     values, weak = [], " (WARNING: weak privacy)"
     for name, measured in record["auxiliaries"].items():
         # Each auxiliary's ε, marked: the report is where it is said (the ledger charge only logs it).
-        values.append(f"{name} ε {measured['epsilon']:.3g}{weak if measured['epsilon'] > EPSILON_WARNING else ''}")
+        values.append(f"{name} ε {format_epsilon(measured['epsilon'])}{weak if measured['epsilon'] > EPSILON_WARNING else ''}")
         values += [f"{name}/{k} {v:.3g}" for k, v in measured["signals"].items()]
     rollout = record["rollout"]
     bug = f"{rollout['bug']} {rollout['fraction']:.0%}" if rollout["bug"] else "no rollout"
     alerts = ", ".join(a["signal"] for a in record.get("alerts", [])) or "none"
     total = record["population_epsilon"]
-    return (f"period {record['period']:3d} ({bug}; population ε {total:.3g}{weak if total > EPSILON_WARNING else ''}): "
+    return (f"period {record['period']:3d} ({bug}; population ε {format_epsilon(total)}{weak if total > EPSILON_WARNING else ''}): "
             f"{'; '.join(values)}; alerts: {alerts}")

@@ -75,17 +75,17 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{accounting.format_epsilon(guarantee)}  (qN={params.clients_per_round}, N={params.population}, "
+    print(f"{accounting.format_guarantee(guarantee)}  (qN={params.clients_per_round}, N={params.population}, "
           f"z={params.noise_multiplier:g}, T={params.rounds}, {params.sampling} sampling, {accounting_name} "
           f"accounting, {conversion} conversion, optimal RDP order {guarantee.optimal_order:g})")
     if delta >= 1.0 / args.population:
         print(f"note: δ = {delta:g} ≥ 1/N, as the paper reports; no meaningful guarantee (a release needs δ < 1/N)")
     if "correct_replace_one_epsilon" in result:
         print(f"the paper's convention: with the replace-one sensitivity 2S of fixed-size rounds the same "
-              f"training has ε = {result['correct_replace_one_epsilon']:.4g}")
+              f"training has ε = {accounting.format_epsilon(result['correct_replace_one_epsilon'])}")
     if args.realistic:
         r = result["realistic"]
-        print(f"realistic scenario (×{r['scale']:g}): ε = {r['epsilon']:.4g} at δ = {r['delta']:g}  "
+        print(f"realistic scenario (×{r['scale']:g}): ε = {accounting.format_epsilon(r['epsilon'])} at δ = {r['delta']:g}  "
               f"(qN={r['clients_per_round']}, N={r['population']}, z={r['noise_multiplier']:g})")
     return 0
 
@@ -101,7 +101,7 @@ def run_ledger(args) -> int:
 
             population = population_key(population, ledger=ledger)
         ledger.set_budget(population, args.epsilon, args.delta, args.reason)
-        print(f"{ledger.path}: budget of {population}: ε = {args.epsilon:g}"
+        print(f"{ledger.path}: budget of {population}: ε = {accounting.format_epsilon(args.epsilon)}"
               + (f" at δ = {args.delta:g}" if args.delta is not None else " at δ = 0.01/N")
               + (" (no limit)" if math.isinf(args.epsilon) else ""))
         return 0
@@ -113,11 +113,11 @@ def run_ledger(args) -> int:
     if not totals:
         print("no DP releases yet.")
     for t in totals:
-        mark = f"  WARNING: ε > {accounting.EPSILON_WARNING:g}" if t["above_warning"] else ""
-        print(f"{t['population']} (N={t['population_size']}): ε = {t['epsilon']:.4g} at δ = {t['delta']:.3g} over "
-              f"{len(t['releases'])} release(s); budget ε = {t['budget']['epsilon']:g} ({t['budget']['source']}){mark}")
+        mark = f"  WARNING: ε > {accounting.format_epsilon(accounting.EPSILON_WARNING)}" if t["above_warning"] else ""
+        print(f"{t['population']} (N={t['population_size']}): ε = {accounting.format_epsilon(t['epsilon'])} at δ = {t['delta']:.3g} over "
+              f"{len(t['releases'])} release(s); budget ε = {accounting.format_epsilon(t['budget']['epsilon'])} ({t['budget']['source']}){mark}")
         if t["overlaps"]:
             print(f"    its worst-off users are also in {', '.join(t['overlaps'])}: their releases count too")
         for r in t["releases"]:
-            print(f"    ε = {r['epsilon_alone']:.4g}  {r['label']}  {r['source']}")
+            print(f"    ε = {accounting.format_epsilon(r['epsilon_alone'])}  {r['label']}  {r['source']}")
     return 0

@@ -32,6 +32,7 @@ def privacy_settings(args) -> dict:
 
 def privacy_lines(run_dir: str) -> list[str]:
     """The run's releases with their ε, and the population's total (from the released privacy.json)."""
+    from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.privacy.run_ledger import run_privacy
 
     privacy = run_privacy(run_dir)
@@ -42,21 +43,23 @@ def privacy_lines(run_dir: str) -> list[str]:
             lines.extend(_realistic_line(run_dir, release))
     total = privacy["population_total"]
     lines.append(f"  population {privacy['population']} (N = {privacy['population_size']}), all releases so far "
-                 f"({total['releases']}): ε = {total['epsilon']:.4g} at δ = {total['delta']:.3g}, budget ε = "
-                 f"{total['budget']['epsilon']:g}{weak_privacy_mark(total)}")
+                 f"({total['releases']}): ε = {format_epsilon(total['epsilon'])} at δ = {total['delta']:.3g}, budget ε = "
+                 f"{format_epsilon(total['budget']['epsilon'])}{weak_privacy_mark(total)}")
     return lines
 
 
 def release_line(release: dict) -> str:
     """One release's ε, marked when weak: the one place a command says it (`privacy.run_ledger.charge` only logs
     it at INFO)."""
-    return f"{release['label']}: ε = {release['epsilon']:.4g} at δ = {release['delta']:.3g}{weak_privacy_mark(release)}"
+    from fedgen_debug.privacy.accounting import format_epsilon
+
+    return f"{release['label']}: ε = {format_epsilon(release['epsilon'])} at δ = {release['delta']:.3g}{weak_privacy_mark(release)}"
 
 
 def weak_privacy_mark(guarantee: dict) -> str:
-    from fedgen_debug.privacy.accounting import EPSILON_WARNING
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING, format_epsilon
 
-    return f"  WARNING: ε > {EPSILON_WARNING:g}, weak privacy" if guarantee["above_warning"] else ""
+    return f"  WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy" if guarantee["above_warning"] else ""
 
 
 def _realistic_line(run_dir: str, release: dict) -> list[str]:
@@ -64,7 +67,7 @@ def _realistic_line(run_dir: str, release: dict) -> list[str]:
     z = 1 (qN and N × 1/z, as augenstein2020's "realistic scenario"). N is the population the release
     was accounted with (its sampling event's): under selection 'paper' a DP lower bound of the
     subpopulation, or qN where a round was accounted without sampling."""
-    from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
+    from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, format_epsilon
     from fedgen_debug.privacy.realistic import realistic_scenario
     from fedgen_debug.runs import store
 
@@ -80,4 +83,4 @@ def _realistic_line(run_dir: str, release: dict) -> list[str]:
     scaled = realistic_scenario(params, simulation_delta=release["delta"]).realistic
     return [f"    (a simulation: at realistic scale, qN = {scaled.params.clients_per_round:,} of "
             f"N = {scaled.params.population:,} with z = 1, the same noise on the mean update gives "
-            f"ε = {scaled.guarantee.epsilon:.3g} at δ = {scaled.guarantee.delta:.2g})"]
+            f"ε = {format_epsilon(scaled.guarantee.epsilon)} at δ = {scaled.guarantee.delta:.2g})"]

@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.seeding import client_rng
 
-_MEMBERSHIP_STREAM, _ORDER_STREAM = 0xF1E, 0xF1F
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _geometric(rng: np.random.Generator, rate: float) -> float:
 
 
 def membership(config: FleetConfig, client_id: str) -> Membership:
-    rng = client_rng(config.seed, client_id, _MEMBERSHIP_STREAM)
+    rng = client_rng(config.seed, client_id, rng_streams.FLEET_MEMBERSHIP)
     initial, join_wait, stay = rng.random(), _geometric(rng, config.join_rate), _geometric(rng, config.leave_rate)
     joins = 1 if initial < config.initial else 1 + join_wait
     if math.isinf(joins):
@@ -71,7 +71,7 @@ def period_indices(config: FleetConfig, client_id: str, num_examples: int, perio
     """Indices of the device's examples that arrive in `period` (1-based)."""
     if period < 1:
         raise ValueError(f"period must be >= 1. Found {period}.")
-    order = client_rng(config.seed, client_id, _ORDER_STREAM).permutation(num_examples)
+    order = client_rng(config.seed, client_id, rng_streams.FLEET_ORDER).permutation(num_examples)
     size = max(1, int(round(config.window * num_examples)))
     start = ((period - 1) * size) % num_examples
     return order[(start + np.arange(size)) % num_examples]

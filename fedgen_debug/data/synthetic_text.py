@@ -18,6 +18,7 @@ import functools
 import itertools
 
 import numpy as np
+from fedgen_debug import rng_streams
 from fedgen_debug.progress import progress
 
 from fedgen_debug.data import client_data as cd
@@ -105,7 +106,7 @@ def _pseudo_word(rng: np.random.Generator) -> str:
 @functools.lru_cache(maxsize=4)
 def _lexicon(seed: int, size: int) -> tuple[str, ...]:
     """General words ranked by frequency: real words first, then seeded pseudo-words."""
-    rng = np.random.default_rng([seed, 0x1E])
+    rng = np.random.default_rng([seed, rng_streams.SYNTHETIC_LEXICON])
     words, seen = list(dict.fromkeys(GENERAL_WORDS)), set(GENERAL_WORDS) | set(FUNCTION_WORDS)
     seen.update(w for t in TOPICS.values() for w in t.split())
     while len(words) < size:

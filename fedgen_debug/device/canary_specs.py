@@ -27,7 +27,9 @@ import string
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.spec_grammar import split_spec
+from fedgen_debug.validation import check_at_least, check_one_of
 
 THAKKAR, RAMASWAMY = "thakkar", "ramaswamy"
 DESIGNS = (THAKKAR, RAMASWAMY)
@@ -56,10 +58,8 @@ class InsertionConfig:
     count: int = 3
 
     def __post_init__(self):
-        if self.design not in DESIGNS:
-            raise ValueError(f"design must be one of {DESIGNS}. Found {self.design!r}.")
-        if self.count < 1:
-            raise ValueError(f"count must be >= 1. Found {self.count}.")
+        check_one_of("design", self.design, DESIGNS)
+        check_at_least("count", self.count, 1)
         if self.design == THAKKAR:
             for name in ("p_u", "p_e"):
                 value = getattr(self, name)
@@ -164,8 +164,7 @@ def generate_canaries(configs, kind: str, alphabet, seed: int, controls: int = 1
     drawn uniformly from `alphabet` (word-LM: vocabulary words; char-LM: `CHAR_ALPHABET`). `forbidden`:
     texts a canary must not be (a char-LM canary that is a vocabulary word would not be trained on).
     Public randomness (`seed`): the canaries are published with the run; the secret is who got them."""
-    if kind not in ("word", "char"):
-        raise ValueError(f"kind must be 'word' or 'char'. Found {kind!r}.")
+    check_one_of("kind", kind, ("word", "char"))
     symbols = sorted(set(alphabet))
     prefix_len, suffix_len = (WORD_PREFIX, WORD_SUFFIX) if kind == "word" else (CHAR_PREFIX, CHAR_SUFFIX)
     if len(symbols) < 2:
@@ -173,7 +172,7 @@ def generate_canaries(configs, kind: str, alphabet, seed: int, controls: int = 1
     wanted = sum(c.count for c in configs) + controls
     if wanted > len(symbols) ** prefix_len:  # distinct prefixes, so a prefix names one canary
         raise ValueError(f"{wanted} canaries need more than {len(symbols)}^{prefix_len} distinct prefixes.")
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0xCA4A,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(rng_streams.CANARY_TEXTS,)))
     prefixes, suffixes, canaries = set(), set(), []
     slots = [(c, i) for c in configs for i in range(c.count)] + [(None, i) for i in range(controls)]
     for config, index in slots:

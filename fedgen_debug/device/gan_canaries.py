@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import canaries as device_canaries
@@ -17,7 +18,6 @@ from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 
 PUBLIC_FILLER = "synthetic-images:writers=20,seed={seed}"
-_DEVICE_STREAM = 0xCA4C
 
 
 def canaries_for_run(spec: str, seed: int, classes: int, out_dir: str) -> tuple[ImageCanary, ...]:
@@ -51,12 +51,12 @@ def with_canaries(app_data, canaries, secret, seed: int):
         examples = insertion.device_examples(cid, list(zip(own["pixels"], own["label"])), payload=_example)
         arrays[cid] = _arrays(examples)
     if device_canaries.ramaswamy_canaries(canaries):
-        public = data_spec.load_client_data(PUBLIC_FILLER.format(seed=seed + 2000))
+        public = data_spec.load_client_data(PUBLIC_FILLER.format(seed=seed + rng_streams.CANARY_FILLER_SEED_OFFSET))
         filler = []
         for pid in sorted(public.client_ids):
             own = cd.client_numpy(public, pid)
             filler.extend(zip(own["pixels"], own["label"]))
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_DEVICE_STREAM,)))
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(rng_streams.GAN_CANARY_DEVICES,)))
         for did, examples in device_canaries.ramaswamy_devices(canaries, filler, rng, payload=_example).items():
             arrays[did] = _arrays(examples)
     return cd.ArrayClientData(arrays)

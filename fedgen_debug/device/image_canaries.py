@@ -21,12 +21,12 @@ import dataclasses
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.device.canary_specs import InsertionConfig
 
 GRID, CELL = 7, 4
 GLYPH_BITS = GRID * GRID
 INK_SHARE = 0.35   # share of dark cells: a visible pattern, far from both blank and black
-_STREAM = 0x6C1F
 
 
 def glyph_pixels(bits) -> np.ndarray:
@@ -64,7 +64,7 @@ class ImageCanary:
 
 def generate_image_canaries(configs, seed: int, classes: int, controls: int = 10) -> tuple[ImageCanary, ...]:
     """`count` glyphs per config and `controls` never inserted, all distinct, from the public `seed`."""
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_STREAM,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(rng_streams.IMAGE_CANARIES,)))
     slots = [(c, i) for c in configs for i in range(c.count)] + [(None, i) for i in range(controls)]
     seen, canaries = set(), []
     for config, index in slots:

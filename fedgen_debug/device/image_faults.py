@@ -46,7 +46,7 @@ from scipy import ndimage
 
 from fedgen_debug.device.faults import DeviceFault
 from fedgen_debug.seeding import client_rng
-from fedgen_debug.validation import check_between, check_one_of, check_positive
+from fedgen_debug.validation import check_in_range, check_one_of, check_positive
 
 BACKGROUND = 1.0          # the canonical format's white background
 NOISE_KINDS = ("gaussian", "salt_pepper")
@@ -162,8 +162,8 @@ class Shift(ImageFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("rows", self.rows, -27, 27)
-        check_between("cols", self.cols, -27, 27)
+        check_in_range("rows", self.rows, -27, 27)
+        check_in_range("cols", self.cols, -27, 27)
         if self.rows == 0 and self.cols == 0:
             raise ValueError("shift: rows and cols are both 0: the shift would change nothing.")
 
@@ -178,7 +178,7 @@ class Zoom(ImageFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("scale", self.scale, 0.25, 4.0)
+        check_in_range("scale", self.scale, 0.25, 4.0)
 
     def transform_images(self, pixels, client_id):
         centre = (np.array(pixels.shape[1:]) - 1) / 2.0
@@ -225,7 +225,7 @@ class NormalizeTwice(ImageFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("mean", self.mean, 0.0, 1.0)
+        check_in_range("mean", self.mean, 0.0, 1.0)
         check_positive("std", self.std)
 
     def transform_images(self, pixels, client_id):
@@ -244,7 +244,7 @@ class Noise(ImageFault):
         check_one_of("kind", self.kind, NOISE_KINDS)
         check_positive("amount", self.amount)
         if self.kind == "salt_pepper":
-            check_between("amount", self.amount, 0.0, 1.0)
+            check_in_range("amount", self.amount, 0.0, 1.0)
 
     def transform_images(self, pixels, client_id):
         rng = client_rng(self.seed, client_id, self.stream, 1)
@@ -261,7 +261,7 @@ class Jpeg(ImageFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("quality", self.quality, 1, 95)
+        check_in_range("quality", self.quality, 1, 95)
 
     def transform_images(self, pixels, client_id):
         def round_trip(image: np.ndarray) -> np.ndarray:
@@ -281,7 +281,7 @@ class Threshold(ImageFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("level", self.level, 0.0, 1.0)
+        check_in_range("level", self.level, 0.0, 1.0)
 
     def transform_images(self, pixels, client_id):
         return (pixels >= self.level).astype(np.float32)
@@ -295,7 +295,7 @@ class Erode(ImageFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("radius", self.radius, 1, 5)
+        check_in_range("radius", self.radius, 1, 5)
 
     def transform_images(self, pixels, client_id):
         size = 2 * self.radius + 1

@@ -14,6 +14,7 @@ import numpy as np
 
 from fedgen_debug.device import gan_data
 from fedgen_debug.privacy import aggregates
+from fedgen_debug.validation import check_at_least
 
 LABELS_PRESENT_NOISE = 4.0
 PRESENT_SDS = 3.0
@@ -21,8 +22,7 @@ PRESENT_SDS = 3.0
 
 def labels_present_spec(classes: int) -> aggregates.BoundedSum:
     """The DP release of how many devices hold each of the model's `classes` labels."""
-    if classes < 2:
-        raise ValueError(f"classes must be >= 2. Found {classes}.")
+    check_at_least("classes", classes, 2)
     return aggregates.BoundedSum("labels-present", (1.0,) * classes, LABELS_PRESENT_NOISE)
 
 

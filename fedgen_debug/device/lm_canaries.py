@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary, tokenize
 from fedgen_debug.device import canaries as device_canaries
@@ -21,7 +22,6 @@ from fedgen_debug.device import lm_data
 
 # Public filler for synthetic devices when the run's vocabulary is not from public text.
 PUBLIC_FILLER = "synthetic-text:users=200,seed=4242"
-_DEVICE_STREAM = 0xCA4B
 
 
 def alphabet(kind: str, vocab: Vocabulary) -> tuple[str, ...]:
@@ -60,6 +60,6 @@ def device_sentences(canaries, secret, vocab_source: str, seed: int, client_data
     sentences = {cid: insertion.device_examples(cid, lm_data.device_sentences(client_data, cid))
                  for cid in sorted(client_data.client_ids)}
     if device_canaries.ramaswamy_canaries(canaries):
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_DEVICE_STREAM,)))
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(rng_streams.LM_CANARY_DEVICES,)))
         sentences.update(ramaswamy_devices(canaries, public_filler(vocab_source), rng))
     return sentences

@@ -14,11 +14,11 @@ from typing import ClassVar
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.device.transform import exact_share
 from fedgen_debug.validation import check_fraction
 
-_STREAM = 0x1A7
 
 
 def invert_pixels(examples) -> collections.OrderedDict:
@@ -60,7 +60,7 @@ class PixelInversionBug:
 
     def affected_clients(self, client_ids) -> frozenset[str]:
         """Ground truth: the devices running the buggy update (evaluation only)."""
-        return frozenset() if self.fixed else exact_share(client_ids, self.fraction, self.seed, _STREAM)
+        return frozenset() if self.fixed else exact_share(client_ids, self.fraction, self.seed, rng_streams.PIXEL_INVERSION)
 
     def affected_devices(self, client_data) -> frozenset[str]:
         return self.affected_clients(client_data.client_ids)

@@ -16,14 +16,14 @@ import math
 
 from typing import ClassVar
 
+from fedgen_debug import rng_streams
 from fedgen_debug.device.pixels import inverted_on
 from fedgen_debug.device.tokenization import TokenizationBug
 from fedgen_debug.device.transform import device_draw
 from fedgen_debug.spec_grammar import split_spec
-from fedgen_debug.validation import check_fraction
+from fedgen_debug.validation import check_fraction, check_one_of
 
 BUGS = ("invert", "concat")
-_ROLLOUT_STREAM = 0x2011
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +33,7 @@ class Rollout:
     seed: int = 0
 
     def __post_init__(self):
-        if self.bug not in BUGS:
-            raise ValueError(f"bug must be one of {', '.join(BUGS)}. Found {self.bug!r}.")
+        check_one_of("bug", self.bug, BUGS)
         periods = [p for p, _ in self.steps]
         if any(p < 1 for p in periods) or periods != sorted(set(periods)):
             raise ValueError(f"rollout periods must be >= 1 and increasing. Found {periods}.")
@@ -50,7 +49,7 @@ class Rollout:
         return current
 
     def device_draw(self, client_id: str) -> float:
-        return device_draw(self.seed, client_id, _ROLLOUT_STREAM)
+        return device_draw(self.seed, client_id, rng_streams.ROLLOUT)
 
     def affected_devices(self, client_ids, period: int) -> frozenset[str]:
         """Devices running the inverted update in `period` (ground truth, for evaluation)."""

@@ -40,7 +40,7 @@ import numpy as np
 from fedgen_debug.device.faults import DeviceFault
 from fedgen_debug.device.transform import text_of, with_text
 from fedgen_debug.seeding import client_rng
-from fedgen_debug.validation import check_between, check_one_of
+from fedgen_debug.validation import check_in_range, check_one_of
 
 TRUNCATE_UNITS = ("words", "chars")
 _LETTERS = re.compile(r"[^\W\d_]+")          # a run of letters (no digits, no underscore)
@@ -107,7 +107,7 @@ class Truncate(TextFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("length", self.length, 1, 10_000)
+        check_in_range("length", self.length, 1, 10_000)
         check_one_of("unit", self.unit, TRUNCATE_UNITS)
 
     def transform_sentence(self, sentence, rng):
@@ -125,7 +125,7 @@ class Split(TextFault):
 
     def __post_init__(self):
         super().__post_init__()
-        check_between("min_length", self.min_length, 2, 100)
+        check_in_range("min_length", self.min_length, 2, 100)
 
     def transform_sentence(self, sentence, rng):
         def broken(match: re.Match) -> str:

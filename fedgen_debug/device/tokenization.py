@@ -19,12 +19,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data.text import GLUE, tokenize
 from fedgen_debug.device.transform import changed_devices, per_device, text_of, with_text
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.validation import check_fraction
 
-_STREAM = 0x70C
 
 
 def glued(sentence: str) -> str:
@@ -53,7 +53,7 @@ class TokenizationBug:
         """Ground truth: which of the client's sentences the buggy tokenizer glues (evaluation only)."""
         if self.fixed or self.fraction == 0.0:
             return np.zeros(num_sentences, bool)
-        return client_rng(self.seed, client_id, _STREAM).random(num_sentences) < self.fraction
+        return client_rng(self.seed, client_id, rng_streams.TOKENIZATION).random(num_sentences) < self.fraction
 
     def device_text(self, client_id: str, sentences: Sequence[str]) -> list[str]:
         """The device's sentences as its tokenizer reads them, bug included."""

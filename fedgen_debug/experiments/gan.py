@@ -32,6 +32,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug import rng_streams
 from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
@@ -67,7 +68,6 @@ T4_QUANTILES = {"low": 0.25, "high": 0.75}
 # 0.83, white-on-black characters (the same ε and signal-to-noise ratio: clipped updates scale with S);
 # the high-accuracy GANs (s ≈ 4) take 0.8. So s stops where a round's noise reaches this.
 MAX_D_NOISE_STEP = 1.0
-_SHUFFLE_STREAM = 0x6A5
 # The DP counts of the selected subpopulation: users, and images kept (capped at 512 a user).
 SELECTION_COUNTS = aggregates.BoundedSum("selected", (1.0, 512.0), noise_multiplier=4.0)
 
@@ -81,7 +81,7 @@ def quantile_config(target: float, population: int) -> QuantileConfig:
 
 def _public_stand_in(preset: str, seed: int):
     writers = presets.primary_cnn_preset(preset).public_writers
-    return data_spec.load_client_data(PUBLIC_STAND_IN.format(writers=writers, seed=seed + 1000))
+    return data_spec.load_client_data(PUBLIC_STAND_IN.format(writers=writers, seed=seed + rng_streams.PUBLIC_STAND_IN_SEED_OFFSET))
 
 
 def train_public_primary(path: str, preset: str, seed: int, classes: int = 62) -> tf.keras.Model:
@@ -275,7 +275,7 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
         # (a device holding more than n·B uses all of them over the rounds); the process takes them in
         # batches of B, n at most, cycling if the config says so (`dp_fedavg_gan.client_step_examples`).
         images = selected.client_images(cid)
-        return images[client_rng(run.seed, cid, _SHUFFLE_STREAM, round_num).permutation(len(images))]
+        return images[client_rng(run.seed, cid, rng_streams.GAN_CLIENT_SHUFFLE, round_num).permutation(len(images))]
 
     def build(secret_):
         return dp_fedavg_gan.build_gan_process(lambda: build_generator(gan, run.seed),

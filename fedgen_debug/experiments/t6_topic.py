@@ -20,6 +20,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import synthetic_text
 from fedgen_debug.privacy.ledger import population_key
@@ -132,7 +133,7 @@ def _train_auxiliary(name, kept: dict, vocab, config, run_root, population: str)
 def run(config: T6Config, run_root: str) -> dict:
     private = synthetic_text.generate(synthetic_text.SyntheticTextConfig(users=config.users, seed=config.seed))
     public_data = synthetic_text.generate(
-        synthetic_text.SyntheticTextConfig(users=config.public_users, seed=config.seed + 1000))
+        synthetic_text.SyntheticTextConfig(users=config.public_users, seed=config.seed + rng_streams.PUBLIC_STAND_IN_SEED_OFFSET))
     topic = _topic_words(config.topic)
     public = [t for t in (tokenize(s) for s in synthetic_text.all_sentences(public_data)) if not topic & set(t)]
     public_lm = PublicWordLM.fit(public)

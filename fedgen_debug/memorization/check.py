@@ -24,10 +24,12 @@ import math
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.device.canary_specs import RAMASWAMY, THAKKAR, Canary
 from fedgen_debug.memorization.exposure import exposure_extrapolation, exposure_from_rank
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
+from fedgen_debug.validation import check_at_least, check_positive
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +49,9 @@ class CheckConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.references < 3:
-            raise ValueError(f"references must be >= 3. Found {self.references}.")
-        if self.beam_width < 1:
-            raise ValueError(f"beam_width must be >= 1. Found {self.beam_width}.")
-        if not self.max_exposure_bits > 0 or math.isinf(self.max_exposure_bits):
-            raise ValueError(f"max_exposure_bits must be > 0. Found {self.max_exposure_bits}.")
+        check_at_least("references", self.references, 3)
+        check_at_least("beam_width", self.beam_width, 1)
+        check_positive("max_exposure_bits", self.max_exposure_bits)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +72,7 @@ class Encoding:
 def check_canary(model, canary: Canary, encoding: Encoding, config: CheckConfig, log2_space: float) -> dict:
     from fedgen_debug.memorization import extraction  # TensorFlow: only for real work (the CLI's --help stays fast)
 
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0xE4, *canary.canary_id.encode())))
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(rng_streams.CANARY_REFERENCES, *canary.canary_id.encode())))
     prefix, suffix = encoding.prefix(canary), encoding.suffix(canary)
     ranked = extraction.random_sampling_rank(model, prefix, suffix, encoding.alphabet_ids, config.references, rng,
                                              keep_reference_sample=EXTRAPOLATION_SAMPLE)

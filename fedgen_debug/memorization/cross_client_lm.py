@@ -18,6 +18,7 @@ from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
 from fedgen_debug.privacy.run_ledger import charge
+from fedgen_debug.validation import check_at_least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,10 +31,8 @@ class CrossClientConfig:
 
     def __post_init__(self):
         for name in ("prefix_tokens", "ngram", "prefixes_per_client", "continuation_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0. Found {self.seed}.")
+            check_at_least(name, getattr(self, name), 1)
+        check_at_least("seed", self.seed, 0)
 
     @property
     def key(self) -> str:

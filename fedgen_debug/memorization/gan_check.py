@@ -15,10 +15,12 @@ import math
 
 import numpy as np
 
+from fedgen_debug import rng_streams
 from fedgen_debug.memorization.check import ramaswamy_table, thakkar_table, verdict
 from fedgen_debug.memorization.exposure import exposure_from_rank
 from fedgen_debug.device.image_canaries import GLYPH_BITS, ImageCanary, decodes_to, glyph_pixels, nearest_distances
 from fedgen_debug.runs import store
+from fedgen_debug.validation import check_at_least
 
 DEFAULT_SAMPLES = 20_000
 DEFAULT_GLYPH_REFERENCES = 1_000   # per ink count among the canaries
@@ -33,10 +35,8 @@ class GanCheckConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.samples < 1:
-            raise ValueError(f"samples must be >= 1. Found {self.samples}.")
-        if self.references < 3:
-            raise ValueError(f"references must be >= 3. Found {self.references}.")
+        check_at_least("samples", self.samples, 1)
+        check_at_least("references", self.references, 3)
         if not 0 < self.max_exposure_bits <= math.log2(self.references + 1):
             raise ValueError(f"max_exposure_bits must be in (0, log2(references + 1) = "
                              f"{math.log2(self.references + 1):.1f}]. Found {self.max_exposure_bits}.")
@@ -62,7 +62,7 @@ def check_glyphs(samples: np.ndarray, canaries, config: GanCheckConfig) -> list[
     among references with as many dark cells as it has: a generator that draws mostly white is close
     to every sparse glyph, and ranking a sparse canary among glyphs of all densities would call that
     memorization (measured: a demo GAN ranked the sparsest of 16 glyphs first at every noise level)."""
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(0x6C20,)))
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(rng_streams.GLYPH_REFERENCES,)))
     own = {c.bits for c in canaries}
     canary_pixels = to_gan_range(np.stack([c.pixels for c in canaries]))
     canary_nn, nearest = nearest_distances(samples, canary_pixels)
@@ -122,7 +122,7 @@ def check_gan_run(run_dir: str, config: GanCheckConfig = GanCheckConfig()) -> di
         raise FileNotFoundError(f"{run_dir}: no canaries in this run (train it with --canaries).") from None
     generator, _ = load_generator(run_dir)
     canaries = tuple(ImageCanary.from_json(c) for c in recorded["canaries"])
-    samples = generate(generator, config.samples, seed=config.seed + 0xC4)
+    samples = generate(generator, config.samples, seed=config.seed + rng_streams.GLYPH_SAMPLES_SEED_OFFSET)
     rows = check_glyphs(samples, canaries, config)
     plot_glyphs(canaries, samples, rows, store.released(run_dir, store.MEMORIZATION_GLYPHS_PNG))
     report = {"run_dir": run_dir, "kind": "GAN", "spec": recorded["spec"], "samples": config.samples,

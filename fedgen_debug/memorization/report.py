@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.runs import store
 
 
@@ -73,6 +74,7 @@ def _plot_cosines(ax, empirical: dict) -> None:
             label=f"null N(0, 1/d), d = {empirical['dimension']:,}")
     ax.set_xlabel("cosine of the final model delta with the canary's direction")
     ax.set_ylabel("density")
-    ax.set_title(f"empirical ε ≈ {empirical['estimate']:.3g} (lower bound {empirical['lower_bound']:.3g}, "
-                 f"{1 - empirical['alpha']:.0%}); accountant ε = {empirical['accountant_epsilon']:.4g}", fontsize=9)
+    ax.set_title(f"empirical ε ≈ {format_epsilon(empirical['estimate'])} (lower bound "
+                 f"{format_epsilon(empirical['lower_bound'])}, {1 - empirical['alpha']:.0%}); accountant ε = "
+                 f"{format_epsilon(empirical['accountant_epsilon'])}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -14,6 +14,7 @@ import dataclasses
 
 from fedgen_debug.data.fleet import membership
 from fedgen_debug.monitor.plan import Auxiliary, MonitorPlan
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.privacy.ledger import Ledger, composed_guarantee, population_key
 
 
@@ -28,8 +29,8 @@ class BudgetCheck:
 
     @property
     def message(self) -> str:
-        return (f"population {self.population}: a budget of ε = {self.budget_epsilon:g} at δ = {self.delta:.2g} "
-                f"({self.spent_before:.3g} spent before) affords {self.affordable_periods} period(s) of this plan")
+        return (f"population {self.population}: a budget of ε = {format_epsilon(self.budget_epsilon)} at δ = {self.delta:.2g} "
+                f"({format_epsilon(self.spent_before)} spent before) affords {self.affordable_periods} period(s) of this plan")
 
 
 def period_run(plan: MonitorPlan, auxiliary: Auxiliary, present: int, period: int, primary: str | None = None,

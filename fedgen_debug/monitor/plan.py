@@ -34,6 +34,7 @@ from fedgen_debug.data.fleet import FleetConfig
 from fedgen_debug.data.spec import parse_data_spec
 from fedgen_debug.device.rollout import parse_rollout
 from fedgen_debug.training.presets import DEFAULT_PRESET, PRESET_NAMES
+from fedgen_debug.validation import check_at_least, check_in_range, check_non_negative, check_one_of, check_positive
 
 KINDS = ("gan", "char-lm", "word-lm")
 # Where a period's training starts: the previous period's model, or the last period whose signals were
@@ -72,15 +73,11 @@ class Auxiliary:
     warm_start: str | None = None   # WARM_STARTS; None: the kind's default (default_warm_start)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"auxiliaries: kind must be one of {', '.join(KINDS)}. Found {self.kind!r}.")
+        check_one_of("auxiliaries: kind", self.kind, KINDS)
         if self.warm_start is None:
             object.__setattr__(self, "warm_start", default_warm_start(self.kind))
-        if self.warm_start not in WARM_STARTS:
-            raise ValueError(f"auxiliaries: warm_start must be one of {', '.join(WARM_STARTS)}. "
-                             f"Found {self.warm_start!r}.")
-        if self.preset not in PRESET_NAMES:
-            raise ValueError(f"auxiliaries: preset must be one of {', '.join(PRESET_NAMES)}. Found {self.preset!r}.")
+        check_one_of("auxiliaries: warm_start", self.warm_start, WARM_STARTS)
+        check_one_of("auxiliaries: preset", self.preset, PRESET_NAMES)
         if self.kind == "gan":
             from fedgen_debug.selectors.registry import parse_selector
 
@@ -101,12 +98,9 @@ class PrivacyPlan:
     clip: float
 
     def __post_init__(self):
-        if not self.noise_multiplier >= 0 or math.isinf(self.noise_multiplier):
-            raise ValueError(f"privacy: noise_multiplier must be >= 0 and finite. Found {self.noise_multiplier}.")
-        if self.clients_per_round < 1:
-            raise ValueError(f"privacy: clients_per_round must be >= 1. Found {self.clients_per_round}.")
-        if not self.clip > 0 or math.isinf(self.clip):
-            raise ValueError(f"privacy: clip must be > 0 and finite. Found {self.clip}.")
+        check_non_negative("privacy: noise_multiplier", self.noise_multiplier)
+        check_at_least("privacy: clients_per_round", self.clients_per_round, 1)
+        check_positive("privacy: clip", self.clip)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,10 +110,8 @@ class AlertPlan:
     calibration_periods: int = 3   # thresholds come from these first (clean) periods
 
     def __post_init__(self):
-        if not 1 <= self.persistence <= self.window:
-            raise ValueError(f"alerts: persistence must be in [1, window={self.window}]. Found {self.persistence}.")
-        if self.calibration_periods < 2:
-            raise ValueError(f"alerts: calibration_periods must be >= 2. Found {self.calibration_periods}.")
+        check_in_range("alerts: persistence", self.persistence, 1, self.window, note=f"window = {self.window}")
+        check_at_least("alerts: calibration_periods", self.calibration_periods, 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,13 +133,11 @@ class MonitorPlan:
 
     def __post_init__(self):
         parse_data_spec(self.data)
-        if self.periods < 1 or self.rounds_per_period < 1:
-            raise ValueError(f"periods and rounds_per_period must be >= 1. Found {self.periods}, "
-                             f"{self.rounds_per_period}.")
-        if self.first_period_rounds is not None and self.first_period_rounds < 1:
-            raise ValueError(f"first_period_rounds must be >= 1. Found {self.first_period_rounds}.")
-        if self.samples < 10:
-            raise ValueError(f"samples must be >= 10. Found {self.samples}.")
+        check_at_least("periods", self.periods, 1)
+        check_at_least("rounds_per_period", self.rounds_per_period, 1)
+        if self.first_period_rounds is not None:
+            check_at_least("first_period_rounds", self.first_period_rounds, 1)
+        check_at_least("samples", self.samples, 10)
         if self.primary is not None and not os.path.isfile(self.primary):
             raise ValueError(f"primary: no such file {self.primary!r}.")
         modality = parse_data_spec(self.data).modality
@@ -165,8 +155,7 @@ class MonitorPlan:
             raise ValueError("auxiliaries: the plan needs at least one.")
         if len({a.name for a in self.auxiliaries}) != len(self.auxiliaries):
             raise ValueError(f"auxiliaries: each must differ. Found {[a.name for a in self.auxiliaries]}.")
-        if not self.budget_epsilon > 0:
-            raise ValueError(f"budget: epsilon must be > 0. Found {self.budget_epsilon}.")
+        check_positive("budget: epsilon", self.budget_epsilon, allow_inf=True)
         if self.alerts.calibration_periods >= self.periods:
             raise ValueError(f"alerts: calibration_periods ({self.alerts.calibration_periods}) must be fewer than "
                              f"periods ({self.periods}).")

@@ -53,6 +53,7 @@ from fedgen_debug.monitor import alerts as alerts_lib
 from fedgen_debug.monitor import budget as budget_lib
 from fedgen_debug.monitor import measure, signals
 from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds
+from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import secret as secret_lib
@@ -201,7 +202,7 @@ class Monitor:
         check = budget_lib.check_budget(self.plan, self.source.client_ids, self.ledger or Ledger())
         if check.affordable_periods < self.plan.periods:
             raise PlanRefused(f"{check.message}, not the {self.plan.periods} it plans (ε after each period: "
-                              f"{', '.join(f'{e:.3g}' for e in check.epsilon_by_period)}). Plan at most "
+                              f"{', '.join(format_epsilon(e) for e in check.epsilon_by_period)}). Plan at most "
                               f"{check.affordable_periods} period(s), add noise, or raise the budget; nothing ran.")
         secret = secret_lib.load(self.out_dir) or secret_lib.RunSecret.fresh()   # a provisioned one, or fresh
         secret_lib.save(self.out_dir, secret)
@@ -305,8 +306,8 @@ class Monitor:
         total = ledger.total(self.key, *[r for r in records if r.release_id not in known])
         delta, after = total.guarantee.delta, total.guarantee.epsilon
         if after > self.plan.budget_epsilon:
-            raise PlanRefused(f"period {period} would bring population {self.key} to ε = {after:.4g} at δ = "
-                              f"{delta:.2g}, over the plan's budget (ε = {self.plan.budget_epsilon:g}); it was "
+            raise PlanRefused(f"period {period} would bring population {self.key} to ε = {format_epsilon(after)} at δ = "
+                              f"{delta:.2g}, over the plan's budget (ε = {format_epsilon(self.plan.budget_epsilon)}); it was "
                               "refused before anything of it ran.")
         try:
             totals = charge(records, ledger=ledger)
@@ -332,8 +333,8 @@ class Monitor:
                 secret_lib.save(run_dir, run_secret)
             runs[auxiliary] = (run, run_dir, run_secret)
         epsilon = self._charge_period(period, runs, population)
-        logger.info("period %d: rollout %s %.0f%% (simulation); population ε %.4g", period,
-                    self.rollout.bug if self.rollout else "-", 100 * fraction, epsilon)
+        logger.info("period %d: rollout %s %.0f%% (simulation); population ε %s", period,
+                    self.rollout.bug if self.rollout else "-", 100 * fraction, format_epsilon(epsilon))
 
         record = {"period": period, "rollout": {"bug": self.rollout.bug if self.rollout else None,
                                                 "fraction": fraction},

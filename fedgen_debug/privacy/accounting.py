@@ -38,6 +38,8 @@ import dp_accounting
 import numpy as np
 from dp_accounting import rdp
 
+from fedgen_debug.validation import check_at_least, check_in_range, check_non_negative, check_one_of, check_positive
+
 WITHOUT_REPLACEMENT = "without-replacement"
 POISSON = "poisson"
 SAMPLINGS = (WITHOUT_REPLACEMENT, POISSON)
@@ -50,6 +52,7 @@ PAPER_CONVENTION = "paper"
 ACCOUNTINGS = (REPLACE_ONE, ADD_REMOVE, PAPER_CONVENTION)
 RDP_ORDERS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512])
 EPSILON_WARNING = 10.0
+EPSILON_DIGITS = 4   # significant digits of every ε shown to a person (`format_epsilon`)
 
 
 def default_accounting(sampling: str) -> str:
@@ -58,8 +61,7 @@ def default_accounting(sampling: str) -> str:
 
 
 def check_accounting(sampling: str, accounting: str) -> None:
-    if accounting not in ACCOUNTINGS:
-        raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {accounting!r}.")
+    check_one_of("accounting", accounting, ACCOUNTINGS)
     if (sampling == POISSON) != (accounting == ADD_REMOVE):
         raise ValueError(f"{sampling} sampling is accounted with {default_accounting(sampling)!r} "
                          f"(or 'paper' for fixed-size rounds). Found accounting {accounting!r}.")
@@ -67,15 +69,14 @@ def check_accounting(sampling: str, accounting: str) -> None:
 
 def sum_sensitivity(clip: float, accounting: str) -> float:
     """L2 sensitivity of a sum of records in the L2 ball of radius `clip` (zero-centred)."""
-    if accounting not in ACCOUNTINGS:
-        raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {accounting!r}.")
+    check_one_of("accounting", accounting, ACCOUNTINGS)
     return 2.0 * clip if accounting == REPLACE_ONE else clip
 
 
 def gaussian_event(stddev: float, l2_sensitivity: float) -> dp_accounting.DpEvent:
     """The event of one Gaussian sum with noise std `stddev` and L2 sensitivity `l2_sensitivity`."""
-    if not l2_sensitivity > 0:
-        raise ValueError(f"l2_sensitivity must be > 0. Found {l2_sensitivity}.")
+    check_positive("l2_sensitivity", l2_sensitivity)
+    check_non_negative("stddev", stddev, allow_inf=True)
     if stddev == 0:
         return dp_accounting.NonPrivateDpEvent()  # no noise: ε = ∞
     return dp_accounting.GaussianDpEvent(stddev / l2_sensitivity)
@@ -101,21 +102,16 @@ class DPFedAvgPrivacy:
     def __post_init__(self):
         if self.accounting is None:
             object.__setattr__(self, "accounting", default_accounting(self.sampling))
-        if self.population < 1:
-            raise ValueError(f"population (N) must be >= 1. Found {self.population}.")
-        if self.clients_per_round < 1:
-            raise ValueError(f"clients_per_round (qN) must be >= 1. Found {self.clients_per_round}.")
+        check_at_least("population (N)", self.population, 1)
+        check_at_least("clients_per_round (qN)", self.clients_per_round, 1)
         if self.clients_per_round > self.population:
             raise ValueError(
                 f"clients_per_round (qN) must be <= population (N), i.e. q <= 1. "
                 f"Found qN={self.clients_per_round}, N={self.population}."
             )
-        if not self.noise_multiplier >= 0 or math.isinf(self.noise_multiplier):
-            raise ValueError(f"noise_multiplier (z) must be >= 0. Found {self.noise_multiplier}.")
-        if self.rounds < 1:
-            raise ValueError(f"rounds (T) must be >= 1. Found {self.rounds}.")
-        if self.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}. Found {self.sampling!r}.")
+        check_non_negative("noise_multiplier (z)", self.noise_multiplier)
+        check_at_least("rounds (T)", self.rounds, 1)
+        check_one_of("sampling", self.sampling, SAMPLINGS)
         check_accounting(self.sampling, self.accounting)
 
     @property
@@ -147,8 +143,7 @@ def default_delta(population: int) -> float:
 
 
 def check_delta(delta: float, population: int | None = None) -> None:
-    if not 0.0 < delta < 1.0:  # also rejects nan
-        raise ValueError(f"delta must be in (0, 1). Found {delta}.")
+    check_in_range("delta", delta, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
     if population is not None and not delta < 1.0 / population:
         raise ValueError(f"delta must be < 1/N = {1.0 / population:.3g} (N = {population}): a larger δ allows "
                          f"publishing a random user's data. Found {delta}.")
@@ -203,8 +198,7 @@ def epsilon_of_events(events, delta: float, accounting: str = REPLACE_ONE,
                       conversion: str = TIGHT) -> PrivacyGuarantee:
     """(ε, δ) of the composition of `events` (all accounted with `accounting`'s neighbouring relation)."""
     check_delta(delta)
-    if conversion not in CONVERSIONS:
-        raise ValueError(f"conversion must be one of {CONVERSIONS}. Found {conversion!r}.")
+    check_one_of("conversion", conversion, CONVERSIONS)
     orders, values = np.asarray(RDP_ORDERS), rdp_of_events(events, accounting)
     if conversion == TIGHT:
         eps, order = rdp.compute_epsilon(orders, values, delta)
@@ -227,11 +221,23 @@ def dp_fedavg_epsilon(params: DPFedAvgPrivacy, delta: float, conversion: str | N
                              conversion or default_conversion(params.accounting))
 
 
-def format_epsilon(guarantee: PrivacyGuarantee) -> str:
-    """'ε = 4.2 at δ = 1e-05' with a loud mark above the warning threshold."""
-    text = f"ε = {guarantee.epsilon:.4g} at δ = {guarantee.delta:.3g}"
+def format_epsilon(epsilon: float | None) -> str:
+    """ε as every person-facing line shows it (CLI, logs, reports, the app): 4 significant digits
+    (`EPSILON_DIGITS`, as '9.217', '58.84', '0.1234', '1.235e+04'), '∞' without noise, '–' when unknown.
+    One rule for released, composed, budget and empirical ε alike, so the same ε reads the same
+    wherever it appears and a release can be compared with its budget digit by digit."""
+    if epsilon is None:
+        return "–"
+    if math.isinf(epsilon):
+        return "∞" if epsilon > 0 else "-∞"
+    return f"{epsilon:.{EPSILON_DIGITS}g}"
+
+
+def format_guarantee(guarantee: PrivacyGuarantee) -> str:
+    """'ε = 4.2 at δ = 1e-05' (`format_epsilon`) with a loud mark above the warning threshold."""
+    text = f"ε = {format_epsilon(guarantee.epsilon)} at δ = {guarantee.delta:.3g}"
     if guarantee.accounting == PAPER_CONVENTION:
         text += " (paper convention: sensitivity S under replace-one, under-reports ε)"
     if guarantee.above_warning:
-        text += f"  [WARNING: ε > {EPSILON_WARNING:g}, weak privacy]"
+        text += f"  [WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy]"
     return text

@@ -31,6 +31,7 @@ from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, sum_sensit
 from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
+from fedgen_debug.validation import check_at_least, check_one_of, check_positive
 
 
 def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise_seed) -> tuple[np.ndarray, dp_accounting.DpEvent]:
@@ -53,10 +54,8 @@ def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise
 def _check(name: str, noise_multiplier: float, accounting: str) -> None:
     if not name:
         raise ValueError("an aggregate needs a name (it keys its noise stream and its ledger record).")
-    if not noise_multiplier > 0 or math.isinf(noise_multiplier):
-        raise ValueError(f"noise_multiplier must be > 0. Found {noise_multiplier}.")
-    if accounting not in ACCOUNTINGS:
-        raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {accounting!r}.")
+    check_positive("noise_multiplier", noise_multiplier)
+    check_one_of("accounting", accounting, ACCOUNTINGS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +67,10 @@ class BoundedSum:
 
     def __post_init__(self):
         _check(self.name, self.noise_multiplier, self.accounting)
-        if not self.upper or any(not u > 0 or math.isinf(u) for u in self.upper):
-            raise ValueError(f"upper bounds must be finite and > 0. Found {self.upper}.")
+        if not self.upper:
+            raise ValueError(f"upper bounds must be a non-empty list. Found {self.upper}.")
+        for bound in self.upper:
+            check_positive("each upper bound", bound)
 
     @property
     def dim(self) -> int:
@@ -106,8 +107,7 @@ class Histogram:
 
     def __post_init__(self):
         _check(self.name, self.noise_multiplier, self.accounting)
-        if self.num_bins < 1:
-            raise ValueError(f"num_bins must be >= 1. Found {self.num_bins}.")
+        check_at_least("num_bins", self.num_bins, 1)
 
     @property
     def sensitivity(self) -> float:

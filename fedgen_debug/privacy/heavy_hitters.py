@@ -26,6 +26,7 @@ from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE
 from fedgen_debug.privacy.aggregates import noised_sum
 from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
+from fedgen_debug.validation import check_at_least, check_in_range, check_one_of, check_positive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,14 +38,11 @@ class HeavyHittersConfig:
     accounting: str = REPLACE_ONE
 
     def __post_init__(self):
-        if self.size < 1 or self.max_words_per_user < 1:
-            raise ValueError(f"size and max_words_per_user must be >= 1. Found {self.size}, {self.max_words_per_user}.")
-        if not self.noise_multiplier > 0 or math.isinf(self.noise_multiplier):
-            raise ValueError(f"noise_multiplier must be > 0. Found {self.noise_multiplier}.")
-        if not 0.0 < self.threshold_delta < 1.0:
-            raise ValueError(f"threshold_delta must be in (0, 1). Found {self.threshold_delta}.")
-        if self.accounting not in ACCOUNTINGS:
-            raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {self.accounting!r}.")
+        check_at_least("size", self.size, 1)
+        check_at_least("max_words_per_user", self.max_words_per_user, 1)
+        check_positive("noise_multiplier", self.noise_multiplier)
+        check_in_range("threshold_delta", self.threshold_delta, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+        check_one_of("accounting", self.accounting, ACCOUNTINGS)
 
     @property
     def sensitivity(self) -> float:

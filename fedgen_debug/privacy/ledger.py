@@ -42,9 +42,10 @@ import os
 import dp_accounting
 
 from fedgen_debug.privacy.accounting import (ACCOUNTINGS, ADD_REMOVE, TIGHT, PrivacyGuarantee, check_delta,
-                                             default_delta, epsilon_of_events)
+                                             default_delta, epsilon_of_events, format_epsilon)
 from fedgen_debug.privacy.ledger_keys import LedgerCorrupted, LedgerKeys, keys_dir
 from fedgen_debug.privacy.populations import PopulationRegistry
+from fedgen_debug.validation import check_positive
 
 LEDGER_ENV = "FEDGEN_DEBUG_LEDGER"
 DEFAULT_HOME = os.path.join("~", ".fedgen-debug", "ledger")
@@ -361,14 +362,13 @@ class Ledger:
                 "Refusing"
             raise PrivacyBudgetExceeded(
                 f"population {total.population!r}: {record.label or record.release_id} would bring the total to "
-                f"ε = {total.guarantee.epsilon:.4g} at δ = {total.budget.delta:.3g}, over {where} "
-                f"(ε = {total.budget.epsilon:g}) over {len(total.releases)} release(s) in all. {action} it. Deleting runs refunds nothing; raise the budget with "
+                f"ε = {format_epsilon(total.guarantee.epsilon)} at δ = {total.budget.delta:.3g}, over {where} "
+                f"(ε = {format_epsilon(total.budget.epsilon)}) over {len(total.releases)} release(s) in all. {action} it. Deleting runs refunds nothing; raise the budget with "
                 f"`fedgen-debug ledger budget` if the data owner agrees.")
 
     def set_budget(self, population: str, epsilon: float, delta: float | None = None, reason: str = "") -> None:
         """Sets the (ε, δ) budget of `population` ("*": every population without its own)."""
-        if not epsilon > 0:
-            raise ValueError(f"budget epsilon must be > 0. Found {epsilon}.")
+        check_positive("budget epsilon", epsilon, allow_inf=True, note="inf: no limit")
         if delta is not None:
             check_delta(delta)
         with self._locked():

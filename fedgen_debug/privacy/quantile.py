@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, DPFedAvgPrivacy
+from fedgen_debug.validation import check_at_least, check_in_range, check_positive
 from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.progress import progress
 from fedgen_debug.runs.secret import RunSecret
@@ -47,17 +48,12 @@ class QuantileConfig:
     accounting: str = REPLACE_ONE
 
     def __post_init__(self):
-        if not 0.0 < self.target_quantile < 1.0:
-            raise ValueError(f"target_quantile must be in (0, 1). Found {self.target_quantile}.")
-        if self.clients_per_round < 1 or self.rounds < 1:
-            raise ValueError(f"clients_per_round and rounds must be >= 1. Found {self.clients_per_round}, "
-                             f"{self.rounds}.")
-        if not self.noise_multiplier > 0 or math.isinf(self.noise_multiplier):
-            raise ValueError(f"noise_multiplier must be > 0. Found {self.noise_multiplier}.")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0. Found {self.learning_rate}.")
-        if not 0.0 < self.averaged_fraction <= 1.0:
-            raise ValueError(f"averaged_fraction must be in (0, 1]. Found {self.averaged_fraction}.")
+        check_in_range("target_quantile", self.target_quantile, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+        check_at_least("clients_per_round", self.clients_per_round, 1)
+        check_at_least("rounds", self.rounds, 1)
+        check_positive("noise_multiplier", self.noise_multiplier)
+        check_positive("learning_rate", self.learning_rate)
+        check_in_range("averaged_fraction", self.averaged_fraction, 0.0, 1.0, low_inclusive=False)
         if self.accounting not in ACCOUNTINGS or self.accounting == "add-remove":
             raise ValueError(f"a fixed-size quantile is accounted with replace-one or paper. Found {self.accounting!r}.")
 

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import os
 
-from fedgen_debug.privacy.accounting import format_epsilon
+from fedgen_debug.privacy.accounting import format_guarantee
 from fedgen_debug.privacy.ledger import Ledger, PopulationTotal, PrivacyRecord
 from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
@@ -69,8 +69,8 @@ def charge(records, run_dir: str | None = None, *, secret: RunSecret | None = No
     for record in records:
         total = totals[record.population]
         alone = record.guarantee(delta or total.guarantee.delta)
-        logger.info("charged %s: %s; population %s in all: %s", record.label, format_epsilon(alone), record.population,
-                    format_epsilon(total.guarantee))
+        logger.info("charged %s: %s; population %s in all: %s", record.label, format_guarantee(alone), record.population,
+                    format_guarantee(total.guarantee))
     if run_dir is None:
         return totals
     if not store.is_run(run_dir):

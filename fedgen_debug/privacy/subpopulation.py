@@ -47,6 +47,7 @@ import dp_accounting
 
 from fedgen_debug.privacy.accounting import (ADD_REMOVE, POISSON, REPLACE_ONE, DPFedAvgPrivacy, default_delta,
                                              epsilon_of_events)
+from fedgen_debug.validation import check_at_least, check_finite, check_positive
 
 FAILURE_SHARE = 0.1   # β as a share of the default δ = 0.01/N
 PAPER_SELECTION_WARNING = ("selection 'paper': the server learns which users qualified and ε is computed over "
@@ -75,13 +76,10 @@ class SubpopulationBound:
     clients_per_round: int
 
     def __post_init__(self):
-        if not math.isfinite(self.count):
-            raise ValueError(f"count must be finite. Found {self.count}.")
-        if not self.stddev > 0 or math.isinf(self.stddev):
-            raise ValueError(f"stddev must be > 0 (a DP count). Found {self.stddev}.")
-        if self.population_size < 1 or self.clients_per_round < 1:
-            raise ValueError(f"population_size and clients_per_round must be >= 1. Found {self.population_size}, "
-                             f"{self.clients_per_round}.")
+        check_finite("count", self.count)
+        check_positive("stddev", self.stddev, note="a DP count")
+        check_at_least("population_size", self.population_size, 1)
+        check_at_least("clients_per_round", self.clients_per_round, 1)
         if self.clients_per_round > self.population_size:
             raise ValueError(f"clients_per_round must be <= population_size. Found {self.clients_per_round} > "
                              f"{self.population_size}.")

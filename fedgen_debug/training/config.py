@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 
 from fedgen_debug.privacy.accounting import (ACCOUNTINGS, REPLACE_ONE, SAMPLINGS, WITHOUT_REPLACEMENT,
                                              check_accounting)
+from fedgen_debug.validation import (check_at_least, check_in_range, check_non_negative, check_one_of,
+                                     check_positive)
 
 SERVER_OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam")
 
@@ -20,19 +21,12 @@ BACKEND_ENV = "FEDGEN_DEBUG_BACKEND"
 
 
 def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}. Found {backend!r}.")
-    return backend
+    return check_one_of("backend", backend, BACKENDS)
 
 
 def resolve_backend(backend: str | None = None) -> str:
     """`backend`, else `$FEDGEN_DEBUG_BACKEND`, else "tf"; checked."""
     return check_backend(backend or os.environ.get(BACKEND_ENV) or "tf")
-
-
-def _positive(name: str, value: float) -> None:
-    if not value > 0 or math.isinf(value):
-        raise ValueError(f"{name} must be > 0. Found {value}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,22 +48,18 @@ class DPConfig:
     clip_learning_rate: float = 0.2   # the adaptive clip's geometric step (Andrew et al.): at most e^±rate a round
 
     def __post_init__(self):
-        if self.clients_per_round < 1:
-            raise ValueError(f"clients_per_round must be >= 1. Found {self.clients_per_round}.")
-        if not self.noise_multiplier >= 0 or math.isinf(self.noise_multiplier):
-            raise ValueError(f"noise_multiplier must be >= 0. Found {self.noise_multiplier}.")
-        if self.accounting not in ACCOUNTINGS:
-            raise ValueError(f"accounting must be one of {ACCOUNTINGS}. Found {self.accounting!r}.")
+        check_at_least("clients_per_round", self.clients_per_round, 1)
+        check_non_negative("noise_multiplier", self.noise_multiplier)
+        check_one_of("accounting", self.accounting, ACCOUNTINGS)
         if self.clip is not None:
-            _positive("clip", self.clip)
+            check_positive("clip", self.clip)
         elif self.noise_multiplier > 0:
             raise ValueError("noise_multiplier > 0 needs a clip (the noise is calibrated to it). Found clip=None.")
         if self.clip_quantile is not None:
-            if not 0.0 < self.clip_quantile < 1.0:
-                raise ValueError(f"clip_quantile must be in (0, 1). Found {self.clip_quantile}.")
+            check_in_range("clip_quantile", self.clip_quantile, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
             if self.clip is None:
                 raise ValueError("clip_quantile adapts a clip: give the first round's clip too. Found clip=None.")
-        _positive("clip_learning_rate", self.clip_learning_rate)
+        check_positive("clip_learning_rate", self.clip_learning_rate)
 
     @property
     def noise_stddev(self) -> float:
@@ -93,13 +83,11 @@ class ClientConfig:
     max_examples: int | None = None
 
     def __post_init__(self):
-        if self.epochs < 1:
-            raise ValueError(f"client epochs must be >= 1. Found {self.epochs}.")
-        if self.batch_size < 1:
-            raise ValueError(f"client batch_size must be >= 1. Found {self.batch_size}.")
-        _positive("client learning_rate", self.learning_rate)
-        if self.max_examples is not None and self.max_examples < 1:
-            raise ValueError(f"client max_examples must be >= 1 (None: no cap). Found {self.max_examples}.")
+        check_at_least("client epochs", self.epochs, 1)
+        check_at_least("client batch_size", self.batch_size, 1)
+        check_positive("client learning_rate", self.learning_rate)
+        if self.max_examples is not None:
+            check_at_least("client max_examples", self.max_examples, 1, note="None: no cap")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,11 +97,9 @@ class ServerConfig:
     momentum: float = 0.9
 
     def __post_init__(self):
-        if self.optimizer not in SERVER_OPTIMIZERS:
-            raise ValueError(f"server optimizer must be one of {SERVER_OPTIMIZERS}. Found {self.optimizer!r}.")
-        _positive("server learning_rate", self.learning_rate)
-        if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"server momentum must be in [0, 1). Found {self.momentum}.")
+        check_one_of("server optimizer", self.optimizer, SERVER_OPTIMIZERS)
+        check_positive("server learning_rate", self.learning_rate)
+        check_in_range("server momentum", self.momentum, 0.0, 1.0, high_inclusive=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,15 +114,11 @@ class TrainingConfig:
     checkpoint_every: int = 10
 
     def __post_init__(self):
-        if self.rounds < 1:
-            raise ValueError(f"rounds must be >= 1. Found {self.rounds}.")
-        if self.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}. Found {self.sampling!r}.")
+        check_at_least("rounds", self.rounds, 1)
+        check_one_of("sampling", self.sampling, SAMPLINGS)
         check_accounting(self.sampling, self.dp.accounting)
-        if self.eval_every < 0:
-            raise ValueError(f"eval_every must be >= 0 (0 = never). Found {self.eval_every}.")
-        if self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be >= 1. Found {self.checkpoint_every}.")
+        check_at_least("eval_every", self.eval_every, 0, note="0 = never")
+        check_at_least("checkpoint_every", self.checkpoint_every, 1)
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -175,17 +157,19 @@ class PrivacySettings:
     def check_privacy_settings(self) -> None:
         from fedgen_debug.privacy.accounting import check_delta
 
-        if self.selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {SELECTIONS}. Found {self.selection!r}.")
-        if self.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}. Found {self.sampling!r}.")
+        check_one_of("selection", self.selection, SELECTIONS)
+        check_one_of("sampling", self.sampling, SAMPLINGS)
         for name in ("rounds", "clients_per_round"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
+            if getattr(self, name) is not None:
+                check_at_least(name, getattr(self, name), 1)
+        if self.noise_multiplier is not None:
+            check_non_negative("noise_multiplier", self.noise_multiplier)
+        if self.clip is not None:
+            check_positive("clip", self.clip)
         if self.delta is not None:
             check_delta(self.delta)
-        if self.clip_quantile is not None and not 0.0 < self.clip_quantile < 1.0:
-            raise ValueError(f"clip_quantile must be in (0, 1). Found {self.clip_quantile}.")
+        if self.clip_quantile is not None:
+            check_in_range("clip_quantile", self.clip_quantile, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
 
     def saved_json(self, later_options: tuple[str, ...] = ()) -> dict:
         """This run's settings as saved: its asdict without the options added after the first runs while

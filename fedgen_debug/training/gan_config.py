@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from fedgen_debug.training.config import TrainingConfig
+from fedgen_debug.validation import check_at_least, check_in_range, check_non_negative, check_one_of, check_positive
 
 GEN_OPTIMIZERS = ("sgd", "adam")
 
@@ -32,20 +31,14 @@ class GANTrainingConfig:
 
     def __post_init__(self):
         for name in ("disc_steps", "gen_steps", "gen_batch_size", "disc_rounds_per_gen_update"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1. Found {getattr(self, name)}.")
-        if not self.gen_learning_rate > 0 or np.isinf(self.gen_learning_rate):
-            raise ValueError(f"gen_learning_rate must be > 0. Found {self.gen_learning_rate}.")
-        if not 0.0 <= self.gen_beta_1 < 1.0:
-            raise ValueError(f"gen_beta_1 must be in [0, 1). Found {self.gen_beta_1}.")
-        if self.gen_optimizer not in GEN_OPTIMIZERS:
-            raise ValueError(f"gen_optimizer must be one of {GEN_OPTIMIZERS}. Found {self.gen_optimizer!r}.")
+            check_at_least(name, getattr(self, name), 1)
+        check_positive("gen_learning_rate", self.gen_learning_rate)
+        check_in_range("gen_beta_1", self.gen_beta_1, 0.0, 1.0, high_inclusive=False)
+        check_one_of("gen_optimizer", self.gen_optimizer, GEN_OPTIMIZERS)
         if not isinstance(self.cycle_client_data, bool):
             raise ValueError(f"cycle_client_data must be a bool. Found {self.cycle_client_data!r}.")
-        if not 0.0 <= self.gen_ema < 1.0:
-            raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
-        if not self.gradient_penalty >= 0:
-            raise ValueError(f"gradient_penalty must be >= 0. Found {self.gradient_penalty}.")
+        check_in_range("gen_ema", self.gen_ema, 0.0, 1.0, high_inclusive=False)
+        check_non_negative("gradient_penalty", self.gradient_penalty)
         if self.training.client.epochs != 1:
             raise ValueError(f"client epochs must be 1 (a client runs at most disc_steps batches). "
                              f"Found {self.training.client.epochs}.")

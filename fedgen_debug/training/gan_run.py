@@ -21,6 +21,7 @@ from fedgen_debug.selectors import registry
 from fedgen_debug.training import dp_fedavg_gan, presets
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings
+from fedgen_debug.validation import check_at_least, check_in_range, check_one_of
 
 # D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
 # qualifying clients of the qN sampled move D by k/qN of their mean update. "selected": over the DP
@@ -60,14 +61,12 @@ class GANRun(PrivacySettings):
         PixelInversionBug(self.bug_fraction)  # validates the fraction
         if self.canaries is not None:
             parse_canaries(self.canaries)
-        if self.classes is not None and self.classes < 2:
-            raise ValueError(f"classes must be >= 2. Found {self.classes}.")
-        if not 0.0 <= self.gen_ema < 1.0:
-            raise ValueError(f"gen_ema must be in [0, 1). Found {self.gen_ema}.")
+        if self.classes is not None:
+            check_at_least("classes", self.classes, 2)
+        check_in_range("gen_ema", self.gen_ema, 0.0, 1.0, high_inclusive=False)
         self.model_config()  # validates gen_upsample
         self.primary_contract()
-        if self.d_step not in D_STEPS:
-            raise ValueError(f"d_step must be one of {D_STEPS}. Found {self.d_step!r}.")
+        check_one_of("d_step", self.d_step, D_STEPS)
         if self.d_step == "selected" and self.selection != "strict":
             raise ValueError("d_step 'selected' scales strict selection's step; under selection "
                              f"{self.selection!r} every sampled user qualifies already.")

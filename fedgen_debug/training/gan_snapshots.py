@@ -17,13 +17,13 @@ import numpy as np
 
 from fedgen_debug.models.gan import to_unit
 from fedgen_debug.runs import store
+from fedgen_debug import rng_streams
 
 SNAPSHOT_SAMPLES = 64
-_NOISE_STREAM = 0x5A4
 
 
 def snapshot_noise(seed: int, dim: int) -> np.ndarray:
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_NOISE_STREAM,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(rng_streams.GAN_SNAPSHOT_NOISE,)))
     return rng.standard_normal((SNAPSHOT_SAMPLES, dim)).astype(np.float32)
 
 

@@ -18,6 +18,7 @@ from fedgen_debug.runs import store
 from fedgen_debug.training import dp_fedavg, presets
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings, TrainingConfig
+from fedgen_debug.validation import check_at_least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,15 +42,13 @@ class LMRun(PrivacySettings):
         self.check_privacy_settings()
         data_spec.parse_data_spec(self.data)
         TokenizationBug(self.bug_fraction)  # validates the fraction
-        if self.vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1. Found {self.vocab_size}.")
+        check_at_least("vocab_size", self.vocab_size, 1)
         if self.vocab is None:
             object.__setattr__(self, "vocab", lm_data.default_vocabulary_source(self.data))
         lm_data.check_vocabulary_source(self.vocab, self.data)
         if self.canaries is not None:
             parse_canaries(self.canaries)
-        if self.update_canaries < 0:
-            raise ValueError(f"update_canaries must be >= 0. Found {self.update_canaries}.")
+        check_at_least("update_canaries", self.update_canaries, 0)
         if self.update_canaries and self.clip_quantile is not None:
             raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")
 

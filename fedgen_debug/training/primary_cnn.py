@@ -20,6 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from fedgen_debug import rng_streams
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.models import cnn, primary
 from fedgen_debug.stats import feature_statistics, nearest_neighbour_distances
@@ -57,7 +58,7 @@ def split_writers(client_ids, seed: int) -> tuple[list[str], list[str]]:
     ids = sorted(client_ids)
     if len(ids) < 2:
         raise ValueError(f"training the primary CNN needs at least 2 writers (one held out). Found {len(ids)}.")
-    order = np.random.default_rng([seed, 0xC11]).permutation(len(ids))
+    order = np.random.default_rng([seed, rng_streams.PRIMARY_CNN_SPLIT]).permutation(len(ids))
     held = max(1, int(round(HOLDOUT_FRACTION * len(ids))))
     return sorted(ids[i] for i in order[held:]), sorted(ids[i] for i in order[:held])
 
@@ -81,7 +82,7 @@ def train_primary_cnn(client_data, config: cnn.CNNConfig, seed: int, epochs: int
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    rng = np.random.default_rng([seed, 0xC12])
+    rng = np.random.default_rng([seed, rng_streams.PRIMARY_CNN_BATCHES])
     x = cnn.as_input(x)
     batches = -(-len(y) // config.batch_size)
     start = time.perf_counter()

@@ -21,9 +21,9 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.privacy.sampling import sample_clients
+from fedgen_debug import rng_streams
 
 CANARY_PREFIX = "update-canary-"
-_DIRECTION_STREAM = 7_919  # keeps the directions' seeds apart from other uses of the public seed
 
 
 def canary_ids(count: int) -> tuple[str, ...]:
@@ -38,7 +38,7 @@ def direction(shapes, seed: int, index) -> list[tf.Tensor]:
     """Canary `index`'s unit direction over tensors of `shapes` (a list), from the public `seed`.
     Works eagerly and in graphs (`index` may be a tensor); directions `count..` are never inserted
     (the "unseen" ones)."""
-    base = tf.stack([tf.constant(seed * _DIRECTION_STREAM, tf.int64), tf.cast(index, tf.int64)])
+    base = tf.stack([tf.constant(seed * rng_streams.UPDATE_CANARY_DIRECTIONS, tf.int64), tf.cast(index, tf.int64)])
     seeds = tf.random.experimental.stateless_split(base, num=len(shapes))
     leaves = [tf.random.stateless_normal(shape, seed=seeds[i]) for i, shape in enumerate(shapes)]
     norm = tf.linalg.global_norm(leaves)
