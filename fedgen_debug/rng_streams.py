@@ -20,6 +20,8 @@ from __future__ import annotations
 PIXEL_INVERSION = 0x1A7          # which devices run the inverted-pixel update (`device.pixels`)
 TOKENIZATION = 0x70C             # which of a device's sentences the buggy tokenizer glues (`device.tokenization`)
 ROLLOUT = 0x2011                 # each device's draw against a staged rollout's fractions (`device.rollout`)
+FAULT_CONTENT = 0xFA17           # a catalog fault's own draws on a hit device (noise, typos), after the stream
+                                 # its name gives (`device.faults.fault_stream`: which devices it hits)
 
 # ---- canaries (device/, memorization/) ---------------------------------------------------------------
 CANARY_TEXTS = 0xCA4A            # the text canaries' random prefixes and suffixes (`device.canary_specs`)

@@ -75,7 +75,7 @@ def test_a_bilinear_generator_resizes_then_convolves_where_the_paper_transposes(
 @pytest.mark.parametrize("build, message", [
     (lambda: gan.GANConfig(noise_dim=0), r"noise_dim must be >= 1. Found 0."),
     (lambda: gan.GANConfig(gen_channels=(8, 8)), r"gen_channels must be 3 integers >= 1"),
-    (lambda: gan.GANConfig(gen_upsample="nearest"), r"gen_upsample must be one of \('transpose', 'bilinear'\). Found 'nearest'."),
+    (lambda: gan.GANConfig(gen_upsample="nearest"), r"gen_upsample must be one of transpose, bilinear. Found 'nearest'."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), disc_steps=0), r"disc_steps must be >= 1. Found 0."),
     (lambda: dpgan.GANTrainingConfig(TrainingConfig(1, DPConfig(1, 0.0, None)), gen_learning_rate=-1),
      r"gen_learning_rate must be > 0. Found -1."),

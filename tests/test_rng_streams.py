@@ -35,7 +35,8 @@ def test_stream_numbers_are_distinct():
 
 
 def test_stream_numbers_are_the_ones_the_modules_had():
-    assert rng_streams.PUBLIC_STREAMS == NUMBERS_BEFORE
+    """Every stream keeps its number (new ones may be added, never renumbered)."""
+    assert NUMBERS_BEFORE.items() <= rng_streams.PUBLIC_STREAMS.items()
 
 
 def test_the_registry_points_to_the_secret_streams():

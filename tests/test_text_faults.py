@@ -67,12 +67,12 @@ def test_typos_and_duplicates_hit_words_at_their_rate():
     sentence = " ".join(["abcdefgh"] * 50)
     for fault, changed in ((faults.Typos(1.0, rate=0.2), lambda w: w != "abcdefgh"),
                            (faults.DuplicateWords(1.0, rate=0.3), None)):
-        outs = fault.device_text("u0", [sentence] * 20)
+        outs = fault.device_text("u0", [sentence] * 100)
         if changed is not None:
             share = np.mean([changed(w) for out in outs for w in out.split()])
         else:
             share = np.mean([len(out.split()) - 50 for out in outs]) / 50
-        n = 1000
+        n = 5000
         assert abs(share - fault.rate) <= 4 * np.sqrt(fault.rate * (1 - fault.rate) / n), (fault, share)
 
 

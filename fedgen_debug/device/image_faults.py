@@ -45,6 +45,7 @@ from PIL import Image
 from scipy import ndimage
 
 from fedgen_debug.device.faults import DeviceFault
+from fedgen_debug import rng_streams
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.validation import check_in_range, check_one_of, check_positive
 
@@ -247,7 +248,7 @@ class Noise(ImageFault):
             check_in_range("amount", self.amount, 0.0, 1.0)
 
     def transform_images(self, pixels, client_id):
-        rng = client_rng(self.seed, client_id, self.stream, 1)
+        rng = client_rng(self.seed, client_id, self.stream, rng_streams.FAULT_CONTENT)
         if self.kind == "gaussian":
             return pixels + rng.normal(0.0, self.amount, pixels.shape)
         hit = rng.random(pixels.shape) < self.amount

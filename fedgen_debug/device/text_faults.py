@@ -39,6 +39,7 @@ import numpy as np
 
 from fedgen_debug.device.faults import DeviceFault
 from fedgen_debug.device.transform import text_of, with_text
+from fedgen_debug import rng_streams
 from fedgen_debug.seeding import client_rng
 from fedgen_debug.validation import check_in_range, check_one_of
 
@@ -58,7 +59,7 @@ class TextFault(DeviceFault):
         raise NotImplementedError
 
     def sentence_rng(self, client_id: str, index: int) -> np.random.Generator:
-        return client_rng(self.seed, client_id, self.stream, 1, index)
+        return client_rng(self.seed, client_id, self.stream, rng_streams.FAULT_CONTENT, index)
 
     def device_text(self, client_id: str, sentences: list[str]) -> list[str]:
         """The device's sentences after the faulty pipeline."""
