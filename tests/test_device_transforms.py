@@ -159,3 +159,42 @@ def test_the_tokenization_bug_as_text_tokenizes_as_the_buggy_tokenizer():
         glued += sum(any(" " in token for token in tokenize(t.decode())) for t in _arrays(after, cid)["text"])
     assert glued > 0
     assert tokenize("Good day to you.") == ["good", "day", "to", "you", "."]
+
+
+def test_runs_take_a_catalog_fault_as_their_fault_and_the_papers_bug_as_their_fraction():
+    from fedgen_debug.cli.bug_arg import bug_settings
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.training.lm_run import LMRun
+
+    assert bug_settings("invert:0.5", "images") == {"bug_fraction": 0.5}
+    assert bug_settings("rotate:0.5,degrees=180", "images") == {"fault": "rotate:0.5,degrees=180"}
+    assert bug_settings("entities:0.25", "text") == {"fault": "entities:0.25"}
+    with pytest.raises(ValueError, match="--bug: rotate is a bug of image data; for text use concat"):
+        bug_settings("rotate:0.5", "text")
+    run = GANRun("synthetic-images:writers=4", "random", fault="blur:0.5", seed=3)
+    assert run.device_fault() == parse_bug("blur:0.5", "images", seed=3) and run.to_json()["fault"] == "blur:0.5"
+    assert "fault" not in GANRun("synthetic-images:writers=4", "random").to_json()   # saved configs unchanged
+    with pytest.raises(ValueError, match="invert is the run's bug_fraction"):
+        GANRun("synthetic-images:writers=4", "random", fault="invert:0.5")
+    with pytest.raises(ValueError, match="concat is a bug of text data"):
+        GANRun("synthetic-images:writers=4", "random", fault="concat:0.5")
+    assert LMRun("char", "synthetic-text:users=4", fault="truncate:1.0,length=3").device_fault().length == 3
+
+
+def test_train_lm_trains_on_the_text_the_fault_left(tmp_path, monkeypatch):
+    """The fault reaches what the devices tokenize (after the vocabulary, built from clean text)."""
+    from fedgen_debug.experiments import lm
+    from fedgen_debug.training.lm_run import LMRun
+
+    seen = {}
+    original = lm.prepare_devices
+
+    def capture(run, client_data, vocab, sentences=None):
+        seen.update({cid: [t.decode() for t in cd.client_numpy(client_data, cid)["text"]]
+                     for cid in client_data.client_ids})
+        return original(run, client_data, vocab, sentences)
+
+    monkeypatch.setattr(lm, "prepare_devices", capture)
+    lm.train_lm(LMRun("char", "synthetic-text:users=6,seed=2", preset="test", rounds=1, clients_per_round=2,
+                      fault="truncate:1.0,length=3"), str(tmp_path / "run"))
+    assert seen and all(len(s.split()) <= 3 for sentences in seen.values() for s in sentences)

@@ -6,7 +6,7 @@ import collections
 import numpy as np
 import pytest
 
-from fedgen_debug.cli.bug_arg import bug_fraction
+from fedgen_debug.cli.bug_arg import bug_settings
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.device import image_faults as faults
 from fedgen_debug.device.catalog import BUGS, parse_bug
@@ -194,10 +194,9 @@ def test_bad_settings_say_what_is_wrong(spec, message):
         parse_bug(spec, "images")
 
 
-def test_runs_refuse_a_fault_they_cannot_simulate_yet():
-    """train-gan/train-lm take a fraction of inversion/concat only: `--bug rotate:0.5` must not run inversion."""
-    assert bug_fraction("invert:0.25", "images") == 0.25 and bug_fraction("concat:0.5", "text") == 0.5
-    with pytest.raises(ValueError, match="--bug: runs simulate invert only for now; rotate is a device fault"):
-        bug_fraction("rotate:0.5", "images")
-    with pytest.raises(ValueError, match="--bug: runs simulate concat only for now; entities is a device fault"):
-        bug_fraction("entities:0.5", "text")
+def test_runs_simulate_a_fault_as_a_fault_not_as_the_papers_bug():
+    """`--bug rotate:0.5` is the run's `fault`, never its inversion fraction."""
+    assert bug_settings("invert:0.25", "images") == {"bug_fraction": 0.25}
+    assert bug_settings("concat:0.5", "text") == {"bug_fraction": 0.5}
+    assert bug_settings("rotate:0.5", "images") == {"fault": "rotate:0.5"}
+    assert bug_settings("entities:0.5", "text") == {"fault": "entities:0.5"}

@@ -83,18 +83,18 @@ def sample_quality_settings(args) -> dict:
 
 
 def run_train(args) -> int:
-    from fedgen_debug.cli.bug_arg import bug_fraction
+    from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.experiments.gan import train_gan
     from fedgen_debug.analysis.primary_fit import released_fit
 
-    run = GANRun(data=args.data, select=args.select, bug_fraction=bug_fraction(args.bug, "images"),
+    run = GANRun(data=args.data, select=args.select,
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
                  primary_background=args.primary_background, primary_output=args.primary_output,
                  primary_scale=args.primary_scale,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
-                 **sample_quality_settings(args), **privacy_settings(args))
+                 **sample_quality_settings(args), **bug_settings(args.bug, "images"), **privacy_settings(args))
     result = train_gan(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")

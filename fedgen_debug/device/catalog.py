@@ -69,3 +69,15 @@ def parse_bug(text: str, modality: str, seed: int = 0):
     if math.isnan(fraction):
         raise ValueError(f"the bug's fraction must be a number. Found {parts.positional[0]!r}.")
     return BUGS[parts.name][1](fraction, seed=seed, **settings)
+
+
+PAPER_BUGS = {"images": "invert", "text": "concat"}   # what a run's `bug_fraction` simulates
+
+
+def parse_fault(text: str, modality: str, seed: int = 0):
+    """A run's `fault`: a catalog entry other than the paper's bug of `modality` (that one is the run's
+    `bug_fraction`)."""
+    name = split_spec(text).name
+    if name == PAPER_BUGS.get(modality):
+        raise ValueError(f"fault: {name} is the run's bug_fraction, not a fault. Found {text!r}.")
+    return parse_bug(text, modality, seed)

@@ -33,7 +33,6 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug import rng_streams
-from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.models import cnn
@@ -245,7 +244,10 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
            delta=run.delta)
 
     # What the devices see after the app update: its (possibly buggy) preprocessing.
-    app_data = PixelInversionBug(run.bug_fraction, seed=run.seed).apply(clean) if run.bug_fraction else clean
+    app_data = clean
+    for transform in (run.app_bug(), run.device_fault()):
+        if transform is not None:
+            app_data = transform.apply(app_data)
     if app_update is not None:
         app_data = app_update.apply(app_data)
     model = _primary(run, out_dir)

@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from fedgen_debug.device.tokenization import TokenizationBug, tokenize_client
+from fedgen_debug.device.tokenization import tokenize_client
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import canaries as device_canaries
 from fedgen_debug.models.char_lm import word_sequences
@@ -82,7 +82,7 @@ class DeviceData:
 def prepare_devices(run: LMRun, client_data, vocab, sentences: dict | None = None) -> DeviceData:
     """`sentences`: every device's text when canaries changed it (`lm_canaries.device_sentences`,
     synthetic devices included); by default the data's."""
-    bug = TokenizationBug(run.bug_fraction, seed=run.seed) if run.bug_fraction > 0 else None
+    bug = run.app_bug()
     if sentences is None:
         sentences = {cid: lm_data.device_sentences(client_data, cid) for cid in sorted(client_data.client_ids)}
     tokens = {cid: tokenize_client(cid, text, bug) for cid, text in sentences.items()}
@@ -151,7 +151,10 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
     charge(release_records(run, everyone, secret, out_dir), out_dir, secret=secret, config_json=config_json,
            delta=run.delta)
 
-    vocab = _vocabulary(run, client_data, everyone, secret, out_dir)
+    vocab = _vocabulary(run, client_data, everyone, secret, out_dir)   # the production one: clean text
+    fault = run.device_fault()
+    if fault is not None:
+        client_data = fault.apply(client_data)    # the devices' text after their faulty pipeline
     sentences = None
     if run.canaries is not None:
         canaries = lm_canaries.canaries_for_run(run.canaries, run.kind, vocab, run.seed, out_dir)

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device.canary_specs import parse_canaries
+from fedgen_debug.device.catalog import parse_fault
 from fedgen_debug.device.pixels import PixelInversionBug
 from fedgen_debug.models.gan import GANConfig, build_generator
 from fedgen_debug.models.primary import PrimaryContract
@@ -21,7 +22,7 @@ from fedgen_debug.selectors import registry
 from fedgen_debug.training import dp_fedavg_gan, presets
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings
-from fedgen_debug.validation import check_at_least, check_in_range, check_one_of
+from fedgen_debug.validation import check_fraction, check_at_least, check_in_range, check_one_of
 
 # D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
 # qualifying clients of the qN sampled move D by k/qN of their mean update. "selected": over the DP
@@ -51,6 +52,9 @@ class GANRun(PrivacySettings):
     primary_background: str = "white"
     primary_output: str = "auto"
     primary_scale: float = 1.0
+    # A pipeline fault of the device catalog on top of the paper's bug (`device.catalog`, e.g. "rotate:0.5"):
+    # a simulation, to see what a fault looks like in the samples.
+    fault: str | None = None
 
     def __post_init__(self):
         presets.check_preset(self.preset)
@@ -58,7 +62,8 @@ class GANRun(PrivacySettings):
         if data_spec.parse_data_spec(self.data).modality != "images":
             raise ValueError(f"train-gan needs image data. Found {self.data!r}.")
         registry.parse_selector(self.select)  # validates
-        PixelInversionBug(self.bug_fraction)  # validates the fraction
+        check_fraction(self.bug_fraction, "bug_fraction")
+        self.device_fault()
         if self.canaries is not None:
             parse_canaries(self.canaries)
         if self.classes is not None:
@@ -70,6 +75,14 @@ class GANRun(PrivacySettings):
         if self.d_step == "selected" and self.selection != "strict":
             raise ValueError("d_step 'selected' scales strict selection's step; under selection "
                              f"{self.selection!r} every sampled user qualifies already.")
+
+    def app_bug(self) -> PixelInversionBug | None:
+        """The paper's inversion bug on the devices (None at 0%)."""
+        return PixelInversionBug(self.bug_fraction, seed=self.seed) if self.bug_fraction else None
+
+    def device_fault(self):
+        """The catalog fault on the devices (a `DeviceTransform`), or None."""
+        return None if self.fault is None else parse_fault(self.fault, "images", self.seed)
 
     def primary_contract(self) -> PrimaryContract:
         return PrimaryContract(self.primary_background, self.primary_output, self.primary_scale)
@@ -89,7 +102,7 @@ class GANRun(PrivacySettings):
 
     def to_json(self) -> dict:
         return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample",
-                                "primary_background", "primary_output", "primary_scale"))
+                                "primary_background", "primary_output", "primary_scale", "fault"))
 
 
 def released_d_step(run_dir: str) -> dict:

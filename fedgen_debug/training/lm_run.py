@@ -12,13 +12,14 @@ import tensorflow as tf
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import lm_data
 from fedgen_debug.device.canary_specs import parse_canaries
+from fedgen_debug.device.catalog import parse_fault
 from fedgen_debug.device.tokenization import TokenizationBug
 from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm
 from fedgen_debug.runs import store
 from fedgen_debug.training import dp_fedavg, presets
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings, TrainingConfig
-from fedgen_debug.validation import check_at_least
+from fedgen_debug.validation import check_at_least, check_fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +36,17 @@ class LMRun(PrivacySettings):
     vocab: str | None = None          # "dp" or "public:SPEC"; None: lm_data.default_vocabulary_source
     canaries: str | None = None       # a `device.canary_specs` spec: canaries inserted for the checker
     update_canaries: int = 0          # clients sending random directions, for the empirical ε
+    # A pipeline fault of the device catalog on top of the paper's bug (`device.catalog`, e.g. "entities:0.5"):
+    # a simulation, to see what a fault looks like in the samples.
+    fault: str | None = None
 
     def __post_init__(self):
         presets.check_lm_kind(self.kind)
         presets.check_preset(self.preset)
         self.check_privacy_settings()
         data_spec.parse_data_spec(self.data)
-        TokenizationBug(self.bug_fraction)  # validates the fraction
+        check_fraction(self.bug_fraction, "bug_fraction")
+        self.device_fault()
         check_at_least("vocab_size", self.vocab_size, 1)
         if self.vocab is None:
             object.__setattr__(self, "vocab", lm_data.default_vocabulary_source(self.data))
@@ -51,6 +56,14 @@ class LMRun(PrivacySettings):
         check_at_least("update_canaries", self.update_canaries, 0)
         if self.update_canaries and self.clip_quantile is not None:
             raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")
+
+    def app_bug(self) -> TokenizationBug | None:
+        """The paper's tokenization bug on the devices (None at 0%)."""
+        return TokenizationBug(self.bug_fraction, seed=self.seed) if self.bug_fraction > 0 else None
+
+    def device_fault(self):
+        """The catalog fault on the devices' text (a `DeviceTransform`), or None."""
+        return None if self.fault is None else parse_fault(self.fault, "text", self.seed)
 
     @property
     def max_length(self) -> int:
@@ -64,7 +77,7 @@ class LMRun(PrivacySettings):
         return self.override(presets.lm_training_config(self.preset, self.kind, self.seed), population)
 
     def to_json(self) -> dict:
-        return self.saved_json(("update_canaries",))
+        return self.saved_json(("update_canaries", "fault"))
 
 
 def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:
