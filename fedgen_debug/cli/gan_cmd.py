@@ -74,14 +74,14 @@ def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import bug_fraction
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.gan_run import GANRun
-    from fedgen_debug.experiments.gan import train_gan
+    from fedgen_debug.experiments.sweep import train_run
     from fedgen_debug.analysis.primary_fit import released_fit
 
     run = GANRun(data=args.data, select=args.select, bug_fraction=bug_fraction(args.bug, "images"),
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
                  **sample_quality_settings(args), **privacy_settings(args))
-    result = train_gan(run, args.out)
+    result = train_run(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))
