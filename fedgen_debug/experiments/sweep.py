@@ -121,9 +121,13 @@ def _train_arm(run, run_dir: str, options: dict) -> None:
 
 class Sweep:
     """`Sweep(comparisons, workers, ahead).collect(analyze)`: the rows of `analyze(comparison)`, each
-    called once the comparison's arms have trained (module docstring)."""
+    called once the comparison's arms have trained (module docstring). `trainer`: what a worker calls
+    with (run, run_dir, options); by default `train_run`. An evaluation that changes a preset in the
+    worker's process (a spawned worker imports the presets afresh) passes an importable function of its
+    own that does so and then calls `train_run`."""
 
-    def __init__(self, comparisons: Sequence[Comparison], workers=None, ahead: int = 0):
+    def __init__(self, comparisons: Sequence[Comparison], workers=None, ahead: int = 0,
+                 trainer: Callable[[object, str, dict], None] | None = None):
         if ahead < 0:
             raise ValueError(f"ahead must be >= 0. Found {ahead}.")
         self.comparisons = tuple(comparisons)
@@ -132,6 +136,7 @@ class Sweep:
             raise ValueError(f"comparison names must be unique. Found {names}.")
         self._workers = workers if workers is not None else SideBySide(1)
         self._ahead = ahead
+        self._trainer = trainer if trainer is not None else _train_arm
         self._queued = 0                     # comparisons handed to the workers, in order
         self._trained = {}                   # run_dir -> (arm, future)
         self._started, self.train_seconds = {}, {}   # run_dir -> when queued; wall seconds until trained
@@ -151,7 +156,8 @@ class Sweep:
                         raise ValueError(f"{arm.run_dir}: two different runs of the sweep train into this directory.")
                     continue
                 self._started[arm.run_dir] = time.perf_counter()
-                self._trained[arm.run_dir] = arm, self._workers.submit(_train_arm, arm.run, arm.run_dir, arm.options())
+                self._trained[arm.run_dir] = arm, self._workers.submit(self._trainer, arm.run, arm.run_dir,
+                                                                       arm.options())
                 if self._workers.in_process:
                     self.train_seconds[arm.run_dir] = time.perf_counter() - self._started[arm.run_dir]
             self._queued += 1
@@ -185,6 +191,6 @@ class Sweep:
 
 
 def run_sweep(comparisons: Sequence[Comparison], analyze: Callable[[Comparison], dict], *, workers=None,
-              ahead: int = 0, announce: Callable[[Comparison], None] | None = None) -> list[dict]:
-    """`Sweep(comparisons, workers, ahead).collect(analyze, announce)`."""
-    return Sweep(comparisons, workers, ahead).collect(analyze, announce)
+              ahead: int = 0, announce: Callable[[Comparison], None] | None = None, trainer=None) -> list[dict]:
+    """`Sweep(comparisons, workers, ahead, trainer).collect(analyze, announce)`."""
+    return Sweep(comparisons, workers, ahead, trainer).collect(analyze, announce)
