@@ -138,7 +138,7 @@ class Sweep:
         self._ahead = ahead
         self._trainer = trainer if trainer is not None else _train_arm
         self._queued = 0                     # comparisons handed to the workers, in order
-        self._trained = {}                   # run_dir -> (arm, future)
+        self._trained = {}                   # run_dir -> (arm, future, index of the comparison that queued it)
         self._started, self.train_seconds = {}, {}   # run_dir -> when queued; wall seconds until trained
 
     def queue(self, count: int | None = None) -> "Sweep":
@@ -151,13 +151,13 @@ class Sweep:
                 if arm.run is None:
                     continue
                 if arm.run_dir in self._trained:
-                    earlier, _ = self._trained[arm.run_dir]
+                    earlier, _, _ = self._trained[arm.run_dir]
                     if (earlier.run, earlier.options()) != (arm.run, arm.options()):
                         raise ValueError(f"{arm.run_dir}: two different runs of the sweep train into this directory.")
                     continue
                 self._started[arm.run_dir] = time.perf_counter()
-                self._trained[arm.run_dir] = arm, self._workers.submit(self._trainer, arm.run, arm.run_dir,
-                                                                       arm.options())
+                future = self._workers.submit(self._trainer, arm.run, arm.run_dir, arm.options())
+                self._trained[arm.run_dir] = arm, future, self._queued
                 if self._workers.in_process:
                     self.train_seconds[arm.run_dir] = time.perf_counter() - self._started[arm.run_dir]
             self._queued += 1
@@ -172,8 +172,11 @@ class Sweep:
                 self.train_seconds.setdefault(arm.run_dir, time.perf_counter() - self._started[arm.run_dir])
 
     def seconds(self, comparison: Comparison) -> float:
-        """Wall seconds its arms took to train in this sweep (a finished run resumed: about none)."""
-        return sum(self.train_seconds.get(arm.run_dir, 0.0) for arm in comparison.arms)
+        """Wall seconds its arms took to train in this sweep (a finished run resumed: about none), a run
+        shared with an earlier comparison counted there only."""
+        index = self.comparisons.index(comparison)
+        return sum(self.train_seconds.get(arm.run_dir, 0.0) for arm in comparison.arms
+                   if arm.run_dir in self._trained and self._trained[arm.run_dir][2] == index)
 
     def collect(self, analyze: Callable[[Comparison], dict],
                 announce: Callable[[Comparison], None] | None = None) -> list[dict]:
