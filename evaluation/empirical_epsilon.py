@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -20,7 +19,7 @@ from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.memorization.check import check_lm_run  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
 from fedgen_debug.training.lm_run import LMRun  # noqa: E402
-from fedgen_debug.experiments.lm import train_lm  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
 
 
 def main() -> None:
@@ -40,21 +39,25 @@ def main() -> None:
         summary = read_json(summary_path)
     except FileNotFoundError:
         summary = {**vars(args), "rows": []}
-    for z in (float(v) for v in args.noise_multipliers.split(",")):
-        run_dir = os.path.join(args.out, f"{args.kind}-z{z:g}")
-        started = time.perf_counter()
-        train_lm(LMRun(args.kind, args.data, preset=args.preset, rounds=args.rounds,
-                       clients_per_round=args.clients_per_round, noise_multiplier=z,
-                       update_canaries=args.update_canaries), run_dir)
-        seconds = time.perf_counter() - started
-        e = check_lm_run(run_dir)["empirical_privacy"]
+    comparisons = [Comparison(f"z{z:g}", (Arm("run", os.path.join(args.out, f"{args.kind}-z{z:g}"), LMRun(
+        args.kind, args.data, preset=args.preset, rounds=args.rounds, clients_per_round=args.clients_per_round,
+        noise_multiplier=z, update_canaries=args.update_canaries)),), {"z": z})
+                   for z in (float(v) for v in args.noise_multipliers.split(","))]
+    sweep = Sweep(comparisons)
+
+    def analyze(comparison) -> dict:
+        z = comparison.about["z"]
+        e = check_lm_run(comparison.run_dirs["run"])["empirical_privacy"]
         row = {"z": z, "accountant_epsilon": e["accountant_epsilon"], "estimate": e["estimate"],
                "lower_bound": e["lower_bound"], "seen_mean": e["seen_mean"], "seen_std": e["seen_std"],
                "null_std": e["null_std"], "delta": e["delta"], "dimension": e["dimension"], "seen": e["seen"],
-               "train_seconds": round(seconds)}
+               "train_seconds": round(sweep.seconds(comparison))}
         summary["rows"] = [r for r in summary["rows"] if r["z"] != z] + [row]
         write_json(summary_path, summary)
         print(json.dumps(row), flush=True)
+        return row
+
+    sweep.collect(analyze)
     print(f"{'z':>5} {'accountant ε':>13} {'empirical ε̂':>12} {'lower bound (95%)':>18}")
     for r in sorted(summary["rows"], key=lambda r: r["z"]):
         print(f"{r['z']:>5g} {r['accountant_epsilon']:>13.4g} {r['estimate']:>12.3g} {r['lower_bound']:>18.3g}")

@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -89,6 +90,7 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location(
         "gan_quality", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gan_quality.py"))
     gan_quality = importlib.util.module_from_spec(spec)
+    sys.modules["gan_quality"] = gan_quality   # its dataclasses look their module up there
     spec.loader.exec_module(gan_quality)
     data = data_spec.load_client_data(args.data)
     primary = primary_cnn.load_primary_cnn(args.primary)

@@ -22,7 +22,6 @@ import argparse
 import json
 import logging
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -33,7 +32,8 @@ from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.runs.store import read_json, write_json  # noqa: E402
 from fedgen_debug.training import presets, primary_cnn  # noqa: E402
 from fedgen_debug.training.gan_run import D_STEPS, GANRun  # noqa: E402
-from fedgen_debug.experiments.gan import train_gan, train_public_primary  # noqa: E402
+from fedgen_debug.experiments.gan import train_public_primary  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
 from fedgen_debug.analysis.gan_report import analyze_gan  # noqa: E402
 
 SELECTIONS = {"t4": ("by-user-accuracy:low", "by-user-accuracy:high"),
@@ -90,48 +90,58 @@ def main() -> None:
         else:
             train_public_primary(primary, "demo", 0)
     summary_path = os.path.join(args.out, "summary.json")
+
+    def arm(name: str, select: str, fraction: float) -> Arm:
+        run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+').replace(',', '-').replace('=', '')}-{fraction:g}"
+                               + (f"-seed{args.seed}" if args.seed else "") + (f"-{args.tag}" if args.tag else ""))
+        if args.reuse_finished and _finished(run_dir):
+            logging.getLogger(__name__).warning("%s: finished, analysed as it is (--reuse-finished)", run_dir)
+            return Arm(name, run_dir)
+        return Arm(name, run_dir, GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed,
+                                         primary=primary, noise_multiplier=args.noise_multiplier,
+                                         clients_per_round=args.clients_per_round, clip=args.clip,
+                                         clip_quantile=args.clip_quantile, selection=args.selection,
+                                         d_step=args.d_step, **sample_quality_settings(args)))
+
+    comparisons = []
     for selection in args.selections.split(","):
         for fraction in (float(f) for f in args.fractions.split(",")):
-            dirs, seconds = [], 0.0
-            for select in SELECTIONS[selection][:1] if args.compare_dir else SELECTIONS[selection]:
-                run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+').replace(',', '-').replace('=', '')}-{fraction:g}"
-                                       + (f"-seed{args.seed}" if args.seed else "") + (f"-{args.tag}" if args.tag else ""))
-                started = time.perf_counter()
-                if args.reuse_finished and _finished(run_dir):
-                    logging.getLogger(__name__).warning("%s: finished, analysed as it is (--reuse-finished)", run_dir)
-                    dirs.append(run_dir)
-                    continue
-                train_gan(GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed, primary=primary,
-                                 noise_multiplier=args.noise_multiplier, clients_per_round=args.clients_per_round,
-                                 clip=args.clip, clip_quantile=args.clip_quantile, selection=args.selection,
-                                 d_step=args.d_step, **sample_quality_settings(args)), run_dir)
-                seconds += time.perf_counter() - started
-                dirs.append(run_dir)
-            if args.compare_dir:
-                dirs.append(args.compare_dir)
-            report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
-            truth = simulation_truth(args.data, fraction, args.seed, primary, dirs)
-            row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed, "tag": args.tag,
-                   "d_step": args.d_step,
-                   "train_seconds": round(seconds),
-                   "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
-                   "z": round(report["evidence"]["z"], 2), **path_columns(report),
-                   **{f"{name}_{key}": value for name in ("current", "compare")
-                      for key, value in (("select", report[name]["select"]),
-                                         ("epsilon", round(report[name]["privacy"]["run"]["epsilon"], 2)),
-                                         ("dp_users", round(report[name]["population"]["users"], 1)),
-                                         ("dp_images", round(report[name]["population"]["images"])),
-                                         ("dark_share", round(report[name]["dark_background"]["share"], 4)),
-                                         ("blank_share", round(report["evidence"]["blank"][
-                                             "current" if name == "current" else "reference"]["share"], 4)),
-                                         ("no_background_share", round(report["evidence"]["no_background"][
-                                             "current" if name == "current" else "reference"]["share"], 4)),
-                                         ("fid", round(report[name]["quality"]["frechet_distance"], 1)),
-                                         ("near_duplicates", report[name]["quality"].get("near_duplicates", {}).get("share")))},
-                   "primary_fit_warnings": (report["primary_fit"] or {}).get("warnings", []),
-                   **truth}
-            print(json.dumps(row), flush=True)
-            save_rows(summary_path, {"data": args.data, "primary": primary}, row)
+            current, compare = SELECTIONS[selection]
+            # --compare-dir: a finished GAN run (trained elsewhere) is the second GAN, analysed as it is.
+            reference = Arm("compare", args.compare_dir) if args.compare_dir else arm("compare", compare, fraction)
+            comparisons.append(Comparison(f"{selection}-{fraction:g}", (arm("current", current, fraction), reference),
+                                          {"selection": selection, "fraction": fraction}))
+    sweep = Sweep(comparisons)
+
+    def analyze(comparison) -> dict:
+        selection, fraction = comparison.about["selection"], comparison.about["fraction"]
+        dirs = list(comparison.run_dirs.values())
+        report = analyze_gan(dirs[0], dirs[1], samples=args.samples)
+        truth = simulation_truth(args.data, fraction, args.seed, primary, dirs)
+        row = {"selection": selection, "inverted_fraction": fraction, "seed": args.seed, "tag": args.tag,
+               "d_step": args.d_step,
+               "train_seconds": round(sweep.seconds(comparison)),
+               "suspected": report["pixel_inversion_suspected"], "inconclusive": report["inconclusive"],
+               "z": round(report["evidence"]["z"], 2), **path_columns(report),
+               **{f"{name}_{key}": value for name in ("current", "compare")
+                  for key, value in (("select", report[name]["select"]),
+                                     ("epsilon", round(report[name]["privacy"]["run"]["epsilon"], 2)),
+                                     ("dp_users", round(report[name]["population"]["users"], 1)),
+                                     ("dp_images", round(report[name]["population"]["images"])),
+                                     ("dark_share", round(report[name]["dark_background"]["share"], 4)),
+                                     ("blank_share", round(report["evidence"]["blank"][
+                                         "current" if name == "current" else "reference"]["share"], 4)),
+                                     ("no_background_share", round(report["evidence"]["no_background"][
+                                         "current" if name == "current" else "reference"]["share"], 4)),
+                                     ("fid", round(report[name]["quality"]["frechet_distance"], 1)),
+                                     ("near_duplicates", report[name]["quality"].get("near_duplicates", {}).get("share")))},
+               "primary_fit_warnings": (report["primary_fit"] or {}).get("warnings", []),
+               **truth}
+        print(json.dumps(row), flush=True)
+        save_rows(summary_path, {"data": args.data, "primary": primary}, row)
+        return row
+
+    sweep.collect(analyze)
 
 
 def _finished(run_dir: str) -> bool:

@@ -8,27 +8,29 @@ run's 64-sample grid, and a summary table at the end.
       --data npz:../shared/data/femnist_real_184_writers.npz \\
       --primary runs/eval-monitor/primary-femnist-seed0.npz --out runs/eval-gan-quality/femnist
 
-What runs: the project's own DP-FedAvg-GAN round functions (`client_discriminator_update`,
-`server_generator_update`), its seeded DP query (`training.dp_query`, noise from a run secret) and
-the server's D optimizer, in a plain TF loop rather than on TFF's runtime (the same arithmetic; the
-TFF layer is tested against it in tests/test_gan_core.py). Selection emulates T4 "low" under strict
-selection: the `--qualify` share of writers with the lowest primary-model accuracy train, every other
-sampled writer sends a zero update that still counts in the fixed qN. Exact quantiles stand in for
-the DP ones, so nothing here is charged to the ledger: an evaluation of training settings, not a
-release. "before" is the demo preset as it was until issue 15 (client D learning rate 0.0005, D dense
-64, generator Adam 0.001, clip 0.1); "clip0.1" the preset until its clip went to 0.5; "no-noise" the
-preset without DP noise; "demo" is the current preset (one pass over a client's images: on FEMNIST's
-low-accuracy writers, 30 images each, one D step a round); "cycle" the preset with clients short of
-n·B images cycling through them to take all n steps (`--cycle-client-data`; docs/gan.md). Configs
-combine left to right with "+" (`cycle+no-noise`: cycling without DP noise). `--gen-ema 0.9` also
-measures an exponential moving average of the generator's weights over G phases (a second row,
-`CONFIG@ema0.9`: server-side post-processing, no privacy cost; it starts from the first G phase's
-weights at a flat decay, where `train-gan --gen-ema` starts from G's initial weights with TF's warm-up
-decay: after 300 rounds the two differ by less than 0.9^70 of the early weights). `--vectorized` runs each
-round through the `tf` backend's `GANRounds` (all clients in one call, as `make demo` runs them)
-instead of client by client:
+What runs: `train_gan` through the one sweep loop (`experiments.sweep`), as `train-gan` and `make demo`
+train (on the backend `$FEDGEN_DEBUG_BACKEND` picks; default `tf`: all clients of a round in one
+vectorized call). Selection is T4 "low" under strict selection at the `--qualify` quantile of user
+accuracy before the update (`by-user-accuracy:low,quantile=Q`: a DP quantile, as a run releases
+it; every other sampled writer sends a zero update that still counts in the fixed qN). Each run is an
+ordinary run directory (`OUT/CONFIG-seedS[-roundsR]`), so an interrupted evaluation resumes, and is
+charged to the privacy ledger ($FEDGEN_DEBUG_LEDGER): an evaluation needs a budget that covers its
+runs (`fedgen-debug ledger budget '*' --epsilon inf` for "no-noise"). Until issue 54 this script ran
+the round functions in a plain TF loop of its own, with exact quantiles and nothing charged; its
+numbers in docs/gan.md are from that loop. "before" is the demo preset as it was until issue 15
+(client D learning rate 0.0005, D dense 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset
+until its clip went to 0.5; "no-noise" the preset without DP noise; "demo" is the current preset (one
+pass over a client's images: on FEMNIST's low-accuracy writers, 30 images each, one D step a round);
+"cycle" the preset with clients short of n·B images cycling through them to take all n steps
+(`--cycle-client-data`; docs/gan.md). Configs combine left to right with "+" (`cycle+no-noise`:
+cycling without DP noise); a config other than "demo" is saved in the run's config ("tuning"), so a
+resume must match it. `--gen-ema 0.9` trains with `train-gan --gen-ema 0.9` (the released generator is
+the moving average of G's weights: server-side post-processing, no privacy cost; its row is
+`CONFIG@ema0.9`). `--measure-at 120,150` also trains runs of those rounds (each a run of its own, with
+its own secret: not the same trajectory as the longer run's first rounds). The median norm of the
+client updates is no longer measured (null in the rows):
 
-  .venv/bin/python evaluation/gan_quality.py --vectorized --configs clip0.1,demo,no-noise --seeds 0,1,2 \
+  .venv/bin/python evaluation/gan_quality.py --configs clip0.1,demo,no-noise --seeds 0,1,2 \
       --data synthetic-images:writers=100,seed=0 --primary runs/demo/gan/primary_cnn.npz --out runs/eval-gan-clip
 """
 
@@ -38,31 +40,25 @@ import argparse
 import dataclasses
 import json
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # Before TensorFlow: the package turns oneDNN on, without which a CPU lacking AVX-512 cannot run the
-# vectorized GAN round (`--vectorized` then fell back to clients one by one, unlike `make demo`).
+# vectorized GAN round (the tf backend then fell back to clients one by one, unlike `make demo`).
 import fedgen_debug  # noqa: E402,F401
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_federated as tff  # noqa: E402
-from tensorflow_privacy.privacy.dp_query import test_utils  # noqa: E402
 
 from fedgen_debug import runtime  # noqa: E402
-from fedgen_debug.data import client_data as cd, spec as data_spec  # noqa: E402
 from fedgen_debug.models import cnn, gan as gan_models  # noqa: E402
 from fedgen_debug.models.gan import to_unit  # noqa: E402
-from fedgen_debug.runs.secret import RunSecret  # noqa: E402
 from fedgen_debug.analysis import gan_analysis  # noqa: E402
 from fedgen_debug.device import gan_data  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
+from fedgen_debug.runs import store  # noqa: E402
 from fedgen_debug.training import presets, primary_cnn  # noqa: E402
-from fedgen_debug.training import dp_fedavg_gan as dpgan, tf_backend  # noqa: E402
+from fedgen_debug.training import run_dir as rd  # noqa: E402
 from fedgen_debug.training.config import ServerConfig  # noqa: E402
-from fedgen_debug.training.dp_query import dp_query  # noqa: E402
-from fedgen_debug.training.optimizers import server_optimizer  # noqa: E402
-from fedgen_debug.privacy.sampling import sample_clients  # noqa: E402
+from fedgen_debug.training.gan_run import GANRun  # noqa: E402
 
 # Overrides of the current demo preset: (GANConfig fields, GANTrainingConfig fields, client D learning
 # rate, DPConfig fields[, the D's ServerConfig]). "before": the demo preset until issue 15's first change; "clip0.1": the preset
@@ -116,10 +112,10 @@ def overrides(name: str) -> tuple:
     return model_fields, training_fields, disc_lr, dp_fields, *server
 
 
-def configs(name: str, seed: int):
+def tuned(model_config, training, name: str):
+    """The model and training configs with the overrides of config `name` ("a+b": a's, then b's)."""
     model_fields, training_fields, disc_lr, dp_fields, *server = overrides(name)
-    model = presets.gan_model_config("demo", **model_fields)
-    training = presets.gan_training_config("demo", seed)
+    model = dataclasses.replace(model_config, **model_fields)
     if server:
         training = dataclasses.replace(training, training=dataclasses.replace(training.training, server=server[0]))
     training = dataclasses.replace(training, training=dataclasses.replace(
@@ -130,104 +126,47 @@ def configs(name: str, seed: int):
     return model, dataclasses.replace(training, **training_fields)
 
 
-def averaged(average, weights, decay: float):
-    """The exponential moving average of the generator's trainable weights after a G phase (`--gen-ema`):
-    server-side post-processing of the generator, so no privacy cost."""
-    weights = [np.asarray(w, np.float32) for w in weights]
-    return weights if average is None else [decay * a + (1.0 - decay) * w for a, w in zip(average, weights)]
+def configs(name: str, seed: int):
+    """The demo preset's model and training configs with config `name`'s overrides."""
+    return tuned(presets.gan_model_config("demo"), presets.gan_training_config("demo", seed), name)
 
 
-def assign(gen, trainable, non_trainable) -> None:
-    for variable, value in zip(gen.trainable_variables + gen.non_trainable_variables, [*trainable, *non_trainable]):
-        variable.assign(value)
+@dataclasses.dataclass(frozen=True)
+class TunedGANRun(GANRun):
+    """A GAN run of the demo preset with a config of `CONFIGS` ("demo": the preset as it is, saved as a
+    plain `GANRun`). The tuning is part of the run's saved config, so a resume must match it."""
 
+    tuning: str = "demo"
 
-def train(images: dict, qualified: set, model_config, config, seed: int, rounds: int, ema: float = 0.0):
-    """The generator after `rounds` DP-FedAvg-GAN rounds, the median norm of the real client updates, and
-    with `ema` > 0 the moving average of its trainable weights over G phases (else None)."""
-    gen, disc = gan_models.build_generator(model_config, seed), gan_models.build_discriminator(model_config, seed)
-    secret = RunSecret(seed + 7)
-    client = config.training.client
-    client_fn = tf.function(lambda ds, dw, gw: dpgan.client_discriminator_update(
-        disc, gen, ds, dw, gw, client.learning_rate, config.disc_steps, config.gradient_penalty))
-    gen_opt = dpgan.build_gen_optimizer(config)
-    gen_fn = tf.function(lambda gw, dw, state, step_seed, steps: dpgan.server_generator_update(
-        gen, disc, gw, dw, gen_opt, state, step_seed, steps, config.gen_batch_size))
-    disc_opt = server_optimizer(config.training.server)
-    query = dp_query(config.training.dp, secret.tf_seed("dp-noise"))
-    disc_w = [tf.identity(v) for v in disc.trainable_variables]
-    gen_w = tff.learning.models.ModelWeights([tf.identity(v) for v in gen.trainable_variables],
-                                             [tf.identity(v) for v in gen.non_trainable_variables])
-    disc_state = disc_opt.initialize([tf.TensorSpec(w.shape, w.dtype) for w in disc_w])
-    gen_state = gen_opt.initialize([tf.TensorSpec(w.shape, w.dtype) for w in gen_w.trainable])
-    server_seed, global_state = tf.constant(secret.tf_seed("gan-server"), tf.int64), None
-    ids, norms, average = sorted(images), [], None
+    def __post_init__(self):
+        overrides(self.tuning)   # validates
+        super().__post_init__()
 
-    def seeded(cid, round_num, index):
-        seeds = dpgan.client_step_seeds(secret, round_num, index, config.disc_steps)
-        order = np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))
-        real = dpgan.client_batches(images[cid][order], client.batch_size, config.disc_steps, config.cycle_client_data)
-        return tf.data.Dataset.zip((real, tf.data.Dataset.from_tensor_slices(seeds)))
+    def model_config(self):
+        return tuned(super().model_config(), presets.gan_training_config(self.preset, self.seed), self.tuning)[0]
 
-    for round_num in range(rounds):
-        sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
-        updates = []
-        for index, cid in enumerate(sampled):
-            if cid in qualified:
-                updates.append(client_fn(seeded(cid, round_num, index), disc_w, gen_w.trainable).update)
-                norms.append(float(tf.linalg.global_norm(updates[-1])))
-            else:
-                updates.append([tf.zeros_like(w) for w in disc_w])
-        mean_update, global_state = test_utils.run_query(query, updates, global_state=global_state)
-        disc_state, disc_w = disc_opt.next(disc_state, disc_w, mean_update)
-        server_seed, step_seed = dpgan.split_server_seed(server_seed)
-        steps = config.gen_steps if (round_num + 1) % config.disc_rounds_per_gen_update == 0 else 0
-        out = gen_fn(gen_w, disc_w, gen_state, step_seed, steps)
-        gen_w, gen_state = out.weights, out.optimizer_state
-        if ema and steps:
-            average = averaged(average, gen_w.trainable, ema)
-    assign(gen, gen_w.trainable, gen_w.non_trainable)
-    return gen, float(np.median(norms)) if norms else 0.0, average
+    def training_config(self, population: int):
+        return tuned(super().model_config(), super().training_config(population), self.tuning)[1]
+
+    def to_json(self) -> dict:
+        return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample",
+                                "tuning"))
 
 
 def low_accuracy_writers(data, primary, share: float) -> set[str]:
     """T4 "low" with exact quantiles: the writers whose primary-model accuracy is at or below the
-    `share` quantile (the evaluation's stand-in for the DP threshold)."""
+    `share` quantile (`gan_central_reference.py`'s writers; the runs here select with a DP quantile)."""
     accuracy = gan_data.user_accuracies(data, primary)
     cut = float(np.quantile(list(accuracy.values()), share))
     return {c for c, a in accuracy.items() if a <= cut}
 
 
-def train_vectorized(images: dict, qualified: set, model_config, config, seed: int, rounds: int, ema: float = 0.0,
-                     measure_at: tuple = ()):
-    """`train`'s experiment with each round run by the `tf` backend's `GANRounds` (all clients in one
-    vectorized call, the DP sum and server step as `make demo` runs them). `measure_at`: earlier rounds
-    whose generators are returned too, as a fourth value {round: generator}: a run of R rounds is the
-    first R rounds of a longer one (nothing in a round depends on the total)."""
-    secret = RunSecret(seed + 7)
-    process = tf_backend.GANRounds(lambda: gan_models.build_generator(model_config, seed),
-                                   lambda: gan_models.build_discriminator(model_config, seed), config, secret)
-    state, ids, average, earlier = process.initialize(), sorted(images), None, {}
-    steps = config.disc_steps
-
-    def generator_of(state):
-        gen = gan_models.build_generator(model_config, seed)
-        weights = state["server"]["generator"]
-        assign(gen, weights["trainable"], weights["non_trainable"])
-        return gen
-
-    for round_num in range(rounds):
-        sampled = sample_clients(ids, config.training.dp.clients_per_round, secret.rng("sampling", round_num))
-        data = [images[cid][np.random.default_rng([seed, round_num, index]).permutation(len(images[cid]))]
-                if cid in qualified else np.zeros((0, *gan_models.IMAGE_SHAPE), np.float32)
-                for index, cid in enumerate(sampled)]
-        seeds = [dpgan.client_step_seeds(secret, round_num, index, steps) for index in range(len(sampled))]
-        state, _ = process.next_with_seeds(state, data, seeds)
-        if ema and (round_num + 1) % config.disc_rounds_per_gen_update == 0:
-            average = averaged(average, state["server"]["generator"]["trainable"], ema)
-        if round_num + 1 in measure_at:
-            earlier[round_num + 1] = generator_of(state)
-    return generator_of(state), None, average, earlier
+def trained_generator(run_dir: str):
+    """The released generator of a finished run of this evaluation."""
+    run = TunedGANRun(**store.finished_run_config(run_dir, "gan", "train-gan")["gan"])
+    generator = gan_models.build_generator(run.model_config(), run.seed)
+    rd.load_model_weights(run_dir, generator)
+    return generator
 
 
 def quality(generator, primary, primary_path: str) -> tuple[dict, np.ndarray]:
@@ -270,59 +209,63 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--rounds", type=int, default=None, help="default: the preset's")
     parser.add_argument("--measure-at", default="",
-                        help="comma-separated earlier rounds also measured on the way (with --vectorized), "
+                        help="comma-separated rounds also measured, each a run of its own of that many rounds, "
                              "each a row with its round count")
     parser.add_argument("--qualify", type=float, default=0.25, help="share of writers that train (T4 low)")
     parser.add_argument("--vectorized", action="store_true",
-                        help="rounds through the tf backend's vectorized clients (median update norm not measured)")
+                        help="kept for the commands in docs/: every run trains as train-gan does, on the tf "
+                             "backend's vectorized clients unless $FEDGEN_DEBUG_BACKEND says tff")
     parser.add_argument("--gen-ema", type=float, default=0.0,
-                        help="also measure a moving average of the generator's weights (this decay per G phase), "
-                             "as a second row CONFIG@emaDECAY")
+                        help="train with train-gan's --gen-ema DECAY (the released generator is a moving average "
+                             "of G's weights); rows CONFIG@emaDECAY")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
     os.makedirs(args.out, exist_ok=True)
-    data = data_spec.load_client_data(args.data)
-    images = {c: gan_data.to_gan_range(cd.client_numpy(data, c)["pixels"]) for c in data.client_ids}
     primary = primary_cnn.load_primary_cnn(args.primary)
-    qualified = low_accuracy_writers(data, primary, args.qualify)
-    rows = []
     if not 0.0 <= args.gen_ema < 1.0:
         raise SystemExit(f"--gen-ema must be in [0, 1). Found {args.gen_ema}.")
+    if not 0.0 < args.qualify < 1.0:
+        raise SystemExit(f"--qualify must be in (0, 1). Found {args.qualify}.")
     measure_at = tuple(int(r) for r in args.measure_at.split(",") if r)
-    if measure_at and not args.vectorized:
-        raise SystemExit("--measure-at needs --vectorized.")
+    select = f"by-user-accuracy:low,quantile={args.qualify:g}"
+    ema = f"@ema{args.gen_ema:g}" if args.gen_ema else ""
+    comparisons = []
     for name in args.configs.split(","):
+        overrides(name)   # an unknown config stops the evaluation before anything trains
         for seed in (int(s) for s in args.seeds.split(",")):
-            model_config, config = configs(name, seed)
-            rounds = args.rounds or config.training.rounds
-            started = time.perf_counter()
-            if args.vectorized:
-                generator, norm, average, earlier = train_vectorized(
-                    images, qualified, model_config, config, seed, rounds, args.gen_ema, measure_at)
-            else:
-                (generator, norm, average), earlier = train(
-                    images, qualified, model_config, config, seed, rounds, args.gen_ema), {}
-            seconds = round(time.perf_counter() - started)
-            measured_as = [(name, generator, rounds)] + [(name, gen, r) for r, gen in sorted(earlier.items())]
-            if average is not None:
-                ema_generator = gan_models.build_generator(model_config, seed)
-                assign(ema_generator, average, generator.non_trainable_variables)
-                measured_as.append((f"{name}@ema{args.gen_ema:g}", ema_generator, rounds))
-            for label, gen, at in measured_as:
-                measured, samples = quality(gen, primary, args.primary)
-                grid = os.path.join(args.out, f"{label}-seed{seed}{'' if at == rounds else f'-round{at}'}.png")
-                gan_analysis.sample_grid_png(samples[:64], grid)
-                np.savez(grid.replace(".png", ".weights.npz"),   # to look again without retraining
-                         *[v.numpy() for v in gen.trainable_variables + gen.non_trainable_variables])
-                row = {"data": args.data, "config": label, "seed": seed, "rounds": at,
-                       "qualified": len(qualified), "writers": len(images),
-                       "median_update_norm": None if norm is None else round(norm, 4),
-                       "seconds": seconds, **measured, "grid": grid}
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-                with open(os.path.join(args.out, "rows.jsonl"), "a", encoding="utf-8") as f:
-                    f.write(json.dumps(row) + "\n")
+            def arm(rounds: int | None) -> Arm:
+                run_dir = os.path.join(args.out, f"{name}{ema}-seed{seed}" + (f"-rounds{rounds}" if rounds else ""))
+                return Arm(f"rounds {rounds}" if rounds else "run", run_dir, TunedGANRun(
+                    args.data, select, preset="demo", seed=seed, primary=os.path.abspath(args.primary),
+                    rounds=rounds or args.rounds, gen_ema=args.gen_ema, tuning=name))
+
+            comparisons.append(Comparison(f"{name}-seed{seed}", (arm(None), *[arm(r) for r in measure_at]),
+                                          {"config": name + ema, "seed": seed}))
+    sweep = Sweep(comparisons)
+
+    def measured_rows(comparison) -> list[dict]:
+        out = []
+        for arm in comparison.arms:
+            population = store.read_json(store.released(arm.run_dir, store.POPULATION))
+            generator = trained_generator(arm.run_dir)
+            measured, samples = quality(generator, primary, args.primary)
+            rounds = arm.run.training_config(population["users_total"]).training.rounds
+            grid = os.path.join(args.out, os.path.basename(arm.run_dir) + ".png")
+            gan_analysis.sample_grid_png(samples[:64], grid)
+            np.savez(grid.replace(".png", ".weights.npz"),   # to look again without retraining
+                     *[v.numpy() for v in generator.trainable_variables + generator.non_trainable_variables])
+            row = {"data": args.data, "config": comparison.about["config"], "seed": comparison.about["seed"],
+                   "rounds": rounds, "qualified": round(population["users"], 1), "qualified_dp": True,
+                   "writers": population["users_total"], "median_update_norm": None,
+                   "seconds": round(sweep.train_seconds.get(arm.run_dir, 0.0)), **measured, "grid": grid}
+            print(json.dumps(row), flush=True)
+            with open(os.path.join(args.out, "rows.jsonl"), "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            out.append(row)
+        return out
+
+    rows = [row for rows_of in sweep.collect(measured_rows) for row in rows_of]
     _comparison(rows, os.path.join(args.out, "comparison.png"))
     print(f"\n{'config':<8}{'seed':>5}{'rounds':>7}{'Fréchet':>9}{'cls score':>10}{'confident':>10}{'near dup':>9}{'noise':>7}"
           f"{'blank':>7}")

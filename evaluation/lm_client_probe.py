@@ -27,7 +27,7 @@ from fedgen_debug.device.tokenization import TokenizationBug  # noqa: E402
 from fedgen_debug.data import spec as data_spec  # noqa: E402
 from fedgen_debug.models.char_lm import joint_log_prob  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
-from fedgen_debug.experiments import lm  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, run_sweep  # noqa: E402
 from fedgen_debug.device import lm_data  # noqa: E402
 from fedgen_debug.analysis.lm_analysis import analyze_lm  # noqa: E402
 from fedgen_debug.training.config import ClientConfig  # noqa: E402
@@ -76,21 +76,26 @@ def main() -> None:
     args.cap = (client.max_examples or 0) if args.cap is None else args.cap
     presets.LM_PRESETS[("demo", args.kind)] = dataclasses.replace(preset, training=dataclasses.replace(
         preset.training, rounds=args.rounds, client=ClientConfig(args.epochs, args.batch, args.lr, args.cap or None)))
-    dirs = {}
+    arms = []
     for name, fraction, seed in (("before", 0.0, 2 * args.seed), ("after", args.fraction, 2 * args.seed + 1)):
-        dirs[name] = os.path.join(args.out, f"{args.kind}-{name}")
-        if name in args.only.split(","):
-            lm.train_lm(lm_run.LMRun(args.kind, DATA, fraction, "demo", seed=seed), dirs[name])
-    report = analyze_lm(dirs["after"], dirs["before"], samples=args.samples)
-    row = {**vars(args), "z": report["evidence"]["z"], "suspected": report["tokenization_bug_suspected"],
-           "train_s": {name: train_seconds(d) for name, d in dirs.items()}}
-    if args.kind == "char":
-        current = report["current"]
-        row.update(space_mass=[current["space_mass"], report["baseline"]["space_mass"]],
-                   top20_with_space=[current["top_k_with_space"], report["baseline"]["top_k_with_space"]],
-                   top8=[t["word"] for t in current["top_k"][:8]],
-                   space_top8=[t["word"] for t in current["space_top_k"][:8]],
-                   mean_oov_log_prob=mean_oov_log_prob(dirs["after"], args.fraction))
+        run = lm_run.LMRun(args.kind, DATA, fraction, "demo", seed=seed) if name in args.only.split(",") else None
+        arms.append(Arm(name, os.path.join(args.out, f"{args.kind}-{name}"), run))   # no run: analysed as it is
+
+    def analyze(comparison) -> dict:
+        dirs = comparison.run_dirs
+        report = analyze_lm(dirs["after"], dirs["before"], samples=args.samples)
+        row = {**vars(args), "z": report["evidence"]["z"], "suspected": report["tokenization_bug_suspected"],
+               "train_s": {name: train_seconds(d) for name, d in dirs.items()}}
+        if args.kind == "char":
+            current = report["current"]
+            row.update(space_mass=[current["space_mass"], report["baseline"]["space_mass"]],
+                       top20_with_space=[current["top_k_with_space"], report["baseline"]["top_k_with_space"]],
+                       top8=[t["word"] for t in current["top_k"][:8]],
+                       space_top8=[t["word"] for t in current["space_top_k"][:8]],
+                       mean_oov_log_prob=mean_oov_log_prob(dirs["after"], args.fraction))
+        return row
+
+    (row,) = run_sweep([Comparison(f"{args.kind} probe", tuple(arms))], analyze)
     print(json.dumps(row), flush=True)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -26,8 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from fedgen_debug.runs.side_by_side import run_side_by_side  # noqa: E402
-from fedgen_debug.experiments import lm  # noqa: E402
+from fedgen_debug.runs.side_by_side import SideBySide  # noqa: E402
+from fedgen_debug.experiments import sweep  # noqa: E402
 from fedgen_debug.analysis import lm_analysis  # noqa: E402
 from fedgen_debug.stats import Z_THRESHOLD  # noqa: E402
 from fedgen_debug.training.config import ClientConfig  # noqa: E402
@@ -37,11 +38,13 @@ DATA = "synthetic-text:users=300,seed=0"
 RUN_NAME = re.compile(r"^(char|word)-([0-9.]+)-([0-9]+)$")
 
 
-def train(kind: str, fraction: float, seed: int, run_dir: str, overrides: dict) -> None:
-    preset = presets.LM_PRESETS[("demo", kind)]  # a spawned process: the override is set again here
-    presets.LM_PRESETS[("demo", kind)] = dataclasses.replace(preset, training=dataclasses.replace(preset.training,
-                                                                                                  **overrides))
-    lm.train_lm(lm_run.LMRun(kind, DATA, fraction, "demo", seed=seed), run_dir)
+def train(run, run_dir: str, options: dict, overrides: dict) -> None:
+    """The sweep's trainer on a worker: a spawned process imports the presets afresh, so the override is
+    set again here."""
+    preset = presets.LM_PRESETS[("demo", run.kind)]
+    presets.LM_PRESETS[("demo", run.kind)] = dataclasses.replace(preset, training=dataclasses.replace(
+        preset.training, **overrides))
+    sweep.train_run(run, run_dir, **options)
 
 
 def analysed(run_dir: str, samples: int) -> dict:
@@ -75,13 +78,16 @@ def main() -> None:
                  "client": ClientConfig(client.epochs, client.batch_size,
                                         client.learning_rate if args.lr is None else args.lr,
                                         client.max_examples if args.cap is None else (args.cap or None))}
-    if args.only == "train":
-        calls = []
+    if args.only == "train":   # every run queued at once, two training side by side; analysed below
+        comparisons = []
         for k in range(args.replicates):
             for fraction, seed in ((0.0, args.seed + 2 * k), (args.fraction, args.seed + 2 * k + 1)):
-                calls.append((train, args.kind, fraction, seed,
-                              os.path.join(args.out, f"{args.kind}-{fraction:g}-{seed}"), overrides))
-        run_side_by_side(calls, 2)
+                name = f"{args.kind}-{fraction:g}-{seed}"
+                run = lm_run.LMRun(args.kind, DATA, fraction, "demo", seed=seed)
+                comparisons.append(sweep.Comparison(name, (sweep.Arm(name, os.path.join(args.out, name), run),)))
+        with SideBySide(min(2, len(comparisons)) or 1) as workers:
+            sweep.run_sweep(comparisons, lambda comparison: {}, workers=workers, ahead=len(comparisons),
+                            trainer=functools.partial(train, overrides=overrides))
     runs = {}
     for name in sorted(os.listdir(args.out)):
         match = RUN_NAME.match(name)

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.runs.store import write_json  # noqa: E402
 from fedgen_debug.training.lm_run import LMRun  # noqa: E402
-from fedgen_debug.experiments.lm import train_lm  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
 from fedgen_debug.analysis.lm_analysis import analyze_lm  # noqa: E402
 
 
@@ -72,23 +71,31 @@ def main() -> None:
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
     fractions = [float(f) for f in args.fractions.split(",")]
-    rows = []
-    for kind in args.kinds.split(","):
-        def trained(fraction, seed):
-            run_dir = os.path.join(args.out, f"{kind}-{fraction:g}-seed{seed}" + (f"-{args.tag}" if args.tag else ""))
-            started = time.perf_counter()
-            train_lm(LMRun(kind, args.data, fraction, "demo", rounds=args.rounds, seed=seed, vocab_size=args.vocab_size,
-                           vocab=args.vocab, noise_multiplier=args.noise_multiplier,
-                           clients_per_round=args.clients_per_round, selection=args.selection, clip=args.clip,
-                           clip_quantile=args.clip_quantile), run_dir)
-            return run_dir, time.perf_counter() - started
 
-        baseline, _ = trained(0.0, seed=2 * args.seed)
-        for fraction in fractions:
-            run_dir, seconds = trained(fraction, seed=2 * args.seed + 1)
-            report = analyze_lm(run_dir, baseline, samples=args.samples)
-            rows.append({**row(kind, fraction, report, seconds), "seed": args.seed})
-            print(json.dumps(rows[-1]), flush=True)
+    def arm(name: str, kind: str, fraction: float, seed: int) -> Arm:
+        run_dir = os.path.join(args.out, f"{kind}-{fraction:g}-seed{seed}" + (f"-{args.tag}" if args.tag else ""))
+        return Arm(name, run_dir, LMRun(kind, args.data, fraction, "demo", rounds=args.rounds, seed=seed,
+                                        vocab_size=args.vocab_size, vocab=args.vocab,
+                                        noise_multiplier=args.noise_multiplier,
+                                        clients_per_round=args.clients_per_round, selection=args.selection,
+                                        clip=args.clip, clip_quantile=args.clip_quantile))
+
+    # Each kind's baseline trains first, then each fraction's run, analysed against it as it finishes.
+    comparisons = [Comparison(f"{kind}-{fraction:g}", (arm("baseline", kind, 0.0, 2 * args.seed),
+                                                        arm("current", kind, fraction, 2 * args.seed + 1)),
+                              {"kind": kind, "fraction": fraction})
+                   for kind in args.kinds.split(",") for fraction in fractions]
+    sweep = Sweep(comparisons)
+
+    def analyze(comparison) -> dict:
+        dirs = comparison.run_dirs
+        report = analyze_lm(dirs["current"], dirs["baseline"], samples=args.samples)
+        out = {**row(comparison.about["kind"], comparison.about["fraction"], report,
+                     sweep.train_seconds.get(dirs["current"], 0.0)), "seed": args.seed}
+        print(json.dumps(out), flush=True)
+        return out
+
+    rows = sweep.collect(analyze)
     summary = f"summary-seed{args.seed}.json" if args.seed else "summary.json"
     write_json(os.path.join(args.out, summary), {"data": args.data, "rounds": args.rounds, "rows": rows,
                                                  "noise_multiplier": args.noise_multiplier,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -28,9 +27,8 @@ from fedgen_debug.memorization.gan_check import GanCheckConfig, check_gan_run  #
 from fedgen_debug.memorization.report import plot_exposure  # noqa: E402
 from fedgen_debug.runs.store import read_json, training_release, write_json  # noqa: E402
 from fedgen_debug.training.gan_run import GANRun  # noqa: E402
-from fedgen_debug.experiments.gan import train_gan  # noqa: E402
 from fedgen_debug.training.lm_run import LMRun  # noqa: E402
-from fedgen_debug.experiments.lm import train_lm  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
 
 
 def rows_of(report: dict, z: float, seconds: float) -> list[dict]:
@@ -60,26 +58,31 @@ def main() -> None:
         summary = read_json(summary_path)
     except FileNotFoundError:
         summary = {"data": args.data, "kind": args.kind, "canaries": args.canaries, "rows": []}
+    comparisons = []
     for z in (float(v) for v in args.noise_multipliers.split(",")):
-        run_dir = os.path.join(args.out, f"{args.kind}-z{z:g}")
-        started = time.perf_counter()
         settings = dict(preset="demo", rounds=args.rounds, clients_per_round=args.clients_per_round,
                         noise_multiplier=z, canaries=args.canaries)
-        if args.kind == "gan":
-            train_gan(GANRun(args.data, args.select, **sample_quality_settings(args), **settings), run_dir)
-        else:
-            train_lm(LMRun(args.kind, args.data, **settings), run_dir)
-        seconds = time.perf_counter() - started
+        run = (GANRun(args.data, args.select, **sample_quality_settings(args), **settings) if args.kind == "gan"
+               else LMRun(args.kind, args.data, **settings))
+        comparisons.append(Comparison(f"z{z:g}", (Arm("run", os.path.join(args.out, f"{args.kind}-z{z:g}"), run),),
+                                      {"z": z}))
+    sweep = Sweep(comparisons)
+
+    def analyze(comparison) -> list[dict]:
+        z, run_dir = comparison.about["z"], comparison.run_dirs["run"]
         if args.kind == "gan":
             report = check_gan_run(run_dir, GanCheckConfig(references=args.references or 2_000))
         else:
             report = check_lm_run(run_dir, CheckConfig(references=args.references or 2_000_000))
         plot_exposure(report, run_dir)
-        rows = rows_of(report, z, seconds)
+        rows = rows_of(report, z, sweep.seconds(comparison))
         summary["rows"] = [r for r in summary["rows"] if r["z"] != z] + rows
         write_json(summary_path, summary)
         for row in rows:
             print(json.dumps(row), flush=True)
+        return rows
+
+    sweep.collect(analyze)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ def test_the_lm_runs_are_queued_char_pair_first(tmp_path):
                                     RecordingPool(False, events))
     assert events == [("train", "char-lm-before"), ("train", "char-lm-after"), ("train", "word-lm-before"),
                       ("train", "word-lm-after")]
-    assert set(queued["trained"]) == {("char", "before"), ("char", "after"), ("word", "before"), ("word", "after")}
+    assert [(c.name, tuple(c.run_dirs)) for c in queued.comparisons] == [("char", ("before", "after")),
+                                                                          ("word", ("before", "after"))]
 
 
 def test_the_stage_trains_a_missing_primary_cnn_first_unless_it_was_queued(tmp_path, events):

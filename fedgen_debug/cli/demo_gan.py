@@ -39,10 +39,12 @@ def stage_runs(data: str, invert_fraction: float, out: str, seed: int, preset: s
     return runs
 
 
-def _train(run, run_dir: str) -> None:
-    from fedgen_debug.experiments.gan import train_gan
+def stage_comparisons(runs: dict) -> list:
+    """One comparison a phase: its low-accuracy GAN against its high-accuracy one."""
+    from fedgen_debug.experiments.sweep import Arm, Comparison
 
-    train_gan(run, run_dir)
+    return [Comparison(phase, tuple(Arm(side, runs[phase, side][1], runs[phase, side][0]) for side in ("low", "high")),
+                       {"phase": phase}) for phase in PHASES]
 
 
 def _train_primary(path: str, preset: str, seed: int) -> None:
@@ -79,9 +81,9 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.analysis.gan_report import analyze_gan
+    from fedgen_debug.experiments.sweep import run_sweep
     from fedgen_debug.training.presets import gan_training_config
 
-    summary = {}
     if primary is not None or not os.path.exists(primary_path(out)):
         print("\n[images] training the primary CNN on clean public stand-in handwriting", flush=True)
         (primary or workers.submit(_train_primary, primary_path(out), preset, seed)).result()
@@ -89,32 +91,27 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     preset_rounds = gan_training_config(preset).training.rounds
     rounds = preset_rounds if rounds is None else rounds
     told = "" if rounds == preset_rounds else f" (the {preset} preset's, train-gan's default: {preset_rounds})"
-    trained = {}
 
-    def queue(phase):
-        for side in ("low", "high"):
-            trained[phase, side] = workers.submit(_train, *runs[phase, side])
-
-    for i, phase in enumerate(PHASES):
-        print(f"\n[images] {phase.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
+    def announce(comparison) -> None:
+        print(f"\n[images] {comparison.name.replace('_', ' ')}: DP-FedAvg-GANs on low- and high-accuracy users "
               f"(T4, DP 25th/75th percentile thresholds, strict selection), {rounds} rounds each{told}; "
               "re-running resumes", flush=True)
-        if (phase, "low") not in trained:
-            queue(phase)
-        for side in ("low", "high"):
-            trained[phase, side].result()
-        if not workers.in_process and i + 1 < len(PHASES):
-            queue(PHASES[i + 1])  # trains while this process analyses this phase's pair
+
+    def analyze(comparison) -> dict:
+        dirs = comparison.run_dirs
         for side in ("low", "high"):
             print(f"         {side}-accuracy GAN:")
-            print("\n".join("       " + line for line in privacy_lines(runs[phase, side][1])))
-        dirs = {side: runs[phase, side][1] for side in ("low", "high")}
+            print("\n".join("       " + line for line in privacy_lines(dirs[side])))
         report = analyze_gan(dirs["low"], dirs["high"], samples=samples)
         for line in format_report(report):
             print("         " + line)
-        summary[phase] = {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
-                          "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],
-                                      "high": report["compare"]["privacy"]["run"]["epsilon"]},
-                          "inconclusive": report["inconclusive"], "evidence": report["evidence"],
-                          "primary_fit": report["primary_fit"]}
-    return summary
+        return {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
+                "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],
+                            "high": report["compare"]["privacy"]["run"]["epsilon"]},
+                "inconclusive": report["inconclusive"], "evidence": report["evidence"],
+                "primary_fit": report["primary_fit"]}
+
+    # The next phase's pair is queued once this one has trained, to train while this one is analysed.
+    comparisons = stage_comparisons(runs)
+    rows = run_sweep(comparisons, analyze, workers=workers, ahead=1, announce=announce)
+    return {comparison.name: row for comparison, row in zip(comparisons, rows)}

@@ -20,26 +20,30 @@ def stage_runs(data: str, concat_fraction: float, out: str, seed: int, preset: s
     return runs
 
 
-def _train(run, run_dir: str) -> None:
-    from fedgen_debug.experiments.lm import train_lm
+def stage_comparisons(runs: dict) -> list:
+    """One comparison a kind: its after-run (the bug) against its before-run."""
+    from fedgen_debug.experiments.sweep import Arm, Comparison
 
-    train_lm(run, run_dir)
+    return [Comparison(kind, tuple(Arm(name, runs[kind, name][1], runs[kind, name][0]) for name in ("before", "after")),
+                       {"kind": kind}) for kind in ("char", "word")]
 
 
 def queue_lm_stage(data: str, concat_fraction: float, out: str, seed: int, preset: str, vocab_size: int,
-                   workers) -> dict:
+                   workers):
     """Prints the stage's header and queues its four runs on `workers` (`runs.side_by_side.SideBySide`;
     in one process they train here, now): char before, char after, word before, word after. With two
-    workers each kind's pair trains side by side. Returns what `finish_lm_stage` takes."""
+    workers each kind's pair trains side by side. Returns what `finish_lm_stage` takes (an
+    `experiments.sweep.Sweep`)."""
+    from fedgen_debug.experiments.sweep import Sweep
+
     runs = stage_runs(data, concat_fraction, out, seed, preset, vocab_size)
     together = "" if workers.in_process else " side by side"
     print(f"\n[text]   training the DP-FedAvg char- and word-LM before the bug (0%) and after it "
           f"({concat_fraction:.0%}){together}; re-running resumes", flush=True)
-    order = [(kind, name) for kind in ("char", "word") for name in ("before", "after")]
-    return {"runs": runs, "trained": {key: workers.submit(_train, *runs[key]) for key in order}}
+    return Sweep(stage_comparisons(runs), workers).queue()
 
 
-def finish_lm_stage(queued: dict, samples: int = 5000) -> dict:
+def finish_lm_stage(queued, samples: int = 5000) -> dict:
     """Waits for each kind's pair and analyses it (the char pair while the word pair trains), prints the
     tables, each model's ε and the verdict; returns the stage's summary. `samples` per model:
     post-processing (no ε); more samples, a sharper z (the verdicts' statistics are sampled shares)."""
@@ -47,24 +51,24 @@ def finish_lm_stage(queued: dict, samples: int = 5000) -> dict:
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.analysis.lm_analysis import analyze_lm
 
-    runs, trained = queued["runs"], queued["trained"]
-    summary = {}
-    for kind in ("char", "word"):
-        for name in ("before", "after"):
-            trained[kind, name].result()
+    def analyze(comparison) -> dict:
+        kind, dirs = comparison.name, comparison.run_dirs
         for name in ("before", "after"):
             print(f"         {kind}-LM {name}:")
-            print("\n".join("       " + line for line in privacy_lines(runs[kind, name][1])))
-        before, after = runs[kind, "before"][1], runs[kind, "after"][1]
+            print("\n".join("       " + line for line in privacy_lines(dirs[name])))
+        before, after = dirs["before"], dirs["after"]
         report = analyze_lm(after, before, samples=samples)
         for line in format_report(report, after, 20):
             print("         " + line.replace("current", "after (bug)").replace("baseline", "before"))
-        summary[kind] = {"run_dirs": {"before": before, "after": after},
-                         "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
-                                     "after": report["current"]["privacy"]["run"]["epsilon"]},
-                         "tokenization_bug_suspected": report["tokenization_bug_suspected"],
-                         "evidence": report["evidence"]}
+        summary = {"run_dirs": {"before": before, "after": after},
+                   "epsilon": {"before": report["baseline"]["privacy"]["run"]["epsilon"],
+                               "after": report["current"]["privacy"]["run"]["epsilon"]},
+                   "tokenization_bug_suspected": report["tokenization_bug_suspected"],
+                   "evidence": report["evidence"]}
         if kind == "char":
-            summary[kind]["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
-                                                 "after": report["current"]["top_k_with_space"]}
-    return summary
+            summary["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
+                                           "after": report["current"]["top_k_with_space"]}
+        return summary
+
+    rows = queued.collect(analyze)
+    return {comparison.name: row for comparison, row in zip(queued.comparisons, rows)}

@@ -86,7 +86,7 @@ def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.gan_run import GANRun
-    from fedgen_debug.experiments.gan import train_gan
+    from fedgen_debug.experiments.sweep import train_run
     from fedgen_debug.analysis.primary_fit import released_fit
 
     run = GANRun(data=args.data, select=args.select,
@@ -95,7 +95,7 @@ def run_train(args) -> int:
                  primary_scale=args.primary_scale,
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step,
                  **sample_quality_settings(args), **bug_settings(args.bug, "images"), **privacy_settings(args))
-    result = train_gan(run, args.out)
+    result = train_run(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))

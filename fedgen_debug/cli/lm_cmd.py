@@ -48,12 +48,12 @@ def run_train(args) -> int:
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.lm_run import LMRun
-    from fedgen_debug.experiments.lm import train_lm
+    from fedgen_debug.experiments.sweep import train_run
 
     run = LMRun(kind=args.kind, data=args.data, preset=args.preset, seed=args.seed, vocab_size=args.vocab_size,
                 vocab=args.vocab, canaries=args.canaries, update_canaries=args.update_canaries,
                 **bug_settings(args.bug, "text"), **privacy_settings(args))
-    result = train_lm(run, args.out)
+    result = train_run(run, args.out)
     print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))

@@ -49,6 +49,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fedgen_debug.experiments import sweep
 from fedgen_debug.monitor import alerts as alerts_lib
 from fedgen_debug.monitor import budget as budget_lib
 from fedgen_debug.monitor import measure, signals
@@ -316,8 +317,6 @@ class Monitor:
         return totals[self.key].guarantee.epsilon
 
     def _period(self, period: int, secret, primary: str | None) -> None:
-        from fedgen_debug.experiments.gan import train_gan
-        from fedgen_debug.experiments.lm import train_lm
         from fedgen_debug.training.loop import Population
 
         devices = self._devices(period)
@@ -339,21 +338,28 @@ class Monitor:
         record = {"period": period, "rollout": {"bug": self.rollout.bug if self.rollout else None,
                                                 "fraction": fraction},
                   "population_epsilon": epsilon, "auxiliaries": {}}
+        update = None   # the rollout's stage, applied by the app on the images (GAN auxiliaries)
+        if self.rollout is not None and self.rollout.bug == "invert" and fraction > 0:
+            update = self.rollout.at(period)
+        comparisons = []
         for auxiliary, (run, run_dir, _) in runs.items():
             previous, start = starts[auxiliary]
-            if previous is None and period > 1:
-                logger.warning("period %d: %s starts %s; %d rounds", period, auxiliary.name, start, run.rounds)
             context = ({"monitor": store.read_config(run_dir)["monitor"]} if store.is_run(run_dir)  # resumed: as begun
                        else {"monitor": {"period": period, "auxiliary": auxiliary.name, "start": start,
                                          "warm_start_from": previous and os.path.relpath(previous, self.out_dir)}})
-            if auxiliary.kind == "gan":
-                update = None
-                if self.rollout is not None and self.rollout.bug == "invert" and fraction > 0:
-                    update = self.rollout.at(period)
-                train_gan(run, run_dir, client_data=devices, app_update=update, context=context,
-                          warm_start_from=previous)
-            else:
-                train_lm(run, run_dir, client_data=devices, context=context, warm_start_from=previous)
+            arm = sweep.Arm(auxiliary.name, run_dir, run, client_data=devices, context=context,
+                            app_update=update if auxiliary.kind == "gan" else None, warm_start_from=previous)
+            comparisons.append(sweep.Comparison(auxiliary.name, (arm,), {"auxiliary": auxiliary, "start": start}))
+
+        def announce(comparison) -> None:
+            auxiliary, start = comparison.about["auxiliary"], comparison.about["start"]
+            if starts[auxiliary][0] is None and period > 1:
+                logger.warning("period %d: %s starts %s; %d rounds", period, auxiliary.name, start,
+                               comparison.arms[0].run.rounds)
+
+        def measured_of(comparison) -> dict:
+            auxiliary, start = comparison.about["auxiliary"], comparison.about["start"]
+            run_dir = comparison.arms[0].run_dir
             measured = measure.measure(auxiliary.kind, run_dir, self.plan.samples, self.plan.seed)
             privacy = store.read_json(store.released(run_dir, store.PRIVACY))
             measured["run"] = os.path.relpath(run_dir, self.out_dir)
@@ -365,7 +371,11 @@ class Monitor:
                 logger.warning("period %d: %s: %s; its signals say little about the data%s", period, auxiliary.name,
                                measured["problem"], "; the next period trains it from scratch"
                                if measured["next_from_scratch"] else "")
-            record["auxiliaries"][auxiliary.name] = measured
+            return measured
+
+        # Each auxiliary trains (resuming where a crash left it), then is measured, before the next.
+        for comparison, measured in zip(comparisons, sweep.run_sweep(comparisons, measured_of, announce=announce)):
+            record["auxiliaries"][comparison.name] = measured
         # When it finished stays server side: a period's wall time depends on who was sampled (timing.csv).
         path = store.server(self.out_dir, store.SCHEDULE)
         schedule = store.read_json(path) if os.path.exists(path) else {}
