@@ -159,8 +159,9 @@ def compare_categories(labels_a, labels_b, names: Sequence[str] | None = None, t
 
     Returns {"kind": "categories", "a", "b" (each side's share of the `top` classes whose share changed
     most), "measured_a", "measured_b", "effect" (total-variation distance in [0, 1]), "standard_error"
-    (the effect's expected size
-    under no difference: the distance is ≥ 0, so sampling noise is a floor under it, not a spread about it), "z" (chi-square of homogeneity as a
+    (the effect's
+    expected size under no difference: the distance is ≥ 0, so sampling noise is a floor under it, not a
+    spread about it), "z" (chi-square of homogeneity as a
     two-sided normal z, ≥ 0), "direction" (e.g. "more 7, fewer 1")}."""
     a = np.asarray(labels_a).ravel().astype(np.int64)
     b = np.asarray(labels_b).ravel().astype(np.int64)
