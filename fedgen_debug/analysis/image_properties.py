@@ -1,0 +1,288 @@
+"""Interpretable properties of generated images, one value per image (issue 55, "How they differ").
+
+Images are GAN samples as the analysis sees them: [n, 28, 28] in [0, 1], 1.0 = white background, dark ink
+(`models.gan.to_unit` of the generator's output). As in `gan_analysis`, an image's background is the
+median of its outer `FRAME`-pixel frame. Everything is numpy over the whole batch (2,000 images in a
+fraction of a second).
+
+Polarity first, then everything else on the *polarity-normalized* image: an image whose lightest pixels
+differ more from its background than its darkest ones (light ink) is flipped (1 − x), so that an inverted
+set differs from a clean one in `light_ink` alone and not also in brightness, contrast, ... The ink is then
+`darkness` = background − pixel (≥ 0); the *ink mask* holds the pixels darker than half the image's peak
+darkness (relative, so that faint or blurred ink is still ink). An image without ink (peak darkness under
+`MIN_INK_DARKNESS`: blank) has no geometric properties: nan, which `differences.compare` leaves out.
+
+Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
+- polarity: `light_ink` (yes/no).
+- brightness: `mid_level` = (background + ink level)/2: a darkening or lightening of the whole image moves
+  it; a contrast change about mid-gray does not.
+- contrast: `michelson_contrast` = (background − ink)/(background + ink): a contrast change moves it; a
+  multiplicative darkening (x·k) does not.
+- sharpness: `edge_width` (pixels in the 20-80% darkness transition per ink pixel) and `edge_steepness`
+  (the gradient at the ink's edge over the ink's darkness): blur widens edges and flattens them.
+- position: `centre_x`, `centre_y`: the ink's bounding-box centre, pixels from the image centre (a box,
+  not the ink's centre of mass, which orientation measures: mirroring a "7" moves its mass, not its box).
+- scale: `extent` (the ink's radius of gyration, in pixels: rotation does not change it), `ink_area`.
+- stroke: `stroke_width` (2 × the mean city-block depth of ink pixels).
+- resolution: `blockiness` (2×2 blocks from nearest-neighbour upsampling: how much weaker the differences
+  inside 2-pixel blocks are than across their borders, at the better of the two block phases).
+- noise: `background_speckle` (mean neighbour difference on the background at least 3 pixels from ink).
+- orientation: `vertical_strokes` (gradient energy across x vs across y: rotation by 90° or transposition
+  swaps them), `stroke_slant` (the gradients' x·y correlation: mirroring flips it, rotating by 15-30°
+  shifts it), `axis_alignment`, `axis_twist` (the gradient angle's 4th harmonic: strokes along the axes or
+  the diagonals; a 15-30° turn moves it, 90° turns and mirrors do not), `ink_slant` (the x·y correlation
+  of the ink mass), `elongation` (taller vs wider), `skew_x`, `skew_y`, `coskew_x`, `coskew_y` (the ink's
+  third moments: rotating by 180° flips all four) and `mass_balance_x`, `mass_balance_y` (ink centroid vs
+  box centre). Measured limits: rotating synthetic glyphs by 180° or flipping them moves `centre_y` (their
+  boxes sit off centre) about as far as any orientation property, and a mirror of 200 glyphs is below
+  significance (the population is nearly symmetric); on real FEMNIST a mirror or flip moves `stroke_slant`
+  by 1.6 spreads (handwriting leans right), a 180° turn nothing much: the class mix sees that one.
+
+The primary model's view (`classifier_properties`, from its logits [n, K]): `predicted_class` (class_mix;
+compared with `differences.compare_categories`) and `confidence` (max softmax).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedgen_debug.analysis.differences import Property
+
+FRAME = 3                  # the frame gan_analysis reads the background from (gan_analysis.FRAME)
+MIN_INK_DARKNESS = 0.1     # an image with no pixel this much darker than its background has no ink
+INK_OF_PEAK = 0.5          # ink: darker than this share of the image's peak darkness
+INK_CORE = 0.05           # the ink level: the mean of this darkest share of the ink pixels
+EDGE_BAND = (0.2, 0.8)     # the transition band of an edge, in shares of the peak darkness
+BACKGROUND_CLEARANCE = 3   # background speckle is read this many pixels (city block) away from ink
+_SIZE = 28
+
+IMAGE_PROPERTIES = (
+    Property("light_ink", "polarity", "less often light ink on dark", "more often light ink on dark",
+             "share of images whose ink is lighter than their background (inverted)"),
+    Property("mid_level", "brightness", "darker", "lighter",
+             "mean of background and ink level, after undoing inversion"),
+    Property("michelson_contrast", "contrast", "lower contrast", "higher contrast",
+             "(background − ink) / (background + ink), after undoing inversion"),
+    Property("edge_width", "sharpness", "sharper", "blurrier",
+             "pixels in the 20-80% darkness transition per ink pixel"),
+    Property("edge_steepness", "sharpness", "blurrier", "sharper",
+             "90th percentile of the gradient on the ink's edge over the peak darkness"),
+    Property("centre_x", "position", "further left", "further right",
+             "ink bounding-box centre, pixels right of the image centre"),
+    Property("centre_y", "position", "higher up", "lower down",
+             "ink bounding-box centre, pixels below the image centre"),
+    Property("extent", "scale", "smaller", "larger", "radius of gyration of the ink, pixels"),
+    Property("ink_area", "scale", "less ink", "more ink", "share of the image's pixels that are ink"),
+    Property("stroke_width", "stroke", "thinner strokes", "thicker strokes",
+             "2 × the mean city-block depth of ink pixels, pixels"),
+    Property("blockiness", "resolution", "finer", "blockier",
+             "how much weaker neighbour differences are inside 2×2 blocks than across their borders"),
+    Property("background_speckle", "noise", "cleaner background", "noisier background",
+             "mean neighbour difference on the background, 3+ pixels from ink"),
+    Property("vertical_strokes", "orientation", "more horizontal strokes", "more vertical strokes",
+             "(x-gradient − y-gradient energy) / both: +1 all vertical edges"),
+    Property("stroke_slant", "orientation", "strokes lean more like \\", "strokes lean more like /",
+             "correlation of the x and y gradients (structure tensor)"),
+    Property("ink_slant", "orientation", "ink leans more like \\", "ink leans more like /",
+             "correlation of the ink's x and (upward) y positions"),
+    Property("axis_alignment", "orientation", "strokes less along the axes", "strokes more along the axes",
+             "4th harmonic of the gradient angle: +1 edges along x and y, −1 along diagonals"),
+    Property("axis_twist", "orientation", "turned anticlockwise", "turned clockwise",
+             "sine 4th harmonic of the gradient angle (a turn under 22.5° moves it; sign measured)"),
+    Property("coskew_x", "orientation", "wide parts further left", "wide parts further right",
+             "co-skewness E[x·y²] of the ink (mirroring flips it)"),
+    Property("coskew_y", "orientation", "wide parts higher up", "wide parts lower down",
+             "co-skewness E[y·x²] of the ink (turning upside down flips it)"),
+    Property("elongation", "orientation", "wider", "taller",
+             "(y variance − x variance) / both, of the ink"),
+    Property("skew_x", "orientation", "heavier on the right", "heavier on the left",
+             "skewness of the ink along x (positive: a tail to the right)"),
+    Property("skew_y", "orientation", "heavier at the bottom", "heavier at the top",
+             "skewness of the ink along y (positive: a tail downwards)"),
+    Property("mass_balance_x", "orientation", "ink mass further left in its box", "ink mass further right in its box",
+             "ink centroid minus box centre, over the box's half width"),
+    Property("mass_balance_y", "orientation", "ink mass higher in its box", "ink mass lower in its box",
+             "ink centroid minus box centre, over the box's half height"),
+)
+
+CLASSIFIER_PROPERTIES = (
+    Property("predicted_class", "class_mix", "fewer", "more", "the primary model's most probable class"),
+    Property("confidence", "confidence", "less confident", "more confident",
+             "the primary model's largest class probability"),
+)
+
+
+def as_unit_images(images) -> np.ndarray:
+    """[n, 28, 28] (or [n, 28, 28, 1]) in [0, 1] → float64 [n, 28, 28]; anything else raises."""
+    images = np.asarray(images, np.float64)
+    if images.ndim == 4 and images.shape[-1] == 1:
+        images = images[..., 0]
+    if images.ndim != 3 or images.shape[1:] != (_SIZE, _SIZE) or len(images) == 0:
+        raise ValueError(f"images must be [n, 28, 28] with n >= 1. Found shape {list(images.shape)}.")
+    if not np.all(np.isfinite(images)):
+        raise ValueError("images must be finite. Found nan or inf.")
+    if images.min() < -1e-6 or images.max() > 1 + 1e-6:
+        raise ValueError(f"images must be in [0, 1] (models.gan.to_unit). Found [{images.min()}, {images.max()}].")
+    return np.clip(images, 0.0, 1.0)
+
+
+def _frame_median(images: np.ndarray) -> np.ndarray:
+    frame = np.ones((_SIZE, _SIZE), bool)
+    frame[FRAME:-FRAME, FRAME:-FRAME] = False
+    return np.median(images[:, frame], axis=1)
+
+
+def _erode(mask: np.ndarray) -> np.ndarray:
+    """4-neighbour binary erosion of [n, H, W] masks (outside the image counts as background)."""
+    padded = np.pad(mask, ((0, 0), (1, 1), (1, 1)), constant_values=False)
+    return (mask & padded[:, :-2, 1:-1] & padded[:, 2:, 1:-1] & padded[:, 1:-1, :-2] & padded[:, 1:-1, 2:])
+
+
+def _dilate(mask: np.ndarray) -> np.ndarray:
+    return ~_erode(~mask)
+
+
+def _gradients(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sobel x and y gradients of [n, H, W] (edge pixels replicated)."""
+    p = np.pad(image, ((0, 0), (1, 1), (1, 1)), mode="edge")
+    gx = (p[:, :-2, 2:] + 2 * p[:, 1:-1, 2:] + p[:, 2:, 2:] - p[:, :-2, :-2] - 2 * p[:, 1:-1, :-2] - p[:, 2:, :-2]) / 8
+    gy = (p[:, 2:, :-2] + 2 * p[:, 2:, 1:-1] + p[:, 2:, 2:] - p[:, :-2, :-2] - 2 * p[:, :-2, 1:-1] - p[:, :-2, 2:]) / 8
+    return gx, gy
+
+
+def _ratio(numerator, denominator) -> np.ndarray:
+    """numerator / denominator, 0 where the denominator is 0 (a constant image has no contrast to share)."""
+    numerator, denominator = np.asarray(numerator, np.float64), np.asarray(denominator, np.float64)
+    out = np.zeros(np.broadcast(numerator, denominator).shape)
+    np.divide(numerator, denominator, out=out, where=denominator > 1e-12)
+    return out
+
+
+def _blockiness(image: np.ndarray) -> np.ndarray:
+    """(across − inside) / (across + inside) of 2-pixel-block neighbour differences, best phase."""
+    dx = np.abs(np.diff(image, axis=2))  # dx[..., j]: columns j, j+1
+    dy = np.abs(np.diff(image, axis=1))
+    best = np.full(len(image), -1.0)
+    for phase in (0, 1):
+        inside = dx[:, :, phase::2].sum(axis=(1, 2)) + dy[:, phase::2, :].sum(axis=(1, 2))
+        across = dx[:, :, 1 - phase::2].sum(axis=(1, 2)) + dy[:, 1 - phase::2, :].sum(axis=(1, 2))
+        best = np.maximum(best, _ratio(across - inside, across + inside))
+    return best
+
+
+def image_properties(images) -> dict[str, np.ndarray]:
+    """Every property of `IMAGE_PROPERTIES` for each image: {name: float64 [n]} (nan: not measured)."""
+    images = as_unit_images(images)
+    n = len(images)
+    background = _frame_median(images)
+    offset = images - background[:, None, None]
+    light_ink = offset.max(axis=(1, 2)) > (-offset).max(axis=(1, 2))
+    upright = np.where(light_ink[:, None, None], 1.0 - images, images)
+    background = np.where(light_ink, 1.0 - background, background)
+    darkness = np.clip(background[:, None, None] - upright, 0.0, None)
+    peak = darkness.max(axis=(1, 2))
+    has_ink = peak >= MIN_INK_DARKNESS
+    relative = _ratio(darkness, peak[:, None, None])
+    ink = relative > INK_OF_PEAK
+    ink_pixels = ink.sum(axis=(1, 2))
+    # The ink level is read from the core of the strokes (the darkest `INK_CORE` of the ink pixels): any
+    # resampling (a rotation, a resize) softens stroke edges, which is sharpness, not contrast.
+    ranked = -np.sort(-darkness.reshape(n, -1), axis=1)
+    core = np.maximum((ink_pixels * INK_CORE).astype(np.int64), 1)
+    ink_level = background - np.take_along_axis(np.cumsum(ranked, axis=1), core[:, None] - 1, axis=1)[:, 0] / core
+    out = {"light_ink": light_ink.astype(np.float64),
+           "mid_level": (background + np.where(has_ink, ink_level, background)) / 2.0}
+    out["michelson_contrast"] = np.where(has_ink, _ratio(background - ink_level, background + ink_level), 0.0)
+
+    transition = (relative > EDGE_BAND[0]) & (relative < EDGE_BAND[1])
+    boundary = ink & ~_erode(ink)
+    out["edge_width"] = _ratio(transition.sum(axis=(1, 2)), boundary.sum(axis=(1, 2)))
+    gx, gy = _gradients(darkness)
+    magnitude = np.hypot(gx, gy)
+    edge = ink ^ _erode(ink) | (_dilate(ink) & ~ink)
+    edge_gradients = np.where(edge, magnitude, np.nan).reshape(n, -1)
+    with np.errstate(all="ignore"):
+        steep = np.nanpercentile(np.where(has_ink[:, None], edge_gradients, 0.0), 90, axis=1)
+    out["edge_steepness"] = _ratio(steep, peak)
+
+    rows = np.arange(_SIZE, dtype=np.float64)
+    any_rows, any_cols = ink.any(axis=2), ink.any(axis=1)
+    top = np.argmax(any_rows, axis=1)
+    bottom = _SIZE - 1 - np.argmax(any_rows[:, ::-1], axis=1)
+    left = np.argmax(any_cols, axis=1)
+    right = _SIZE - 1 - np.argmax(any_cols[:, ::-1], axis=1)
+    centre = (_SIZE - 1) / 2.0
+    box_x, box_y = (left + right) / 2.0, (top + bottom) / 2.0
+    out["centre_x"], out["centre_y"] = box_x - centre, box_y - centre
+
+    weight = darkness * ink
+    mass = weight.sum(axis=(1, 2))
+    wy = _ratio(weight.sum(axis=2), mass[:, None])  # [n, rows]: the ink's distribution over y
+    wx = _ratio(weight.sum(axis=1), mass[:, None])
+    mean_y, mean_x = wy @ rows, wx @ rows
+    dy, dx = rows[None, :] - mean_y[:, None], rows[None, :] - mean_x[:, None]
+    var_y, var_x = (wy * dy ** 2).sum(axis=1), (wx * dx ** 2).sum(axis=1)
+    ys, xs = np.meshgrid(rows, rows, indexing="ij")
+    cov_xy = _ratio((weight * (xs[None] - mean_x[:, None, None]) * (ys[None] - mean_y[:, None, None])).sum(axis=(1, 2)),
+                    mass)
+    out["extent"] = np.sqrt(var_x + var_y)
+    out["ink_area"] = ink_pixels / float(_SIZE * _SIZE)
+
+    depth = np.zeros(n)
+    layer = ink
+    for _ in range(_SIZE // 2):
+        depth += layer.sum(axis=(1, 2))
+        layer = _erode(layer)
+        if not layer.any():
+            break
+    out["stroke_width"] = 2.0 * _ratio(depth, ink_pixels)
+    out["blockiness"] = _blockiness(upright)
+
+    clear = ~ink
+    for _ in range(BACKGROUND_CLEARANCE):
+        clear = _erode(clear)
+    pairs_x = clear[:, :, 1:] & clear[:, :, :-1]
+    pairs_y = clear[:, 1:, :] & clear[:, :-1, :]
+    speckle_sum = (np.abs(np.diff(upright, axis=2)) * pairs_x).sum(axis=(1, 2)) + \
+        (np.abs(np.diff(upright, axis=1)) * pairs_y).sum(axis=(1, 2))
+    out["background_speckle"] = _ratio(speckle_sum, pairs_x.sum(axis=(1, 2)) + pairs_y.sum(axis=(1, 2)))
+
+    energy_x, energy_y = (gx ** 2).sum(axis=(1, 2)), (gy ** 2).sum(axis=(1, 2))
+    out["vertical_strokes"] = _ratio(energy_x - energy_y, energy_x + energy_y)
+    # y grows downwards in the array; slants are measured with y upwards, so "/" is positive.
+    out["stroke_slant"] = _ratio(2.0 * (gx * gy).sum(axis=(1, 2)), energy_x + energy_y)
+    # The gradient angle's 4th harmonic: +1 for edges along the axes (type and handwriting are mostly
+    # vertical and horizontal strokes), −1 along the diagonals; a rotation by θ turns it by 4θ, so 15-30°
+    # rotations move it far, while 90° rotations, mirrors and flips keep it.
+    squared = gx ** 2 + gy ** 2
+    cos2, sin2 = _ratio(gx ** 2 - gy ** 2, squared), _ratio(2.0 * gx * gy, squared)
+    out["axis_alignment"] = _ratio((squared * (cos2 ** 2 - sin2 ** 2)).sum(axis=(1, 2)), energy_x + energy_y)
+    out["axis_twist"] = _ratio((squared * 2.0 * cos2 * sin2).sum(axis=(1, 2)), energy_x + energy_y)
+    from_x, from_y = xs[None] - mean_x[:, None, None], ys[None] - mean_y[:, None, None]
+    out["coskew_x"] = _ratio((weight * from_x * from_y ** 2).sum(axis=(1, 2)), mass * np.sqrt(var_x) * var_y)
+    out["coskew_y"] = _ratio((weight * from_y * from_x ** 2).sum(axis=(1, 2)), mass * np.sqrt(var_y) * var_x)
+    out["ink_slant"] = _ratio(-cov_xy, np.sqrt(var_x * var_y))
+    out["elongation"] = _ratio(var_y - var_x, var_y + var_x)
+    out["skew_x"] = _ratio((wx * dx ** 3).sum(axis=1), var_x ** 1.5)
+    out["skew_y"] = _ratio((wy * dy ** 3).sum(axis=1), var_y ** 1.5)
+    out["mass_balance_x"] = _ratio(mean_x - box_x, (right - left + 1) / 2.0)
+    out["mass_balance_y"] = _ratio(mean_y - box_y, (bottom - top + 1) / 2.0)
+
+    geometric = [p.name for p in IMAGE_PROPERTIES if p.family not in ("polarity", "brightness", "contrast", "noise")]
+    for name in geometric:
+        out[name] = np.where(has_ink, out[name], np.nan)
+    return {p.name: np.asarray(out[p.name], np.float64) for p in IMAGE_PROPERTIES}
+
+
+def classifier_properties(logits) -> dict[str, np.ndarray]:
+    """The primary model's view of each image from its logits [n, K]: {"predicted_class": int64 [n] (for
+    `differences.compare_categories`), "confidence": float64 [n], the largest softmax probability}."""
+    logits = np.asarray(logits, np.float64)
+    if logits.ndim != 2 or logits.shape[1] < 2 or len(logits) == 0:
+        raise ValueError(f"logits must be [n, K] with n >= 1 and K >= 2. Found shape {list(logits.shape)}.")
+    if not np.all(np.isfinite(logits)):
+        raise ValueError("logits must be finite. Found nan or inf.")
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    return {"predicted_class": np.argmax(logits, axis=1).astype(np.int64),
+            "confidence": probabilities.max(axis=1)}

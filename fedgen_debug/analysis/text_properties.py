@@ -1,0 +1,162 @@
+"""Interpretable properties of generated text, one value per sample, and the most distinctive terms of two
+sample sets (issue 55, "How they differ").
+
+Samples are strings: a char-LM's generated words, or a word-LM's generated sentences. Tokens are the
+whitespace-separated parts. Families (`differences.TEXT_FAMILIES`) and the properties that measure them:
+- spacing: `has_space` (yes/no; a char-LM "word" with a space is two tokens glued by the tokenizer's
+  fault), `space_share`, `double_space` (yes/no), `space_before_punctuation` (yes/no: "don ' t", "end ."),
+  `token_length` (mean characters per token: glued tokens are long, split ones short).
+- characters: `digit_share`, `punctuation_share`, `symbol_share` (other non-alphanumeric ASCII), `non_ascii_share`,
+  `entities` (yes/no: an HTML entity or its fragment, "&amp;", "&#39;", "quot;"), `mojibake` (yes/no:
+  UTF-8 read as Latin-1/cp1252, "Ã©", "â€™", "Â", or the replacement character).
+- length: `characters`, `tokens`, `unterminated` (yes/no: a sample of 2+ tokens not ending in . ! ? or a
+  closing quote/bracket: a truncated sentence).
+- repetition: `repeated_tokens` (share of tokens that repeat an earlier token of the sample),
+  `character_run` (yes/no: a character 3+ times in a row).
+- case: `uppercase_share` (of letters), `starts_uppercase` (yes/no, samples starting with a letter).
+
+`distinctive_terms` lists each side's most distinctive tokens and character n-grams by the log-odds ratio
+with an informative Dirichlet prior (Monroe, Colaresi & Quinn 2008, "Fightin' Words", §3.5.1), the prior
+being the two sides' pooled counts.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+import string
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedgen_debug.analysis.differences import Property
+
+_PUNCTUATION = set(".,;:!?'\"()-")
+_SYMBOLS = set(string.punctuation) - _PUNCTUATION
+_TERMINAL = (".", "!", "?", "\"", "'", ")", "]", "»", "”", "’")
+# Whole entities and the fragments a char-LM generates from them.
+_ENTITY = re.compile(r"&(?:[a-z]{2,6}|#x?[0-9a-f]{1,5});?|\b(?:amp|quot|apos|nbsp|lt|gt);|#(?:39|34|x27);", re.I)
+# UTF-8 bytes decoded as Latin-1 or cp1252: a lead byte Ã/Â/â followed by a continuation character.
+_MOJIBAKE = re.compile("â€|[ÃÂ]|\ufffd")
+_RUN = re.compile(r"(.)\1\1")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"\s[.,;:!?']")
+
+TEXT_PROPERTIES = (
+    Property("has_space", "spacing", "fewer with a space", "more with a space",
+             "share of samples holding a space between two non-space characters"),
+    Property("space_share", "spacing", "fewer spaces", "more spaces", "share of characters that are spaces"),
+    Property("double_space", "spacing", "fewer double spaces", "more double spaces",
+             "share of samples with two spaces in a row"),
+    Property("space_before_punctuation", "spacing", "less split punctuation", "more split punctuation",
+             "share of samples with a space before . , ; : ! ? or '"),
+    Property("token_length", "spacing", "shorter tokens (split)", "longer tokens (glued)",
+             "mean characters per whitespace-separated token"),
+    Property("digit_share", "characters", "fewer digits", "more digits", "share of characters that are digits"),
+    Property("punctuation_share", "characters", "less punctuation", "more punctuation",
+             "share of characters in . , ; : ! ? ' \" ( ) -"),
+    Property("symbol_share", "characters", "fewer symbols", "more symbols",
+             "share of characters that are other ASCII symbols (& # % $ / < > ...)"),
+    Property("non_ascii_share", "characters", "fewer non-ASCII", "more non-ASCII",
+             "share of characters outside ASCII"),
+    Property("entities", "characters", "fewer HTML entities", "more HTML entities",
+             "share of samples with an HTML entity or its fragment (&amp; &#39; quot;)"),
+    Property("mojibake", "characters", "less encoding damage", "more encoding damage",
+             "share of samples with UTF-8 read as Latin-1 (Ã© â€™ Â) or the replacement character"),
+    Property("characters", "length", "shorter", "longer", "characters per sample"),
+    Property("tokens", "length", "fewer tokens", "more tokens", "whitespace-separated tokens per sample"),
+    Property("unterminated", "length", "fewer cut off", "more cut off",
+             "share of samples of 2+ tokens not ending in . ! ? or a closing quote or bracket"),
+    Property("repeated_tokens", "repetition", "fewer repeats", "more repeats",
+             "share of a sample's tokens repeating an earlier token"),
+    Property("character_run", "repetition", "fewer character runs", "more character runs",
+             "share of samples with a character three times in a row"),
+    Property("uppercase_share", "case", "more lower case", "more upper case", "share of letters in upper case"),
+    Property("starts_uppercase", "case", "fewer capitalized", "more capitalized",
+             "share of samples starting with an upper-case letter (of those starting with a letter)"),
+)
+
+
+def _share(count: int, total: int) -> float:
+    return count / total if total else 0.0
+
+
+def _one(sample: str) -> dict[str, float]:
+    tokens = sample.split()
+    length = len(sample)
+    letters = [c for c in sample if c.isalpha()]
+    stripped = sample.strip()
+    first_letter = next((c for c in stripped if not c.isspace()), "")
+    return {
+        "has_space": float(" " in stripped),
+        "space_share": _share(sample.count(" "), length),
+        "double_space": float("  " in stripped),
+        "space_before_punctuation": float(bool(_SPACE_BEFORE_PUNCTUATION.search(stripped))),
+        "token_length": _share(sum(len(t) for t in tokens), len(tokens)) if tokens else math.nan,
+        "digit_share": _share(sum(c.isdigit() for c in sample), length),
+        "punctuation_share": _share(sum(c in _PUNCTUATION for c in sample), length),
+        "symbol_share": _share(sum(c in _SYMBOLS for c in sample), length),
+        "non_ascii_share": _share(sum(ord(c) > 127 for c in sample), length),
+        "entities": float(bool(_ENTITY.search(sample))),
+        "mojibake": float(bool(_MOJIBAKE.search(sample))),
+        "characters": float(length),
+        "tokens": float(len(tokens)),
+        "unterminated": float(not stripped.endswith(_TERMINAL)) if len(tokens) >= 2 else math.nan,
+        "repeated_tokens": _share(len(tokens) - len(set(tokens)), len(tokens)) if tokens else math.nan,
+        "character_run": float(bool(_RUN.search(sample))),
+        "uppercase_share": _share(sum(c.isupper() for c in letters), len(letters)) if letters else math.nan,
+        "starts_uppercase": float(first_letter.isupper()) if first_letter.isalpha() else math.nan,
+    }
+
+
+def text_properties(samples: Sequence[str]) -> dict[str, np.ndarray]:
+    """Every property of `TEXT_PROPERTIES` for each sample: {name: float64 [n]} (nan: not measured, e.g.
+    the case of a sample without letters)."""
+    if isinstance(samples, str) or not all(isinstance(s, str) for s in samples):
+        raise ValueError("samples must be a sequence of strings.")
+    rows = [_one(s) for s in samples]
+    return {p.name: np.array([r[p.name] for r in rows], np.float64) for p in TEXT_PROPERTIES}
+
+
+def _char_ngrams(sample: str, n: int) -> list[str]:
+    return [sample[i:i + n] for i in range(len(sample) - n + 1)]
+
+
+def _log_odds(counts_a: collections.Counter, counts_b: collections.Counter, prior_weight: float, top: int,
+              min_count: int) -> dict:
+    """Monroe et al.'s z-scored log-odds ratio of each term, B against A, with the pooled counts (times
+    `prior_weight`) as the Dirichlet prior."""
+    pooled = counts_a + counts_b
+    total_a, total_b = sum(counts_a.values()), sum(counts_b.values())
+    alpha_total = prior_weight * sum(pooled.values())
+    rows = []
+    for term, count in pooled.items():
+        if count < min_count:
+            continue
+        alpha = prior_weight * count
+        y_a, y_b = counts_a.get(term, 0), counts_b.get(term, 0)
+        log_odds_a = math.log((y_a + alpha) / (total_a + alpha_total - y_a - alpha))
+        log_odds_b = math.log((y_b + alpha) / (total_b + alpha_total - y_b - alpha))
+        z = (log_odds_b - log_odds_a) / math.sqrt(1.0 / (y_a + alpha) + 1.0 / (y_b + alpha))
+        rows.append({"term": term, "z": float(z), "count_a": int(y_a), "count_b": int(y_b),
+                     "probability_a": _share(y_a, total_a), "probability_b": _share(y_b, total_b)})
+    rows.sort(key=lambda r: (-abs(r["z"]), r["term"]))
+    return {"a": [r for r in rows if r["z"] < 0][:top], "b": [r for r in rows if r["z"] > 0][:top]}
+
+
+def distinctive_terms(samples_a: Sequence[str], samples_b: Sequence[str], top: int = 10, ngram: int = 3,
+                      prior_weight: float = 1.0, min_count: int = 3) -> dict:
+    """Each side's most distinctive tokens and character `ngram`-grams: {"tokens": {"a": [...], "b": [...]},
+    "ngrams": {...}}, each row {"term", "z" (> 0: more frequent on side B), "count_a", "count_b",
+    "probability_a", "probability_b" (the term's share of its side's tokens or n-grams)}, largest |z| first.
+    Terms seen fewer than `min_count` times on both sides together are left out (one-off samples say
+    nothing about a side); `prior_weight` scales the pooled-count prior (1: as strong as the data)."""
+    if top < 1 or ngram < 1 or prior_weight <= 0 or min_count < 1:
+        raise ValueError(f"top, ngram, min_count must be >= 1 and prior_weight > 0. Found {top}, {ngram}, "
+                         f"{min_count}, {prior_weight}.")
+    tokens_a = collections.Counter(t for s in samples_a for t in s.split())
+    tokens_b = collections.Counter(t for s in samples_b for t in s.split())
+    ngrams_a = collections.Counter(g for s in samples_a for g in _char_ngrams(s, ngram))
+    ngrams_b = collections.Counter(g for s in samples_b for g in _char_ngrams(s, ngram))
+    return {"tokens": _log_odds(tokens_a, tokens_b, prior_weight, top, min_count),
+            "ngrams": _log_odds(ngrams_a, ngrams_b, prior_weight, top, min_count)}

@@ -1,0 +1,207 @@
+"""image_properties: golden values on hand-built glyphs, and on ~200 synthetic glyphs per side each pipeline
+fault's own family ranked first by `differences.rank` (a 90° rotation or transposition: orientation and
+nothing else significant; a clean split: nothing)."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from fedgen_debug.analysis import differences as df
+from fedgen_debug.analysis import image_properties as ip
+from fedgen_debug.data import synthetic_images
+
+
+def _canvas():
+    return np.ones((28, 28))
+
+
+def _bar():
+    bar = _canvas()
+    bar[6:22, 12:16] = 0.0
+    return bar
+
+
+def _letter_l():
+    glyph = _canvas()
+    glyph[5:23, 8:11] = 0.0
+    glyph[20:23, 8:20] = 0.0
+    return glyph
+
+
+def test_golden_values_of_a_bar_and_an_l():
+    bar, glyph = _bar(), _letter_l()
+    images = np.stack([bar, bar.T, np.roll(bar, 3, axis=1), glyph, glyph[:, ::-1], glyph[::-1], 1.0 - glyph])
+    values = ip.image_properties(images)
+    assert values["light_ink"].tolist() == [0, 0, 0, 0, 0, 0, 1]
+    # Black ink on white: mid level 0.5, full contrast, no transition pixels; inverting changes light_ink only.
+    np.testing.assert_allclose(values["mid_level"], 0.5)
+    np.testing.assert_allclose(values["michelson_contrast"], 1.0)
+    np.testing.assert_allclose(values["edge_width"], 0.0)
+    for name in values:
+        if name != "light_ink":
+            assert values[name][6] == pytest.approx(values[name][3]), name
+    # Position: the bar's box (columns 12-15) is centred; rolled right by 3, 3 pixels right of centre.
+    assert values["centre_x"][:3].tolist() == [0.0, 0.0, 3.0]
+    # Scale and stroke do not change under transposition, mirroring or flipping.
+    for name in ("extent", "ink_area", "stroke_width"):
+        assert values[name][1] == pytest.approx(values[name][0]), name
+        assert values[name][4] == values[name][5] == pytest.approx(values[name][3]), name
+    assert values["stroke_width"][0] == pytest.approx(2.875)   # a 4-pixel bar, its ends thinner
+    # Orientation: the bar is all vertical edges (ends aside), transposed all horizontal ones.
+    assert values["vertical_strokes"][0] == pytest.approx(0.649, abs=1e-3)
+    assert values["vertical_strokes"][1] == pytest.approx(-0.649, abs=1e-3)
+    assert values["elongation"][0] == pytest.approx(0.889, abs=1e-3)
+    # The L: mass on the left (stem) and at the bottom (foot); its ink runs like "\"; a mirror flips the
+    # x-sided properties, an upside-down flip the y-sided ones.
+    assert values["skew_x"][3] == pytest.approx(1.148, abs=1e-3)
+    assert values["skew_y"][3] == pytest.approx(-0.589, abs=1e-3)
+    assert values["mass_balance_x"][3] == pytest.approx(-0.417, abs=1e-3)
+    assert values["mass_balance_y"][3] == pytest.approx(0.278, abs=1e-3)
+    assert values["ink_slant"][3] == pytest.approx(-0.553, abs=1e-3)
+    for name in ("skew_x", "mass_balance_x", "ink_slant", "coskew_x"):
+        assert values[name][4] == pytest.approx(-values[name][3]), name
+    for name in ("skew_y", "mass_balance_y", "ink_slant", "coskew_y"):
+        assert values[name][5] == pytest.approx(-values[name][3]), name
+
+
+def test_blank_images_have_no_geometry_and_blur_noise_blocks_are_measured():
+    bar = _bar()
+    blurred = ndimage.gaussian_filter(bar, 1.0)
+    noisy = np.clip(bar + np.random.default_rng(0).normal(0, 0.1, bar.shape), 0, 1)
+    blocky = ndimage.gaussian_filter(bar, 1.0)[::2, ::2].repeat(2, 0).repeat(2, 1)
+    values = ip.image_properties(np.stack([bar, _canvas(), blurred, noisy, blocky]))
+    assert np.isnan(values["extent"][1]) and np.isnan(values["vertical_strokes"][1])
+    assert values["mid_level"][1] == 1.0 and values["michelson_contrast"][1] == 0.0
+    assert values["edge_width"][2] > 0.5 and values["edge_steepness"][2] < 0.8 * values["edge_steepness"][0]
+    assert values["background_speckle"][0] == 0.0 and values["background_speckle"][3] > 0.05
+    assert values["blockiness"][4] > 0.5 and values["blockiness"][2] < 0.1
+
+
+def test_input_contract():
+    with pytest.raises(ValueError, match=r"\[n, 28, 28\]"):
+        ip.image_properties(np.ones((2, 32, 32)))
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        ip.image_properties(-np.ones((2, 28, 28)))
+    values = ip.image_properties(np.ones((3, 28, 28, 1)))
+    assert set(values) == {p.name for p in ip.IMAGE_PROPERTIES}
+    assert all(v.shape == (3,) for v in values.values())
+
+
+def test_same_frame_as_the_inversion_verdict():
+    from fedgen_debug.analysis import gan_analysis
+    assert ip.FRAME == gan_analysis.FRAME
+
+
+def test_every_family_is_documented_and_properties_are_unique():
+    names = [p.name for p in ip.IMAGE_PROPERTIES + ip.CLASSIFIER_PROPERTIES]
+    assert len(names) == len(set(names))
+    assert {p.family for p in ip.IMAGE_PROPERTIES + ip.CLASSIFIER_PROPERTIES} == set(df.IMAGE_FAMILIES)
+
+
+def test_classifier_properties_golden():
+    logits = np.array([[0.0, 0.0], [np.log(3.0), 0.0], [0.0, 10.0]])
+    values = ip.classifier_properties(logits)
+    assert values["predicted_class"].tolist() == [0, 0, 1]
+    np.testing.assert_allclose(values["confidence"][:2], [0.5, 0.75])
+    with pytest.raises(ValueError, match=r"\[n, K\]"):
+        ip.classifier_properties(np.zeros(3))
+
+
+def test_class_mix_and_confidence_of_a_changed_primary_view():
+    rng = np.random.default_rng(0)
+    logits_a = rng.normal(size=(300, 10)) + 4.0 * np.eye(10)[rng.integers(0, 10, 300)]
+    labels_b = np.where(rng.random(300) < 0.5, 7, rng.integers(0, 10, 300))   # half turn into 7s
+    logits_b = rng.normal(size=(300, 10)) + 2.5 * np.eye(10)[labels_b]        # and less sure
+    a, b = ip.classifier_properties(logits_a), ip.classifier_properties(logits_b)
+    mix = df.compare_categories(a["predicted_class"], b["predicted_class"])
+    assert mix["z"] > 5 and mix["direction"].startswith("more 7")
+    confidence = df.compare(a["confidence"], b["confidence"], "less confident", "more confident")
+    assert confidence["direction"] == "less confident" and confidence["z"] < -5
+
+
+# ---- Pipeline faults on synthetic handwriting -------------------------------------------------------------
+def _rotate(images, degrees):
+    return np.clip(np.stack([ndimage.rotate(i, degrees, reshape=False, order=1, mode="constant", cval=1.0)
+                             for i in images]), 0, 1)
+
+
+def _zoom(images, factor):
+    out = []
+    for image in images:
+        zoomed = ndimage.zoom(1.0 - image, factor, order=1)
+        ink = np.zeros((28, 28))
+        offset = (28 - zoomed.shape[0]) // 2
+        ink[offset:offset + zoomed.shape[0], offset:offset + zoomed.shape[1]] = zoomed
+        out.append(1.0 - ink)
+    return np.clip(np.stack(out), 0, 1)
+
+
+FAULTS = {
+    "rotate 90°": (lambda x: np.rot90(x, 1, axes=(1, 2)), "orientation"),
+    "rotate 270°": (lambda x: np.rot90(x, 3, axes=(1, 2)), "orientation"),
+    "transpose": (lambda x: np.transpose(x, (0, 2, 1)), "orientation"),
+    "invert": (lambda x: 1.0 - x, "polarity"),
+    "shift": (lambda x: np.clip(np.stack([ndimage.shift(i, (3, 4), order=0, cval=1.0) for i in x]), 0, 1),
+              "position"),
+    "blur": (lambda x: np.stack([ndimage.gaussian_filter(i, 1.0) for i in x]), "sharpness"),
+    "darker": (lambda x: 0.7 * x, "brightness"),
+    "lower contrast": (lambda x: 0.5 + 0.5 * (x - 0.5), "contrast"),
+    "smaller": (lambda x: _zoom(x, 0.7), "scale"),
+    "thicker": (lambda x: 1.0 - ndimage.grey_dilation(1.0 - x, size=(1, 2, 2)), "stroke"),
+    "upsampled 14→28": (lambda x: x.reshape(-1, 14, 2, 14, 2).mean(axis=(2, 4)).repeat(2, 1).repeat(2, 2),
+                        "resolution"),
+    "noise": (lambda x: np.clip(x + np.random.default_rng(1).normal(0, 0.1, x.shape), 0, 1), "noise"),
+}
+# Faults that change one thing and nothing else (the others also change what they resample: a blur lowers
+# the ink's peak contrast, upsampling softens edges): no other family may be significant.
+ONLY_FAMILY = {"rotate 90°", "rotate 270°", "transpose", "invert", "shift"}
+
+
+@pytest.fixture(scope="module")
+def glyph_halves():
+    """~200 synthetic handwritten characters per side: 40 writers, each writer's 10 split between A and B."""
+    config = synthetic_images.SyntheticImagesConfig(writers=40, min_examples=10, max_examples=10, median_examples=10)
+    images = np.concatenate([synthetic_images.generate_writer(0, w, config)[0] for w in range(40)]).astype(np.float64)
+    return images[0::2], images[1::2], ip.image_properties(images[0::2])
+
+
+def _ranked(glyph_halves, fault):
+    a, b, values_a = glyph_halves
+    return df.rank(df.compare_properties(ip.IMAGE_PROPERTIES, values_a, ip.image_properties(fault(b))))
+
+
+def test_clean_halves_differ_in_nothing(glyph_halves):
+    ranked = _ranked(glyph_halves, lambda x: x)
+    assert df.significant_families(ranked) == [], [(c["property"], c["z"]) for c in ranked[:3]]
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_fault_ranks_its_family_first(glyph_halves, fault):
+    corrupt, family = FAULTS[fault]
+    ranked = _ranked(glyph_halves, corrupt)
+    top = [(c["property"], c["family"], round(c["z"], 1), round(c["standardized_difference"], 2)) for c in ranked[:4]]
+    assert ranked[0]["family"] == family and ranked[0]["significant"], top
+    if fault in ONLY_FAMILY:
+        assert df.significant_families(ranked) == [family], top
+
+
+def test_small_rotations_move_orientation_significantly(glyph_halves):
+    """A 15-30° rotation resampled bilinearly also blurs (sharpness ranks first, measured); the strokes'
+    axis alignment still moves, and in the direction of the turn."""
+    for degrees in (15, 30, -20):
+        ranked = _ranked(glyph_halves, lambda x: _rotate(x, degrees))
+        assert "orientation" in df.significant_families(ranked), degrees
+        assert df.family_ranks(ranked)["orientation"] <= 6, degrees
+        twist = next(c for c in ranked if c["property"] == "axis_twist")
+        assert twist["significant"] and np.sign(twist["z"]) == -np.sign(degrees), degrees
+
+
+def test_two_thousand_images_take_well_under_two_seconds():
+    images = np.random.default_rng(0).random((2000, 28, 28))
+    start = time.perf_counter()
+    values = ip.image_properties(images)
+    assert time.perf_counter() - start < 2.0
+    json.dumps(df.rank(df.compare_properties(ip.IMAGE_PROPERTIES, values, values)), allow_nan=False)

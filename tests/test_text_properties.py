@@ -1,0 +1,133 @@
+"""text_properties: golden values on hand-written samples; on synthetic sentences each text fault's family
+ranked first (entities → characters, glued words → spacing, truncation → length; identical sets: nothing);
+distinctive terms by log-odds with an informative Dirichlet prior."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fedgen_debug.analysis import differences as df
+from fedgen_debug.analysis import text_properties as tp
+from fedgen_debug.data import synthetic_text
+
+
+def test_golden_values():
+    samples = ["Hello world.", "fish &amp; chips", "caf\u00c3\u00a9 ok", "aaa bb aaa", "word", "don ' t stop",
+               "12 #tags"]
+    values = tp.text_properties(samples)
+    assert values["has_space"].tolist() == [1, 1, 1, 1, 0, 1, 1]
+    assert values["entities"].tolist() == [0, 1, 0, 0, 0, 0, 0]
+    assert values["mojibake"].tolist() == [0, 0, 1, 0, 0, 0, 0]
+    assert values["space_before_punctuation"].tolist() == [0, 0, 0, 0, 0, 1, 0]
+    assert values["tokens"].tolist() == [2, 3, 2, 3, 1, 4, 2]
+    assert values["characters"][0] == 12
+    assert values["token_length"][0] == pytest.approx(5.5)
+    # Truncation is only read from samples of 2+ tokens: one word has no sentence end to miss.
+    assert values["unterminated"][0] == 0 and values["unterminated"][1] == 1 and math.isnan(values["unterminated"][4])
+    assert values["repeated_tokens"][3] == pytest.approx(1 / 3)
+    assert values["character_run"].tolist() == [0, 0, 0, 1, 0, 0, 0]
+    assert values["uppercase_share"][0] == pytest.approx(1 / 10)
+    assert values["starts_uppercase"][0] == 1 and values["starts_uppercase"][1] == 0
+    assert math.isnan(values["starts_uppercase"][6])
+    assert values["digit_share"][6] == pytest.approx(2 / 8)
+    assert values["symbol_share"][6] == pytest.approx(1 / 8)
+    assert values["punctuation_share"][0] == pytest.approx(1 / 12)
+    assert values["non_ascii_share"][2] == pytest.approx(2 / 8)
+    with pytest.raises(ValueError, match="sequence of strings"):
+        tp.text_properties("not a list")
+
+
+def test_every_family_is_documented():
+    assert {p.family for p in tp.TEXT_PROPERTIES} == set(df.TEXT_FAMILIES)
+    assert len({p.name for p in tp.TEXT_PROPERTIES}) == len(tp.TEXT_PROPERTIES)
+
+
+@pytest.fixture(scope="module")
+def sentence_halves():
+    """600 synthetic sentences per side: 60 users' 20 each, split between A and B."""
+    config = synthetic_text.SyntheticTextConfig(users=60, median_sentences=20, min_sentences=20, max_sentences=20)
+    sentences = [s for user in range(60) for s in synthetic_text.generate_user(config, user)]
+    return sentences[0::2], sentences[1::2]
+
+
+def _glue(sentence, rng):
+    tokens = sentence.split()
+    i = int(rng.integers(len(tokens) - 1)) if len(tokens) > 1 else 0
+    return " ".join(tokens[:i] + ["".join(tokens[i:i + 2])] + tokens[i + 2:])
+
+
+def _faulty(sentences, fault):
+    rng = np.random.default_rng(0)
+    if fault == "entities":   # a scraper that did not unescape HTML, in half the sentences
+        return [s.replace(" ", " &amp; ", 1) if rng.random() < 0.5 else s for s in sentences]
+    if fault == "glued":      # one pair of tokens glued per sentence
+        return [_glue(s, rng) for s in sentences]
+    if fault == "truncated":  # cut at half its tokens
+        return [" ".join(s.split()[:max(2, len(s.split()) // 2)]) for s in sentences]
+    if fault == "mojibake":   # UTF-8 read as Latin-1
+        return [s.replace("e", "é", 1).encode("utf-8").decode("latin-1") for s in sentences]
+    if fault == "lowercase":
+        return [s.lower() for s in sentences]
+    return list(sentences)
+
+
+def _ranked(halves, fault):
+    a, b = halves
+    return df.rank(df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a),
+                                         tp.text_properties(_faulty(b, fault))))
+
+
+@pytest.mark.parametrize("fault, family", [("entities", "characters"), ("glued", "spacing"),
+                                           ("truncated", "length"), ("mojibake", "characters"),
+                                           ("lowercase", "case")])
+def test_each_fault_ranks_its_family_first(sentence_halves, fault, family):
+    ranked = _ranked(sentence_halves, fault)
+    top = [(c["property"], round(c["z"], 1), round(c["standardized_difference"], 2)) for c in ranked[:3]]
+    assert ranked[0]["family"] == family and ranked[0]["significant"], top
+
+
+def test_entities_are_named_by_their_property_and_terms(sentence_halves):
+    ranked = _ranked(sentence_halves, "entities")
+    assert ranked[0]["property"] == "entities" and ranked[0]["direction"] == "more HTML entities"
+    assert ranked[0]["a"] == 0.0 and 0.4 < ranked[0]["b"] < 0.6
+    a, b = sentence_halves
+    terms = tp.distinctive_terms(a, _faulty(b, "entities"), top=3)
+    assert terms["tokens"]["b"][0]["term"] == "&amp;"
+    assert terms["tokens"]["b"][0]["count_a"] == 0 and terms["tokens"]["b"][0]["z"] > 5
+    entity_trigrams = {" &amp; "[i:i + 3] for i in range(5)}
+    assert {row["term"] for row in terms["ngrams"]["b"]} <= entity_trigrams
+    assert all(row["z"] < 5 for row in terms["tokens"]["a"])
+    json.dumps(terms, allow_nan=False)
+
+
+def test_identical_sets_differ_in_nothing(sentence_halves):
+    a, b = sentence_halves
+    ranked = df.rank(df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a), tp.text_properties(a)))
+    assert df.significant_families(ranked) == []
+    assert all(c["z"] == 0 and c["effect"] == 0 for c in ranked)
+    assert df.significant_families(_ranked(sentence_halves, "none")) == []
+    terms = tp.distinctive_terms(a, a)
+    assert all(row["z"] == 0 for side in terms.values() for rows in side.values() for row in rows)
+
+
+def test_distinctive_terms_golden():
+    # 'x': 0 of 100 tokens on A, 20 of 100 on B; prior = pooled counts (α_x = 20, α_0 = 200).
+    a, b = ["y"] * 100, ["x"] * 20 + ["y"] * 80
+    (row,) = tp.distinctive_terms(a, b, top=1)["tokens"]["b"]
+    delta = math.log(40 / (100 + 200 - 40)) - math.log(20 / (100 + 200 - 20))
+    assert row["term"] == "x" and row["z"] == pytest.approx(delta / math.sqrt(1 / 40 + 1 / 20))
+    assert row["probability_a"] == 0.0 and row["probability_b"] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="prior_weight > 0"):
+        tp.distinctive_terms(a, b, prior_weight=0)
+
+
+def test_glued_char_lm_words_are_spacing():
+    """char-LM samples are single words; glued ones hold a space (the tokenization bug's signature)."""
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa"]
+    a = [words[i] for i in rng.integers(0, 7, 1000)]
+    b = [words[i] + (" " + words[j] if rng.random() < 0.1 else "") for i, j in rng.integers(0, 7, (1000, 2))]
+    ranked = df.rank(df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a), tp.text_properties(b)))
+    assert ranked[0]["family"] == "spacing" and ranked[0]["significant"]
