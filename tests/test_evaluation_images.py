@@ -19,6 +19,7 @@ _EVALUATION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 def _load(name="synthetic_writers_npz"):
     spec = importlib.util.spec_from_file_location(name, os.path.join(_EVALUATION, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # its dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 

@@ -105,7 +105,7 @@ def test_report_text_has_both_tables_and_the_verdict(canary_run):
     assert store.read_json(store.released(canary_run, store.MEMORIZATION))["references"] == 2000
     text = "\n".join(format_report(report))
     assert "Thakkar et al. (Tables 1/2)" in text and "Ramaswamy et al. (Table 4)" in text
-    assert "PASS: no inserted canary" in text and "model ε = inf" in text
+    assert "PASS: no inserted canary" in text and "model ε = ∞" in text
 
 
 def test_the_canary_run_releases_canaries_but_not_who_shared_them(canary_run):
