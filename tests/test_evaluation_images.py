@@ -74,11 +74,3 @@ def test_gan_quality_combines_configs_left_to_right():
     assert model.disc_dense == 32 and stepped.training.server.learning_rate == 4.0
     with pytest.raises(SystemExit, match="nope"):   # an unknown part stops the run, naming it
         script.configs("cycle+nope", 0)
-
-
-def test_gan_quality_generator_average_is_exponential_over_g_phases():
-    script = _load("gan_quality")
-    average = script.averaged(None, [np.array([2.0]), np.array([[0.0, 4.0]])], 0.75)   # the first phase: a copy
-    average = script.averaged(average, [np.array([6.0]), np.array([[4.0, 0.0]])], 0.75)
-    np.testing.assert_allclose(average[0], [0.75 * 2 + 0.25 * 6])
-    np.testing.assert_allclose(average[1], [[1.0, 3.0]])
