@@ -14,8 +14,8 @@ logger = logging.getLogger("fedgen_debug")
 
 def _build_parser() -> argparse.ArgumentParser:
     from fedgen_debug import __version__
-    from fedgen_debug.cli import (app_cmd, data_cmd, demo_cmd, doctor_cmd, gan_cmd, lm_cmd, memorization_cmd,
-                                  monitor_cmd, privacy_cmd, selectors_cmd, worker_cmd)
+    from fedgen_debug.cli import (app_cmd, data_cmd, demo_cmd, diagnose_cmd, doctor_cmd, gan_cmd, lm_cmd,
+                                  memorization_cmd, monitor_cmd, privacy_cmd, selectors_cmd, worker_cmd)
 
     parser = argparse.ArgumentParser(
         prog="fedgen-debug",
@@ -38,6 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
     selectors_cmd.register(sub)
     lm_cmd.register(sub)
     gan_cmd.register(sub)
+    diagnose_cmd.register(sub)
     memorization_cmd.register(sub)
     monitor_cmd.register(sub)
     worker_cmd.register(sub)

@@ -57,6 +57,10 @@ PRIMARY_REFERENCE = "primary_cnn.reference.npz"
 # The modeler's own primary model (`models.primary`), by the suffix of the file they gave ("": a directory).
 PRIMARY_MODELS = {".keras": "primary_model.keras", ".h5": "primary_model.h5", "": "primary_model"}
 ANALYSIS = "analysis.json"
+DIAGNOSIS = "diagnosis.json"          # `fedgen-debug diagnose` (`analysis.diagnose`), in the suspected run
+DIAGNOSIS_PNG = "diagnosis.png"
+DIAGNOSIS_A_PNG = "diagnosis_a.png"
+DIAGNOSIS_B_PNG = "diagnosis_b.png"
 ANALYSIS_PNG = "analysis.png"
 TOP_OOV_WORDS = "top_oov_words.csv"
 SAMPLES_PNG = "samples.png"
@@ -100,6 +104,10 @@ RELEASED_FILES = {
     **{name: "the modeler's own primary model, as they gave it (--primary): theirs, public, the users run it"
        for name in PRIMARY_MODELS.values()},
     ANALYSIS: "computed from generated samples and DP outputs",
+    DIAGNOSIS: "computed from two runs' generated samples and their DP outputs",
+    DIAGNOSIS_PNG: "the effects of the diagnosis, computed from generated samples",
+    DIAGNOSIS_A_PNG: "generated samples of the reference run",
+    DIAGNOSIS_B_PNG: "generated samples of this run",
     ANALYSIS_PNG: "computed from generated samples",
     TOP_OOV_WORDS: "computed from generated samples",
     SAMPLES_PNG: "generated samples",

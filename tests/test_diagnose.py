@@ -1,0 +1,137 @@
+"""`fedgen-debug diagnose` (`analysis.diagnose`): health, ranked differences, named checks, evidence."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from fedgen_debug.analysis import diagnose
+from fedgen_debug.cli.diagnose_cmd import format_report
+from fedgen_debug.data import client_data as cd
+from fedgen_debug.data import spec as data_spec
+from fedgen_debug.device.catalog import parse_bug
+from fedgen_debug.runs import store
+
+
+def _glyphs(spec="synthetic-images:writers=20,seed=4", count=300):
+    data = data_spec.load_client_data(spec)
+    return np.concatenate([cd.client_numpy(data, c)["pixels"] for c in data.client_ids])[:count]
+
+
+def test_a_rotated_set_is_diagnosed_as_orientation_first():
+    clean = _glyphs()
+    rotated = np.rot90(_glyphs("synthetic-images:writers=20,seed=5"), k=1, axes=(1, 2))
+    ranked, values_a, values_b = diagnose.image_differences(clean, rotated)
+    assert ranked[0]["family"] == "orientation" and ranked[0]["significant"]
+    score_a, score_b = diagnose.unlike_scores(ranked, values_a, values_b)
+    pick_a, pick_b = diagnose.evidence_indices(score_a, score_b, count=5)
+    # B's picks lie further towards B than B's average sample, A's further away than A's average.
+    assert score_b[pick_b].mean() > score_b.mean() and score_a[pick_a].mean() < score_a.mean()
+
+
+def test_clean_halves_differ_in_nothing():
+    ranked, _, _ = diagnose.image_differences(_glyphs(), _glyphs("synthetic-images:writers=20,seed=5"))
+    assert not [c for c in ranked if c["significant"]]
+
+
+def test_unlike_scores_follow_the_direction_of_the_difference():
+    ranked = [{"property": "p", "significant": True, "z": 5.0}, {"property": "q", "significant": False, "z": 9.0}]
+    a, b = {"p": np.array([0.0, 1.0, 2.0]), "q": np.zeros(3)}, {"p": np.array([3.0, 10.0]), "q": np.ones(2)}
+    score_a, score_b = diagnose.unlike_scores(ranked, a, b)
+    assert np.argmax(score_b) == 1 and np.argmin(score_a) == 0      # q is not significant: left out
+    flipped = [{**ranked[0], "z": -5.0}]
+    score_a, score_b = diagnose.unlike_scores(flipped, a, b)
+    assert np.argmax(score_b) == 0 and np.argmin(score_a) == 2
+
+
+def test_health_flags_blank_and_empty_auxiliaries():
+    blank = np.ones((50, 28, 28))
+    assert not diagnose.image_health(blank)["healthy"] and "blank" in diagnose.image_health(blank)["reason"]
+    assert diagnose.image_health(_glyphs(count=50))["healthy"]
+    assert not diagnose.text_health(["", " ", "a"])["healthy"] and diagnose.text_health(["ab", "c", ""])["healthy"]
+
+
+def test_the_text_report_names_spacing_for_glued_words():
+    words = [f"w{i % 37}x" for i in range(400)]
+    glued = [w if i % 2 else f"{w} {w}" for i, w in enumerate(words)]
+    ranked, _, _ = diagnose.text_differences(words, glued)
+    assert ranked[0]["family"] == "spacing" and ranked[0]["significant"]
+
+
+def _report(kind="char", differ=True):
+    row = {"property": "has_space", "family": "spacing", "a": 0.01, "b": 0.2, "effect": 0.19, "standard_error": 0.02,
+           "z": 9.5, "significant": True, "direction": "more often", "rank": 1, "z_threshold": 4.0}
+    return {"schema": diagnose.SCHEMA, "kind": kind, "runs": {"a": "A", "b": "B"}, "samples": 100, "seed": 0,
+            "health": {"a": {"healthy": True}, "b": {"healthy": True}}, "differ": differ, "families": ["spacing"],
+            "calibration": {"calibrated": False, "against": "sampling noise of the two sample sets", "z_threshold": 4.0},
+            "differences": [row],
+            "checks": [{"name": "tokenization_bug_suspected", "suspected": True, "z": 12.0, "z_threshold": 3.0}],
+            "distinctive_terms": {"tokens": {"a": [], "b": [{"term": "i have"}]}},
+            "evidence": {"a": ["x"], "b": ["i have"], "chart_png": "B/released/diagnosis.png"}}
+
+
+def test_the_printed_report_says_what_differs_and_how_sure():
+    text = "\n".join(format_report(_report()))
+    assert "differ: YES" in text and "not training noise" in text
+    assert "* has_space" in text and "spacing" in text and "+0.19 ± 0.04" in text
+    assert "check tokenization_bug_suspected: YES (z = 12.0, threshold 3)" in text
+    assert "'i have'" in text
+
+
+@pytest.fixture(scope="module")
+def lm_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diagnose")
+    runs = {}
+    for name, bug in (("before", []), ("after", ["--bug", "concat:0.5"])):
+        runs[name] = str(root / name)
+        result = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=12,seed=3", "--preset", "test",
+                         "--rounds", "2", "--vocab-size", "200", *bug, "--out", runs[name])
+        assert result.returncode == 0, result.stderr
+    return runs
+
+
+def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
+    result = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "200", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["schema"] == diagnose.SCHEMA and report["kind"] == "char"
+    assert {"health", "differences", "families", "checks", "calibration", "evidence", "distinctive_terms"} <= set(report)
+    assert report["calibration"]["calibrated"] is False
+    (check,) = report["checks"]
+    analysis = store.read_json(store.released(lm_pair["after"], store.ANALYSIS))
+    assert check["suspected"] == analysis["tokenization_bug_suspected"]     # the named check, unchanged
+    assert all(c["family"] in ("spacing", "characters", "length", "repetition", "case") for c in report["differences"])
+    assert store.read_json(store.released(lm_pair["after"], store.DIAGNOSIS))["schema"] == diagnose.SCHEMA
+    assert os.path.exists(store.released(lm_pair["after"], store.DIAGNOSIS_PNG))
+    printed = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "100")
+    assert printed.returncode == 0 and "differ:" in printed.stdout and "check tokenization_bug_suspected" in printed.stdout
+
+
+def test_diagnose_refuses_runs_of_two_kinds(lm_pair, tmp_path):
+    gan = str(tmp_path / "gan")
+    assert run_cli("train-gan", "--data", "synthetic-images:writers=6,seed=1", "--select", "random", "--preset", "test",
+                   "--rounds", "1", "--out", gan).returncode == 0
+    result = run_cli("diagnose", gan, lm_pair["after"])
+    assert result.returncode == 2 and "is a gan run" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("diagnose", gan, str(tmp_path / "nothing"))
+    assert result.returncode == 2 and "not a run directory" in result.stderr
+
+
+def test_a_gan_pair_with_a_fault_gets_a_full_report(tmp_path):
+    runs = {}
+    for name, bug in (("before", []), ("after", ["--bug", "rotate:1.0"])):
+        runs[name] = str(tmp_path / name)
+        result = run_cli("train-gan", "--data", "synthetic-images:writers=8,seed=2", "--select", "random", "--preset",
+                         "test", "--rounds", "2", *bug, "--out", runs[name])
+        assert result.returncode == 0, result.stderr
+    assert store.read_config(runs["after"])["gan"]["fault"] == "rotate:1.0"
+    report = diagnose.diagnose(runs["before"], runs["after"], samples=60)
+    assert report["kind"] == "gan" and report["checks"][0]["name"] == "pixel_inversion_suspected"
+    assert {c["property"] for c in report["differences"]} >= {"light_ink", "predicted_class", "confidence"}
+    assert os.path.exists(report["evidence"]["a_png"]) and os.path.exists(report["evidence"]["b_png"])
+    # A test-preset GAN of 2 rounds draws no characters: the report says so rather than blaming the data.
+    if not all(h["healthy"] for h in report["health"].values()):
+        assert report["differ"] is False and report["unhealthy"]
+    assert parse_bug("rotate:1.0", "images").fraction == 1.0
