@@ -1,0 +1,129 @@
+"""Any bug (issue 55): catalog faults × fractions × seeds, and clean pairs, each diagnosed.
+
+  .venv/bin/python evaluation/any_bug.py --modality images --out runs/any-bug-images \\
+      --faults rotate,mirror,blur --fractions 0.5,0.1 --seeds 0,1,2 --clean-seeds 0,1,2,3
+  .venv/bin/python evaluation/any_bug.py --modality text --kind word --out runs/any-bug-word \\
+      --data play:../shared/data/tinyshakespeare.txt
+
+For each seed S the reference run trains on clean data (seed 2S) and each fault's run on the data with
+the fault on FRACTION of the devices (seed 2S + 1, `--bug FAULT:FRACTION`); a clean pair is a reference
+and a second clean run (seed 2S + 1): another model initialisation and another secret, nothing else, so
+what diagnose finds there is training noise (the false alarms, and the calibration's data). Images: DP
+GANs on every user's images (T1 `random`, before vs after the update); text: char- or word-LMs.
+
+Rows (one JSON line each, and `summary.json`): fault, fraction, seed, whether diagnose says the runs
+differ, its families in order, the rank of the fault's expected family (`EXPECTED_FAMILY`; 0: not
+among the significant ones), the top property, and the named check's verdict. The runs resume, and
+the run directories are shared: a reference trains once for every fault of its seed. Every run is
+charged to the privacy ledger of $FEDGEN_DEBUG_LEDGER; on synthetic data the script gives the simulated
+users an unlimited budget in that ledger (use a ledger of its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from fedgen_debug import runtime  # noqa: E402
+from fedgen_debug.analysis.diagnose import diagnose  # noqa: E402
+from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
+from fedgen_debug.runs.store import write_json  # noqa: E402
+
+# The family a fault should be diagnosed as (`analysis.differences` vocabulary).
+EXPECTED_FAMILY = {
+    "invert": "polarity", "rotate": "orientation", "rotate_small": "orientation", "mirror": "orientation",
+    "flip": "orientation", "transpose": "orientation", "blur": "sharpness", "rescale": "resolution",
+    "shift": "position", "zoom": "scale", "contrast": "contrast", "gamma": "brightness",
+    "normalize_twice": "contrast", "noise": "noise", "jpeg": "resolution", "threshold": "sharpness",
+    "erode": "stroke", "dilate": "stroke",
+    "concat": "spacing", "entities": "characters", "mojibake": "characters", "truncate": "length",
+    "split": "spacing", "typos": "characters", "strip_punctuation": "characters",
+    "duplicate_words": "repetition", "missing_spaces": "spacing", "number_format": "characters",
+    "strip_accents": "characters", "smart_quotes": "characters",
+}
+DEFAULT_DATA = {"images": "synthetic-images:writers=100,seed=0", "text": "synthetic-text:users=300,seed=0"}
+
+
+def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, rounds: int | None):
+    from fedgen_debug.cli.bug_arg import bug_settings
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.training.lm_run import LMRun
+
+    settings = bug_settings(bug, modality)
+    if modality == "images":
+        return GANRun(data, "random", preset="demo", seed=seed, rounds=rounds, **settings)
+    return LMRun(kind, data, preset="demo", seed=seed, rounds=rounds, **settings)
+
+
+def row(comparison, report: dict) -> dict:
+    about = comparison.about
+    expected = EXPECTED_FAMILY.get(about["fault"])
+    families = report["families"]
+    top = report["differences"][0] if report["differences"] else {}
+    return {**about, "differ": report["differ"], "families": families,
+            "expected_family": expected, "expected_rank": families.index(expected) + 1 if expected in families else 0,
+            "top_property": top.get("property"), "top_z": round(top.get("z", 0.0), 2),
+            "healthy": all(h["healthy"] for h in report["health"].values()),
+            "check": {c["name"]: c["suspected"] for c in report["checks"]},
+            "z_by_property": {c["property"]: round(c["z"], 3) for c in report["differences"]}}
+
+
+def unlimited_budget(data: str) -> None:
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.privacy.ledger import Ledger, population_key
+
+    if data_spec.parse_data_spec(data).source.startswith("synthetic"):
+        Ledger().set_budget(population_key(data), float("inf"), reason="evaluation/any_bug.py: simulated users")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modality", choices=("images", "text"), required=True)
+    parser.add_argument("--kind", choices=("char", "word"), default="word", help="text: the LM")
+    parser.add_argument("--data", help="default: synthetic data of the modality (100 writers, 300 users)")
+    parser.add_argument("--faults", help="comma-separated catalog names (default: every fault of the modality)")
+    parser.add_argument("--fractions", default="0.5,0.1")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--clean-seeds", default="0,1,2", help="seeds of the clean pairs")
+    parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
+    parser.add_argument("--samples", type=int, default=1000, help="samples per side for diagnose")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    runtime.install_shutdown_hooks()
+    from fedgen_debug.device.catalog import bug_names
+
+    data = args.data or DEFAULT_DATA[args.modality]
+    faults = args.faults.split(",") if args.faults else list(bug_names(args.modality))
+    unlimited_budget(data)
+    tag = args.modality if args.modality == "images" else args.kind
+
+    def arm(name: str, bug: str | None, seed: int) -> Arm:
+        label = "clean" if bug is None else bug.replace(":", "-").replace(",", "-")
+        return Arm(name, os.path.join(args.out, f"{tag}-{label}-seed{seed}"),
+                   run_config(args.modality, args.kind, data, bug, seed, args.rounds))
+
+    comparisons = [Comparison(f"clean-seed{s}", (arm("a", None, 2 * s), arm("b", None, 2 * s + 1)),
+                              {"fault": "clean", "fraction": 0.0, "seed": s})
+                   for s in (int(x) for x in args.clean_seeds.split(",") if x)]
+    comparisons += [Comparison(f"{fault}-{fraction}-seed{s}", (arm("a", None, 2 * s),
+                                                               arm("b", f"{fault}:{fraction}", 2 * s + 1)),
+                               {"fault": fault, "fraction": float(fraction), "seed": s})
+                    for fault in faults for fraction in args.fractions.split(",")
+                    for s in (int(x) for x in args.seeds.split(",") if x)]
+
+    def analyze(comparison) -> dict:
+        dirs = comparison.run_dirs
+        out = row(comparison, diagnose(dirs["a"], dirs["b"], samples=args.samples))
+        print(json.dumps(out), flush=True)
+        return out
+
+    rows = Sweep(comparisons).collect(analyze)
+    write_json(os.path.join(args.out, "summary.json"), {"modality": args.modality, "kind": args.kind, "data": data,
+                                                        "rounds": args.rounds, "samples": args.samples, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
