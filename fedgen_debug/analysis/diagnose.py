@@ -59,12 +59,12 @@ def check_comparable(run_a: str, run_b: str) -> str:
 
 
 # ---- samples -------------------------------------------------------------------------------------------
-def gan_samples(run_dir: str, samples: int, seed: int) -> np.ndarray:
+def released_samples(run_dir: str) -> np.ndarray:
+    """The samples `analyze_gan` drew from the run and released (`samples.npz`), in [0, 1]: the named
+    check draws them, so the properties are measured on the same images instead of drawing them again."""
     from fedgen_debug.models.gan import to_unit
-    from fedgen_debug.training.gan_run import generate, load_generator
 
-    generator, _ = load_generator(run_dir)
-    return to_unit(generate(generator, samples, seed))
+    return to_unit(store.load_arrays(store.released(run_dir, store.SAMPLES_NPZ))[0])
 
 
 def lm_samples(run_dir: str, samples: int, seed: int) -> list[str]:
@@ -206,8 +206,9 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0) -> dict
         raise ValueError(f"samples must be >= 20. Found {samples}.")
     kind = check_comparable(run_a, run_b)
     report = {"schema": SCHEMA, "kind": kind, "runs": {"a": run_a, "b": run_b}, "samples": samples, "seed": seed}
+    checks = [_named_check(kind, run_a, run_b, samples, seed)]
     if kind == "gan":
-        images = {side: gan_samples(d, samples, seed) for side, d in (("a", run_a), ("b", run_b))}
+        images = {side: released_samples(d) for side, d in (("a", run_a), ("b", run_b))}
         health = {side: image_health(x) for side, x in images.items()}
         logits = {side: _primary_logits(d, images[side]) for side, d in (("a", run_a), ("b", run_b))}
         ranked, values_a, values_b = image_differences(images["a"], images["b"], logits["a"], logits["b"])
@@ -227,7 +228,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0) -> dict
         differ=bool(significant) and healthy,
         families=significant,
         differences=ranked,
-        checks=[_named_check(kind, run_a, run_b, samples, seed)])
+        checks=checks)
     if not healthy:
         report["unhealthy"] = {side: h["reason"] for side, h in health.items() if not h["healthy"]}
     score_a, score_b = unlike_scores(ranked, values_a, values_b)

@@ -96,5 +96,5 @@ def text_of(arrays) -> list[str]:
 
 def with_text(arrays, sentences: list[str]) -> collections.OrderedDict:
     out = collections.OrderedDict(arrays)
-    out["text"] = np.array([s.encode("utf-8") for s in sentences], dtype=object)
+    out["text"] = cd.text_examples(sentences)["text"]
     return out
