@@ -47,14 +47,15 @@ EXPECTED_FAMILY = {
 DEFAULT_DATA = {"images": "synthetic-images:writers=100,seed=0", "text": "synthetic-text:users=300,seed=0"}
 
 
-def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, rounds: int | None):
+def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, rounds: int | None,
+               select: str = "random"):
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.training.lm_run import LMRun
 
     settings = bug_settings(bug, modality)
     if modality == "images":
-        return GANRun(data, "random", preset="demo", seed=seed, rounds=rounds, **settings)
+        return GANRun(data, select, preset="demo", seed=seed, rounds=rounds, **settings)
     return LMRun(kind, data, preset="demo", seed=seed, rounds=rounds, **settings)
 
 
@@ -90,6 +91,10 @@ def main() -> None:
     parser.add_argument("--clean-seeds", default="0,1,2", help="seeds of the clean pairs")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--samples", type=int, default=1000, help="samples per side for diagnose")
+    parser.add_argument("--select", choices=("random", "t4"), default="random",
+                        help="images: T1 GANs on every user (random: A clean, B with the fault), or T4 pairs (A the "
+                             "high-accuracy users' GAN, B the low-accuracy users', both on the data with the fault)")
+    parser.add_argument("--train-only", action="store_true", help="train the runs, diagnose nothing")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -100,21 +105,28 @@ def main() -> None:
     unlimited_budget(data)
     tag = args.modality if args.modality == "images" else args.kind
 
-    def arm(name: str, bug: str | None, seed: int) -> Arm:
+    def arm(name: str, bug: str | None, seed: int, select: str = "random") -> Arm:
         label = "clean" if bug is None else bug.replace(":", "-").replace(",", "-")
-        return Arm(name, os.path.join(args.out, f"{tag}-{label}-seed{seed}"),
-                   run_config(args.modality, args.kind, data, bug, seed, args.rounds))
+        side = "" if select == "random" else f"-{select.rsplit(':', 1)[-1]}"
+        return Arm(name, os.path.join(args.out, f"{tag}-{label}-seed{seed}{side}"),
+                   run_config(args.modality, args.kind, data, bug, seed, args.rounds, select))
 
-    comparisons = [Comparison(f"clean-seed{s}", (arm("a", None, 2 * s), arm("b", None, 2 * s + 1)),
-                              {"fault": "clean", "fraction": 0.0, "seed": s})
-                   for s in (int(x) for x in args.clean_seeds.split(",") if x)]
-    comparisons += [Comparison(f"{fault}-{fraction}-seed{s}", (arm("a", None, 2 * s),
-                                                               arm("b", f"{fault}:{fraction}", 2 * s + 1)),
+    def pair(bug: str | None, s: int) -> tuple[Arm, Arm]:
+        if args.select == "t4":   # the paper's pair: high-accuracy users (A) against low-accuracy users (B)
+            return (arm("a", bug, 2 * s, "by-user-accuracy:high"), arm("b", bug, 2 * s + 1, "by-user-accuracy:low"))
+        return arm("a", None, 2 * s), arm("b", bug, 2 * s + 1)
+
+    clean_seeds = [int(x) for x in args.clean_seeds.split(",") if x]
+    seeds = [int(x) for x in args.seeds.split(",") if x]
+    comparisons = [Comparison(f"clean-seed{s}", pair(None, s), {"fault": "clean", "fraction": 0.0, "seed": s})
+                   for s in clean_seeds]
+    comparisons += [Comparison(f"{fault}-{fraction}-seed{s}", pair(f"{fault}:{fraction}", s),
                                {"fault": fault, "fraction": float(fraction), "seed": s})
-                    for fault in faults for fraction in args.fractions.split(",")
-                    for s in (int(x) for x in args.seeds.split(",") if x)]
+                    for fault in faults for fraction in args.fractions.split(",") for s in seeds]
 
     def analyze(comparison) -> dict:
+        if args.train_only:
+            return comparison.about
         dirs = comparison.run_dirs
         out = row(comparison, diagnose(dirs["a"], dirs["b"], samples=args.samples))
         print(json.dumps(out), flush=True)

@@ -41,11 +41,12 @@ def test_clean_halves_differ_in_nothing():
 
 
 def test_unlike_scores_follow_the_direction_of_the_difference():
-    ranked = [{"property": "p", "significant": True, "z": 5.0}, {"property": "q", "significant": False, "z": 9.0}]
+    ranked = [{"property": "p", "significant": True, "z": 5.0, "effect": 0.8},
+              {"property": "q", "significant": False, "z": 9.0, "effect": 0.9}]
     a, b = {"p": np.array([0.0, 1.0, 2.0]), "q": np.zeros(3)}, {"p": np.array([3.0, 10.0]), "q": np.ones(2)}
     score_a, score_b = diagnose.unlike_scores(ranked, a, b)
     assert np.argmax(score_b) == 1 and np.argmin(score_a) == 0      # q is not significant: left out
-    flipped = [{**ranked[0], "z": -5.0}]
+    flipped = [{**ranked[0], "z": -5.0, "effect": -0.8}]
     score_a, score_b = diagnose.unlike_scores(flipped, a, b)
     assert np.argmax(score_b) == 0 and np.argmin(score_a) == 2
 

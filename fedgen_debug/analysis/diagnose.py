@@ -33,7 +33,7 @@ import numpy as np
 from fedgen_debug.analysis import differences, gan_analysis, image_properties, text_properties
 from fedgen_debug.runs import store
 
-SCHEMA = "fedgen-debug/diagnosis/1"
+SCHEMA = "fedgen-debug/diagnosis/2"
 EVIDENCE_SAMPLES = 16     # per side
 UNHEALTHY_SHARE = gan_analysis.INCONCLUSIVE_SHARE
 
@@ -108,30 +108,68 @@ def text_health(samples: list[str]) -> dict:
     return {"healthy": not bad, "shares": {"empty": empty}, "reason": "mostly empty samples" if bad else None}
 
 
-# ---- differences ---------------------------------------------------------------------------------------
-def image_differences(images_a: np.ndarray, images_b: np.ndarray, logits_a=None, logits_b=None):
-    """(ranked comparisons, the values of each side by property)."""
-    values_a, values_b = image_properties.image_properties(images_a), image_properties.image_properties(images_b)
+# ---- properties and differences ------------------------------------------------------------------------
+def image_values(images: np.ndarray, logits: np.ndarray | None = None) -> dict:
+    """Each image property's value per sample, and, given the primary model's logits, the class it sees
+    ("predicted_class", categorical) and its confidence."""
+    values = image_properties.image_properties(images)
+    if logits is not None:
+        seen = image_properties.classifier_properties(logits)
+        values = {**values, "predicted_class": seen["predicted_class"], "confidence": seen["confidence"]}
+    return values
+
+
+def text_values(samples: list[str]) -> dict:
+    return text_properties.text_properties(samples)
+
+
+def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
+    """Every property of B against A (`differences.compare`), not yet ranked; the primary model's class mix
+    and confidence only when both sides have them."""
+    if kind != "gan":
+        return differences.compare_properties(text_properties.TEXT_PROPERTIES, values_a, values_b)
     compared = differences.compare_properties(image_properties.IMAGE_PROPERTIES, values_a, values_b)
-    if logits_a is not None and logits_b is not None:
-        seen_a = image_properties.classifier_properties(logits_a)
-        seen_b = image_properties.classifier_properties(logits_b)
+    if "predicted_class" in values_a and "predicted_class" in values_b:
         mix, confidence = image_properties.CLASSIFIER_PROPERTIES
         compared.append({"property": mix.name, "family": mix.family, "description": mix.description,
-                         **differences.compare_categories(seen_a["predicted_class"], seen_b["predicted_class"])})
+                         **differences.compare_categories(values_a["predicted_class"], values_b["predicted_class"])})
         compared.append({"property": confidence.name, "family": confidence.family,
                          "description": confidence.description,
-                         **differences.compare(seen_a["confidence"], seen_b["confidence"], confidence.lower,
+                         **differences.compare(values_a["confidence"], values_b["confidence"], confidence.lower,
                                                confidence.higher)})
-        values_a, values_b = {**values_a, "confidence": seen_a["confidence"]}, {**values_b,
-                                                                                 "confidence": seen_b["confidence"]}
-    return differences.rank(compared), values_a, values_b
+    return compared
 
 
-def text_differences(samples_a: list[str], samples_b: list[str]):
-    values_a, values_b = text_properties.text_properties(samples_a), text_properties.text_properties(samples_b)
-    compared = differences.compare_properties(text_properties.TEXT_PROPERTIES, values_a, values_b)
-    return differences.rank(compared), values_a, values_b
+def rank(compared: list[dict], calibration) -> list[dict]:
+    """Ranked by the calibrated z when there is a calibration, else by the samples' z (`differences.rank`)."""
+    from fedgen_debug.analysis import calibration as calibration_module
+
+    return differences.rank(compared) if calibration is None else calibration_module.apply(compared, calibration)
+
+
+def image_differences(images_a, images_b, logits_a=None, logits_b=None, calibration=None):
+    """(ranked comparisons, the values of each side by property) of two image sets."""
+    values_a, values_b = image_values(images_a, logits_a), image_values(images_b, logits_b)
+    return rank(compare_values("gan", values_a, values_b), calibration), values_a, values_b
+
+
+def text_differences(samples_a: list[str], samples_b: list[str], calibration=None):
+    values_a, values_b = text_values(samples_a), text_values(samples_b)
+    return rank(compare_values("text", values_a, values_b), calibration), values_a, values_b
+
+
+def run_values(kind: str, run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
+    """(property values, the samples) of one run, drawn as `diagnose` draws them: a GAN's `samples` images
+    from the latent seed `seed` (what `analyze_gan` draws and releases), an LM's `samples` samples."""
+    if kind == "gan":
+        from fedgen_debug.models.gan import to_unit
+        from fedgen_debug.training.gan_run import generate, load_generator
+
+        generator, _ = load_generator(run_dir)
+        images = to_unit(generate(generator, samples, seed))
+        return image_values(images, _primary_logits(run_dir, images)), images
+    texts = lm_samples(run_dir, samples, seed)
+    return text_values(texts), texts
 
 
 # ---- evidence ------------------------------------------------------------------------------------------
@@ -139,14 +177,14 @@ def unlike_scores(ranked: list[dict], values_a: dict, values_b: dict, top: int =
     """Per sample of each side, how far it lies towards B along the `top` significant numeric properties
     (each standardized by the pooled spread, signed by the direction of the difference): B's samples most
     unlike A have the highest scores, A's most unlike B the lowest."""
-    used = [c for c in ranked if c["significant"] and c["property"] in values_a][:top]
+    used = [c for c in ranked if c["significant"] and c["property"] in values_a and c.get("kind") != "categories"][:top]
     n_a, n_b = len(next(iter(values_a.values()))), len(next(iter(values_b.values())))
     score_a, score_b = np.zeros(n_a), np.zeros(n_b)
     for c in used:
         a, b = np.asarray(values_a[c["property"]], float), np.asarray(values_b[c["property"]], float)
         pooled = np.concatenate([a, b])
         centre, spread = np.nanmedian(pooled), max(float(np.nanstd(pooled)), 1e-9)
-        sign = 1.0 if c["z"] > 0 else -1.0
+        sign = 1.0 if c["effect"] > 0 else -1.0
         score_a += np.nan_to_num(sign * (a - centre) / spread)
         score_b += np.nan_to_num(sign * (b - centre) / spread)
     return score_a, score_b
@@ -168,7 +206,9 @@ def _chart(ranked: list[dict], path: str, top: int = 12) -> None:
     families = sorted({c["family"] for c in rows})
     colours = {f: plt.cm.tab20(i % 20) for i, f in enumerate(families)}
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
-    ax.barh(range(len(rows)), [c["effect"] for c in rows], xerr=[1.96 * c["standard_error"] for c in rows],
+    # The interval counts the training noise when the diagnosis is calibrated (`calibration`).
+    noise = [np.hypot(c["standard_error"], c.get("training_noise") or 0.0) for c in rows]
+    ax.barh(range(len(rows)), [c["effect"] for c in rows], xerr=[1.96 * n for n in noise],
             color=[colours[c["family"]] for c in rows], edgecolor=["black" if c["significant"] else "none" for c in rows])
     ax.set_yticks(range(len(rows)), [f"{c['property']} ({c['family']})" for c in rows], fontsize=8)
     ax.axvline(0.0, color="gray", linewidth=0.8)
@@ -199,32 +239,58 @@ def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int) -> 
             "statistic": evidence["statistic"]}
 
 
-def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0) -> dict:
+def pair_type(kind: str, run_a: str, run_b: str) -> str:
+    """"selection" when the two sides are different users by construction (a GAN pair of two selections,
+    e.g. T4 low vs high accuracy), else "replicate" (before vs after, two populations of one kind)."""
+    if kind != "gan":
+        return "replicate"
+    selections = {store.read_config(d)["gan"]["select"] for d in (run_a, run_b)}
+    return "replicate" if len(selections) == 1 else "selection"
+
+
+def _calibration_report(calibration, kind: str, pair: str, note: str | None, threshold: float | None) -> dict:
+    if calibration is None:
+        return {"calibrated": False, "name": None, "pair_type": pair, "against": "sampling noise of the two sample sets",
+                "clean_pairs": 0, "z_threshold": threshold, "false_alarms": None,
+                "note": note or "two trainings of the same users with other secrets also differ; no calibration "
+                                "for these runs"}
+    alarms = calibration.false_alarms
+    return {"calibrated": True, "name": calibration.name, "pair_type": calibration.pair_type,
+            "against": f"training noise of clean {calibration.pair_type} pairs ({calibration.name})",
+            "clean_pairs": next(iter(calibration.properties.values())).pairs,
+            "degrees_of_freedom": calibration.degrees_of_freedom, "z_threshold": calibration.z_threshold,
+            "false_alarms": None if alarms is None else {k: alarms[k] for k in ("pairs", "alarms", "rate_upper_95")},
+            "note": note}
+
+
+def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibration: str | None = None) -> dict:
     """The diagnosis of B against A (module docstring), written to B's `released/diagnosis.json` (and its
-    evidence and chart PNGs); returns it."""
+    evidence and chart PNGs); returns it. `calibration`: a calibration file (`fedgen-debug calibrate`),
+    "none" for the samples' noise only, or None for the calibration shipped for these runs, if any."""
+    from fedgen_debug.analysis import calibration_store
+
     if samples < 20:
         raise ValueError(f"samples must be >= 20. Found {samples}.")
     kind = check_comparable(run_a, run_b)
+    pair = pair_type(kind, run_a, run_b)
+    chosen, note = calibration_store.choose(calibration, kind, pair, run_a, run_b)
     report = {"schema": SCHEMA, "kind": kind, "runs": {"a": run_a, "b": run_b}, "samples": samples, "seed": seed}
     checks = [_named_check(kind, run_a, run_b, samples, seed)]
     if kind == "gan":
         images = {side: released_samples(d) for side, d in (("a", run_a), ("b", run_b))}
         health = {side: image_health(x) for side, x in images.items()}
         logits = {side: _primary_logits(d, images[side]) for side, d in (("a", run_a), ("b", run_b))}
-        ranked, values_a, values_b = image_differences(images["a"], images["b"], logits["a"], logits["b"])
+        ranked, values_a, values_b = image_differences(images["a"], images["b"], logits["a"], logits["b"], chosen)
     else:
         texts = {side: lm_samples(d, samples, seed) for side, d in (("a", run_a), ("b", run_b))}
         health = {side: text_health(t) for side, t in texts.items()}
-        ranked, values_a, values_b = text_differences(texts["a"], texts["b"])
+        ranked, values_a, values_b = text_differences(texts["a"], texts["b"], chosen)
         report["distinctive_terms"] = text_properties.distinctive_terms(texts["a"], texts["b"], top=10)
     healthy = all(h["healthy"] for h in health.values())
     significant = differences.significant_families(ranked)
     report.update(
         health=health,
-        calibration={"calibrated": False, "against": "sampling noise of the two sample sets",
-                     "z_threshold": ranked[0]["z_threshold"] if ranked else None,
-                     "note": "two trainings of the same users with other secrets also differ; not yet "
-                             "calibrated against that spread"},
+        calibration=_calibration_report(chosen, kind, pair, note, ranked[0]["z_threshold"] if ranked else None),
         differ=bool(significant) and healthy,
         families=significant,
         differences=ranked,

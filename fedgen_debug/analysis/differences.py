@@ -224,13 +224,19 @@ def compare_properties(properties: Sequence[Property], values_a: Mapping[str, np
              **compare(values_a[p.name], values_b[p.name], p.lower, p.higher)} for p in properties]
 
 
-def rank(comparisons: Sequence[Mapping], z_threshold: float | None = None) -> list[dict]:
+def rank(comparisons: Sequence[Mapping], z_threshold: float | None = None, z_key: str = "z") -> list[dict]:
     """The comparisons ordered by |z| up to `Z_CERTAIN`, then |standardized difference| (module docstring),
     each with its "rank" (1 = first) and "significant" (|z| above `z_threshold`, by default
-    `significance_z(len(comparisons))`)."""
+    `significance_z(len(comparisons))`). `z_key` names the z to rank by ("calibrated_z": the calibration's,
+    `calibration.apply`); a comparison whose z is None (not calibrated) ranks last and is never significant."""
     threshold = significance_z(len(comparisons)) if z_threshold is None else float(z_threshold)
-    ordered = sorted(comparisons, key=lambda c: (-min(abs(c["z"]), Z_CERTAIN), -abs(c["standardized_difference"])))
-    return [{**c, "rank": i + 1, "significant": bool(abs(c["z"]) > threshold), "z_threshold": threshold}
+
+    def size(c) -> float:
+        return 0.0 if c[z_key] is None else abs(c[z_key])
+
+    ordered = sorted(comparisons, key=lambda c: (c[z_key] is None, -min(size(c), Z_CERTAIN),
+                                                 -abs(c["standardized_difference"])))
+    return [{**c, "rank": i + 1, "significant": bool(size(c) > threshold), "z_threshold": threshold}
             for i, c in enumerate(ordered)]
 
 

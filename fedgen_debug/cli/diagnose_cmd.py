@@ -14,7 +14,20 @@ def register(sub) -> None:
     diagnose.add_argument("--seed", type=int, default=0, help="the samples' public seed")
     diagnose.add_argument("--top", type=int, default=8, help="differences listed")
     diagnose.add_argument("--json", action="store_true", help="the whole report as JSON")
+    diagnose.add_argument("--calibration", help="a calibration file from `fedgen-debug calibrate`, or 'none' for the "
+                                                "samples' noise only (default: the one shipped for the runs' settings)")
     diagnose.set_defaults(handler=run)
+
+    calibrate = sub.add_parser("calibrate", help="how far clean replicate runs differ (training noise), so that "
+                                                 "diagnose calls only larger differences; with its false alarms")
+    calibrate.add_argument("runs", nargs="+", help="3 or more clean replicate runs (same kind and settings, no bug), "
+                                                   "or with --pairs, clean pairs A:B of two selections")
+    calibrate.add_argument("--pairs", action="store_true", help="the runs are A:B selection pairs (e.g. high:low)")
+    calibrate.add_argument("--out", required=True, help="the calibration file to write (JSON)")
+    calibrate.add_argument("--name", help="its name in reports (default: the file name)")
+    calibrate.add_argument("--samples", type=int, default=1000, help="samples drawn from each run")
+    calibrate.add_argument("--seed", type=int, default=0, help="the samples' public seed")
+    calibrate.set_defaults(handler=run_calibrate)
 
 
 def format_report(report: dict, top: int = 8) -> list[str]:
@@ -27,15 +40,23 @@ def format_report(report: dict, top: int = 8) -> list[str]:
     answer = "YES" if report["differ"] else "no"
     lines.append(f"  differ: {answer} (a property beyond |z| = {calibration['z_threshold']:.2f}; calibrated against "
                  f"{calibration['against']}{'' if calibration['calibrated'] else ', not training noise'})")
+    alarms = calibration.get("false_alarms")
+    if alarms:
+        lines.append(f"  calibration: {alarms['alarms']} false alarms in {alarms['pairs']} clean pairs left out")
+    if calibration.get("note"):
+        lines.append(f"  note: {calibration['note']}")
     if report["families"]:
         lines.append(f"  families, most significant first: {', '.join(report['families'])}")
-    lines.append(f"  {'property':<20} {'family':<12} {'A':>9} {'B':>9} {'effect':>14}  {'z':>7}  B is ...")
+    z_name = "calib. z" if calibration["calibrated"] else "z"
+    lines.append(f"  {'property':<20} {'family':<12} {'A':>9} {'B':>9} {'effect':>14}  {z_name:>8}  B is ...")
     for c in report["differences"][:top]:
-        a = "-" if c["a"] is None else f"{c['a']:.3g}"
-        b = "-" if c["b"] is None else f"{c['b']:.3g}"
+        a, b = _summary(c["a"]), _summary(c["b"])
         mark = "*" if c["significant"] else " "
+        z = c.get("calibrated_z", c["z"]) if calibration["calibrated"] else c["z"]
+        shown = "-" if z is None else f"{z:.1f}"
+        noise = (c["standard_error"] ** 2 + (c.get("training_noise") or 0.0) ** 2) ** 0.5
         lines.append(f"{mark} {c['property']:<20} {c['family']:<12} {a:>9} {b:>9} "
-                     f"{c['effect']:>+6.2f} ± {1.96 * c['standard_error']:.2f}  {c['z']:>7.1f}  {c['direction']}")
+                     f"{c['effect']:>+6.2f} ± {1.96 * noise:.2f}  {shown:>8}  {c['direction']}")
     for check in report["checks"]:
         verdict = "YES" if check["suspected"] else "no"
         extra = " (INCONCLUSIVE)" if check.get("inconclusive") else ""
@@ -56,9 +77,51 @@ def format_report(report: dict, top: int = 8) -> list[str]:
     return lines
 
 
+def _summary(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):   # a class mix: the class whose share changed most
+        return next((f"{k}:{v:.0%}" for k, v in value.items()), "-")
+    return f"{value:.3g}"
+
+
 def run(args) -> int:
     from fedgen_debug.analysis.diagnose import diagnose
 
-    report = diagnose(args.run_a, args.run_b, samples=args.samples, seed=args.seed)
+    report = diagnose(args.run_a, args.run_b, samples=args.samples, seed=args.seed, calibration=args.calibration)
     print(json.dumps(report, indent=1) if args.json else "\n".join(format_report(report, args.top)))
+    return 0
+
+
+def _parse_pairs(specs: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
+    runs, pairs = [], []
+    for spec in specs:
+        a, sep, b = spec.partition(":")
+        if not sep or not a or not b:
+            raise ValueError(f"--pairs takes runs as A:B. Found {spec!r}.")
+        pairs.append((len(runs), len(runs) + 1))
+        runs += [a, b]
+    return runs, pairs
+
+
+def run_calibrate(args) -> int:
+    import os
+
+    from fedgen_debug.analysis import calibrate, calibration_store
+
+    if args.pairs:
+        runs, pairs = _parse_pairs(args.runs)
+        pair_type = "selection"
+    else:
+        runs, pairs, pair_type = args.runs, None, "replicate"
+    name = args.name or os.path.splitext(os.path.basename(args.out))[0]
+    calibration = calibrate.build(runs, pairs, pair_type, name, samples=args.samples, seed=args.seed,
+                                  description=f"fedgen-debug calibrate {' '.join(args.runs)}")
+    calibration_store.save(calibration, args.out)
+    alarms = calibration.false_alarms
+    print(f"calibration {name}: {calibration.kind} {pair_type} pairs at {calibration.source['settings']}, "
+          f"{calibration.degrees_of_freedom} degrees of freedom, threshold |calibrated z| > {calibration.z_threshold:.2f}")
+    print(f"  false alarms with each clean pair left out: {alarms['alarms']} of {alarms['pairs']}"
+          + (f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else ""))
+    print(f"  written to {args.out}; use it with `fedgen-debug diagnose A B --calibration {args.out}`")
     return 0

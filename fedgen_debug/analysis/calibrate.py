@@ -1,0 +1,55 @@
+"""`fedgen-debug calibrate`: a calibration (`analysis.calibration`) from clean runs of one kind and one set of
+training settings, with its false alarms measured on the same runs left out.
+
+Replicate runs: the same users (or the same kind of population) trained R ≥ 3 times with different secrets
+(`--seed` changes only the public initialisation; each run draws its own secret), no bug in any. Every pair
+among them is a clean pair (R − 1 degrees of freedom). Selection pairs: K ≥ 3 clean pairs "A:B" of the two
+selections a diagnosis will compare (e.g. T4's high- and low-accuracy runs), each trained with its own
+secret. Reads released artefacts only: sampling is post-processing, no ε.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from fedgen_debug.analysis import calibration as calibration_module
+from fedgen_debug.analysis import calibration_store, diagnose
+from fedgen_debug.progress import progress
+
+log = logging.getLogger(__name__)
+
+
+def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: str, name: str,
+          samples: int = 1000, seed: int = 0, description: str = "") -> calibration_module.Calibration:
+    """The calibration from `run_dirs` (indices into it as `pairs`; None: all pairs, replicate runs only)."""
+    if len(run_dirs) < 3 and pairs is None:
+        raise ValueError(f"calibrate needs 3 or more replicate runs. Found {len(run_dirs)}.")
+    if pair_type == "selection" and pairs is None:
+        raise ValueError("selection pairs must be given as pairs (A:B), not as a list of runs.")
+    kinds = {diagnose.run_kind(d) for d in run_dirs}
+    if len(kinds) != 1:
+        raise ValueError(f"calibrate needs runs of one kind. Found {', '.join(sorted(kinds))}.")
+    (kind,) = kinds
+    settings = [calibration_store.training_settings(d) for d in run_dirs]
+    if any(s != settings[0] for s in settings):
+        raise ValueError(f"calibrate needs runs trained with the same settings. Found {settings}.")
+    pairs = list(itertools.combinations(range(len(run_dirs)), 2)) if pairs is None else list(pairs)
+    values = [diagnose.run_values(kind, d, samples, seed)[0]
+              for d in progress(run_dirs, desc="sampling runs", unit="run")]
+
+    def compare_pair(values_a, values_b):
+        return diagnose.compare_values(kind, values_a, values_b)
+
+    rows = [compare_pair(values[i], values[j]) for i, j in pairs]
+    dof = calibration_module.replicate_degrees_of_freedom(pairs) if pair_type == "replicate" else None
+    noise, dof = calibration_module.estimate_noise(rows, pair_type, dof)
+    alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, pairs)
+    log.info("calibration %s: %d clean pairs, %d degrees of freedom; left out, %d of %d pairs alarmed", name,
+             len(pairs), dof, alarms["alarms"], alarms["pairs"])
+    return calibration_module.Calibration(
+        name=name, kind=kind, preset=settings[0]["preset"], pair_type=pair_type, properties=noise,
+        degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(rows[0])),
+        source={"settings": settings[0], "runs": len(run_dirs), "pairs": len(pairs), "samples": samples,
+                "seed": seed, "description": description},
+        false_alarms=alarms)

@@ -1,0 +1,244 @@
+"""Calibration against training noise (issue 55, part 1): how far two auxiliaries of the same users differ
+when nothing but the training's randomness (its secret: DP noise, client sampling; its initialisation)
+differs, so that `diagnose` calls a difference only beyond that.
+
+The model. A property's effect between two runs (Cliff's delta of B against A, `differences.compare`) is
+e = μ + t + s: μ a systematic offset the pair type has without any bug, t the training noise (variance τ²,
+the same for any sample count), s the samples' own noise (variance SE², the pair's DeLong standard error,
+shrinking with the sample count). Then
+
+    calibrated z = (e − μ) / √(SE² + τ²_upper)
+
+is a standard normal for a pair without a bug, whatever the sample count; the sampling-only z of
+`differences` is the special case τ = 0, μ = 0.
+
+Estimating τ and μ from clean pairs (no bug on either side):
+- "replicate" pairs (before vs after an update, two populations of the same kind, the same users twice):
+  A and B are exchangeable, so μ = 0, and τ² = mean(e² − SE²) over the clean pairs. The pairs may be all
+  pairs among R replicate runs, which share runs: they carry R − 1 degrees of freedom, not R(R − 1)/2.
+- "selection" pairs (low- vs high-accuracy users, misclassified vs correct): the two sides are different
+  users by construction and differ without a bug (messier writers write messier characters), so μ is the
+  clean pairs' mean effect and τ² their variance about it beyond the samples' noise, K − 1 degrees of
+  freedom from K independent pairs.
+- Class mix (`kind` "categories": a total-variation distance ≥ 0, one-sided): μ is the clean pairs' mean
+  distance and the noise their whole spread (samples included), since the distance's sampling part is
+  not a spread about zero.
+
+τ is used at its 95% upper confidence bound (chi-square on the degrees of freedom): with 10 replicate runs
+the bound is 1.5× the estimate. A property the calibration does not know is not called.
+
+`false_alarms` is measured, not assumed: each clean pair is diagnosed with a calibration estimated without
+its two runs (leave-pair-out), and a pair whose properties pass the threshold anywhere is a false alarm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from fedgen_debug.analysis import differences
+from fedgen_debug.validation import check_at_least, check_one_of
+
+SCHEMA = "fedgen-debug/calibration/1"
+PAIR_TYPES = ("replicate", "selection")
+CONFIDENCE = 0.95          # of the upper bound on τ
+FAMILY_WISE_RATE = 0.05    # the chance a clean pair passes the threshold on any property (Bonferroni)
+MIN_DEGREES_OF_FREEDOM = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class PropertyNoise:
+    """One property's clean-pair behaviour: `offset` μ, `training_noise` τ's estimate and
+    `training_noise_upper` its upper bound (module docstring), from `pairs` clean pairs."""
+    offset: float
+    training_noise: float
+    training_noise_upper: float
+    pairs: int
+
+    def __post_init__(self):
+        for name in ("offset", "training_noise", "training_noise_upper"):
+            value = getattr(self, name)
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite. Found {value}.")
+        if self.training_noise < 0 or self.training_noise_upper < self.training_noise:
+            raise ValueError(f"need 0 <= training_noise <= training_noise_upper. Found {self.training_noise}, "
+                             f"{self.training_noise_upper}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """Which pairs a calibration is for (`kind`: "gan", "char" or "word"; `preset`; `pair_type`), what it
+    was measured on (`source`: data, rounds, runs, a free description), each property's noise, the
+    threshold, and the false alarms it had on its own clean pairs left out."""
+    name: str
+    kind: str
+    preset: str
+    pair_type: str
+    properties: Mapping[str, PropertyNoise]
+    degrees_of_freedom: int
+    z_threshold: float
+    source: Mapping
+    false_alarms: Mapping | None = None
+
+    def __post_init__(self):
+        check_one_of("kind", self.kind, ("gan", "char", "word"))
+        check_one_of("pair_type", self.pair_type, PAIR_TYPES)
+        check_at_least("degrees_of_freedom", self.degrees_of_freedom, MIN_DEGREES_OF_FREEDOM)
+        if not self.properties:
+            raise ValueError("a calibration needs at least one property.")
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "name": self.name, "kind": self.kind, "preset": self.preset,
+                "pair_type": self.pair_type, "degrees_of_freedom": self.degrees_of_freedom,
+                "z_threshold": self.z_threshold, "source": dict(self.source),
+                "false_alarms": None if self.false_alarms is None else dict(self.false_alarms),
+                "properties": {name: dataclasses.asdict(noise) for name, noise in sorted(self.properties.items())}}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "Calibration":
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"not a calibration ({SCHEMA}). Found schema {data.get('schema')!r}.")
+        return cls(name=data["name"], kind=data["kind"], preset=data["preset"], pair_type=data["pair_type"],
+                   properties={k: PropertyNoise(**v) for k, v in data["properties"].items()},
+                   degrees_of_freedom=int(data["degrees_of_freedom"]), z_threshold=float(data["z_threshold"]),
+                   source=data.get("source", {}), false_alarms=data.get("false_alarms"))
+
+
+def threshold_for(properties: int, family_wise_rate: float = FAMILY_WISE_RATE) -> float:
+    """The |calibrated z| one property must pass among `properties` for a clean pair to pass anywhere with
+    probability `family_wise_rate` (two-sided Bonferroni): 3.5 for 26 properties at 0.05."""
+    check_at_least("properties", properties, 1)
+    return statistics.NormalDist().inv_cdf(1.0 - family_wise_rate / (2.0 * properties))
+
+
+def _upper_variance(sum_of_squares: float, dof: int) -> float:
+    """The CONFIDENCE upper bound on σ² from Σ(x − mean)² ~ σ² χ²(dof)."""
+    return sum_of_squares / float(stats.chi2.ppf(1.0 - CONFIDENCE, dof))
+
+
+def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str,
+                   degrees_of_freedom: int | None = None) -> tuple[dict[str, PropertyNoise], int]:
+    """Each property's `PropertyNoise` from the comparisons (`differences.compare_properties` rows, one list
+    per clean pair), and the degrees of freedom used: `degrees_of_freedom` when the pairs share runs
+    (R − 1 for all pairs among R replicate runs), else the pairs' count (replicate) or count − 1 (selection)."""
+    check_one_of("pair_type", pair_type, PAIR_TYPES)
+    pairs = len(pair_comparisons)
+    dof = degrees_of_freedom if degrees_of_freedom is not None else pairs - (pair_type == "selection")
+    if dof < MIN_DEGREES_OF_FREEDOM:
+        raise ValueError(f"calibration needs at least {MIN_DEGREES_OF_FREEDOM} degrees of freedom (3 replicate runs "
+                         f"or 3 selection pairs). Found {dof} from {pairs} pairs.")
+    by_property: dict[str, list[Mapping]] = {}
+    for comparisons in pair_comparisons:
+        for c in comparisons:
+            by_property.setdefault(c["property"], []).append(c)
+    noise = {}
+    for name, rows in by_property.items():
+        if len(rows) < pairs:    # measured in some pairs only: not calibrated
+            continue
+        effects = np.array([r["effect"] for r in rows], np.float64)
+        errors = np.array([r["standard_error"] for r in rows], np.float64)
+        if rows[0].get("kind") == "categories":
+            offset = float(effects.mean())
+            squares = float(np.sum((effects - offset) ** 2))
+            estimate = math.sqrt(squares / max(pairs - 1, 1))
+            upper = math.sqrt(_upper_variance(squares, max(dof - (pair_type == "replicate"), 1)))
+        else:
+            offset = float(effects.mean()) if pair_type == "selection" else 0.0
+            deviations = effects - offset
+            sampling = float(np.mean(errors ** 2))
+            mean_square = float(np.mean(deviations ** 2)) * pairs / max(pairs - (pair_type == "selection"), 1)
+            estimate = math.sqrt(max(mean_square - sampling, 0.0))
+            upper = math.sqrt(max(_upper_variance(mean_square * dof, dof) - sampling, 0.0))
+        noise[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=max(upper, estimate),
+                                    pairs=pairs)
+    return noise, dof
+
+
+def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | None:
+    """(e − μ) / √(SE² + τ²_upper) (module docstring); None when the property is not calibrated."""
+    if noise is None:
+        return None
+    deviation = comparison["effect"] - noise.offset
+    if comparison.get("kind") == "categories":
+        scale = noise.training_noise_upper       # the whole clean spread of the distance
+        deviation = max(deviation, 0.0)          # a distance below the clean ones is no difference
+    else:
+        scale = math.sqrt(comparison["standard_error"] ** 2 + noise.training_noise_upper ** 2)
+    if scale <= 0.0:
+        return 0.0 if deviation == 0.0 else math.copysign(differences.MAX_STANDARDIZED, deviation)
+    return float(np.clip(deviation / scale, -differences.MAX_STANDARDIZED, differences.MAX_STANDARDIZED))
+
+
+def apply(comparisons: Sequence[Mapping], calibration: Calibration) -> list[dict]:
+    """The comparisons with "calibrated_z" and "training_noise" (τ_upper; None when not calibrated), ranked
+    by the calibrated z (`differences.rank` with it in place of the sampling z) and significant beyond the
+    calibration's threshold. The sampling-only z stays as "z"."""
+    rows = []
+    for c in comparisons:
+        noise = calibration.properties.get(c["property"])
+        z = calibrated_z(c, noise)
+        rows.append({**c, "calibrated_z": z, "training_noise": None if noise is None else noise.training_noise_upper})
+    return differences.rank(rows, z_threshold=calibration.z_threshold, z_key="calibrated_z")
+
+
+def replicate_degrees_of_freedom(pairs: Sequence[tuple[int, int]]) -> int:
+    """The degrees of freedom replicate pairs carry about τ: runs minus connected groups of runs (each pair
+    an edge). All pairs among R runs: R − 1; K disjoint pairs: K."""
+    parent: dict[int, int] = {}
+
+    def root(r):
+        while parent.setdefault(r, r) != r:
+            r = parent[r]
+        return r
+
+    for i, j in pairs:
+        parent[root(i)] = root(j)
+    runs = {r for p in pairs for r in p}
+    return len(runs) - len({root(r) for r in runs})
+
+
+def leave_pair_out_false_alarms(values_by_run: Sequence, compare_pair, pair_type: str,
+                                pairs: Sequence[tuple[int, int]] | None = None) -> dict:
+    """Each clean pair (i, j) of runs diagnosed against a calibration estimated without runs i and j: how
+    many pass the threshold on any property. `compare_pair(values_a, values_b)` returns the comparison rows;
+    `pairs` defaults to all pairs among the runs (replicate) and must be given for selection pairs."""
+    runs = len(values_by_run)
+    pairs = list(itertools.combinations(range(runs), 2)) if pairs is None else list(pairs)
+    cache = {}
+
+    def rows(i, j):
+        if (i, j) not in cache:
+            cache[(i, j)] = compare_pair(values_by_run[i], values_by_run[j])
+        return cache[(i, j)]
+
+    alarms, details = 0, []
+    for i, j in pairs:
+        others = [p for p in pairs if i not in p and j not in p]
+        dof = replicate_degrees_of_freedom(others) if pair_type == "replicate" else None
+        try:
+            noise, dof = estimate_noise([rows(*p) for p in others], pair_type, dof)
+        except ValueError:
+            continue
+        threshold = threshold_for(len(rows(i, j)))
+        calibration = Calibration(name="left-out", kind="gan", preset="-", pair_type=pair_type, properties=noise,
+                                  degrees_of_freedom=dof, z_threshold=threshold, source={})
+        ranked = apply(rows(i, j), calibration)
+        top = ranked[0] if ranked else None
+        alarm = bool(top and top["significant"])
+        alarms += alarm
+        details.append({"pair": [i, j], "alarm": alarm, "top_property": top and top["property"],
+                        "top_calibrated_z": top and top["calibrated_z"]})
+    tested = len(details)
+    return {"pairs": tested, "alarms": alarms,
+            "rate_upper_95": _rate_upper(alarms, tested) if tested else None, "details": details}
+
+
+def _rate_upper(events: int, trials: int) -> float:
+    """Clopper–Pearson 95% upper bound on a rate."""
+    return 1.0 if events >= trials else float(stats.beta.ppf(0.95, events + 1, trials - events))

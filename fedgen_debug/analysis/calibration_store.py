@@ -1,0 +1,81 @@
+"""Which calibration a diagnosis uses, and where calibrations live.
+
+A calibration (`analysis.calibration`) holds for the training settings it was measured at: training noise
+grows with the noise multiplier and shrinks with the clients per round and the rounds. Each records those
+settings (`source["settings"]`, `training_settings`); a pair of runs uses the calibration measured at its
+own settings for its kind and pair type. The tool ships calibrations for its presets (`SHIPPED_DIR`,
+measured by `evaluation/any_bug.py` and `fedgen-debug calibrate`, see docs/analysis.md); a modeler with
+other settings makes one from their own replicate runs (`fedgen-debug calibrate RUN RUN RUN ... --out F`) and
+passes it with `--calibration F`. Without one, a diagnosis is calibrated against the samples' noise only
+and says so (`calibrated: false`).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+from fedgen_debug.analysis.calibration import Calibration
+from fedgen_debug.runs import store
+
+SHIPPED_DIR = os.path.join(os.path.dirname(__file__), "calibrations")
+NONE = "none"
+
+
+def training_settings(run_dir: str) -> dict:
+    """The settings a run's training noise depends on, from its released config."""
+    config = store.read_config(run_dir)
+    if config is None:
+        raise ValueError(f"{run_dir}: not a run directory (no released config).")
+    run = config.get("gan") or config.get("lm")
+    training = config["training"]
+    return {"preset": run["preset"], "rounds": int(training["rounds"]),
+            "clients_per_round": int(training["dp"]["clients_per_round"]),
+            "noise_multiplier": float(training["dp"]["noise_multiplier"]), "clip": float(training["dp"]["clip"])}
+
+
+def load(path: str) -> Calibration:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read calibration {path}: {e}") from e
+    return Calibration.from_json(data)
+
+
+def save(calibration: Calibration, path: str) -> None:
+    store.write_json(path, calibration.to_json())
+
+
+def shipped() -> list[Calibration]:
+    return [load(p) for p in sorted(glob.glob(os.path.join(SHIPPED_DIR, "*.json")))]
+
+
+def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> tuple[Calibration | None, str | None]:
+    """(the calibration for this pair or None, a note for the report). `option`: a file, "none" (samples'
+    noise only) or None (the shipped calibration measured at both runs' settings, if any)."""
+    if option == NONE:
+        return None, "calibration switched off (--calibration none): sampling noise only"
+    settings = [training_settings(d) for d in (run_a, run_b)]
+    if option is not None:
+        calibration = load(option)
+        if calibration.kind != kind:
+            raise ValueError(f"calibration {option} is for {calibration.kind} runs; these are {kind} runs.")
+        measured = calibration.source.get("settings")
+        note = None if measured in settings else (f"calibration measured at {measured}, these runs use "
+                                                  f"{settings[0]}: training noise differs with the settings")
+        return calibration, note
+    if settings[0] != settings[1]:
+        return None, (f"the two runs were trained with different settings ({settings[0]} vs {settings[1]}); "
+                      "no calibration: sampling noise only")
+    matching = [c for c in shipped() if c.kind == kind and c.source.get("settings") == settings[0]]
+    for c in matching:
+        if c.pair_type == pair:
+            return c, None
+    if matching:   # a selection pair with only replicate pairs measured at its settings
+        return matching[0], ("no clean selection pairs measured at these settings: calibrated against replicate "
+                             "pairs' training noise only; two selections are different users and also differ in "
+                             "style without a bug")
+    return None, (f"no calibration measured at these settings ({settings[0]}): sampling noise only; make one with "
+                  "`fedgen-debug calibrate` from 3 or more replicate runs")
