@@ -151,10 +151,10 @@ def check_line(check: dict) -> str:
 
 # ---- the evidence -----------------------------------------------------------------------------------------
 
-def _picture(run_dir: str, name: str, caption: str, width: str = "stretch") -> None:
+def _picture(run_dir: str, name: str, caption: str) -> None:
     path = store.released(run_dir, name)
     if os.path.isfile(path):
-        st.image(path, caption=caption, width=width)
+        st.image(path, caption=caption, width="content")  # its own pixels: grids are already enlarged, sharp
     else:
         st.info(f"{caption}: `{name}` is missing from the run's released/ part")
 
@@ -224,7 +224,8 @@ def render(root: str, left, right) -> None:
     if report["families"]:
         st.markdown(f"families, most significant first: **{', '.join(report['families'])}**")
     rows, z_column = difference_rows(report)
-    st.dataframe(rows, hide_index=True)
+    sides_wide = {side: st.column_config.TextColumn(side, width="medium") for side in ("A", "B")}  # class mixes
+    st.dataframe(rows, hide_index=True, column_config=sides_wide)
     st.caption(f"ranked, most important first; effect: Cliff's delta of B against A (class mix: total-variation "
                f"distance) with its 95% interval; {z_column}: against "
                f"{'training noise' if z_column == 'calibrated z' else 'the samples’ noise'}")
@@ -235,4 +236,4 @@ def render(root: str, left, right) -> None:
         _gan_evidence(run_dir, sides)
     else:
         _text_evidence(report, sides)
-    _picture(run_dir, store.DIAGNOSIS_PNG, "the effects, ranked", width="content")
+    _picture(run_dir, store.DIAGNOSIS_PNG, "the effects, ranked")
