@@ -1,7 +1,8 @@
 """Compare: two runs side by side — before/after a fix, low/high accuracy, misclassified/correct — with
 the pair's verdict in plain words, each run's ε and what its auxiliary produced: GAN sample grids of one
 size (a round slider over the training snapshots, brightness, contrast, actual size), their quality;
-char-LM top OOV words with probabilities and spaces marked; word-LM OOV rate by position."""
+char-LM top OOV words with probabilities and spaces marked; word-LM OOV rate by position; and below, the
+pair's diagnosis (`fedgen-debug diagnose`: ranked differences, checks, evidence) by `diagnosis_view`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 
 import streamlit as st
 
-from fedgen_debug.app import analyses, images
+from fedgen_debug.app import analyses, diagnosis_view, images
 from fedgen_debug.app.catalog import MODEL_KINDS, catalog
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.evidence import explain
@@ -217,3 +218,5 @@ def render(root: str) -> None:
                 _gan_column(root, run, part, controls)
             else:
                 _lm_column(part)
+    st.divider()
+    diagnosis_view.render(root, left, right)

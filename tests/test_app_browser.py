@@ -265,3 +265,28 @@ def test_privacy_page_lists_a_run_charged_by_two_paths_once(browser, tmp_path, m
         assert len(grids) == 2, "no per-run table"
         rows = [r.get_attribute("textContent") for r in grids[1].find_elements(By.CSS_SELECTOR, "tbody tr[role='row']")]
         assert len(rows) == 1 and rows[0].startswith(os.path.realpath(relative) + "2"), rows  # run, releases, ε
+
+
+# ---- Issue 55: the pair's diagnosis on Compare ------------------------------------------------------------
+
+def test_compare_shows_the_pairs_diagnosis(browser, tmp_path, screenshots):
+    """A hand-built store with a hand-written diagnosis (tests/test_app_diagnosis.py): Compare on the GAN
+    pair draws the verdict, the ranked table with the report's first property, and the three pictures."""
+    from selenium.webdriver.common.by import By
+
+    from test_app_diagnosis import GAN_FIRST, diagnosed_store
+
+    diagnosed_store(str(tmp_path))
+    with _serve(str(tmp_path)) as url:
+        query = urllib.parse.urlencode({"page": "Compare", "left": "gan/high", "right": "gan/low"})
+        shown = _open(browser, f"{url}/?{query}", images=3)  # no final samples: only the diagnosis' pictures
+        main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+        assert "differ: no" in main and "A's samples most unlike B" in main and "B's most unlike A" in main
+        grids = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')
+        cells = [g.get_attribute("textContent") for g in grids]
+        ranked = [c for c in cells if "calibrated z" in c]
+        assert len(ranked) == 1 and GAN_FIRST[0] in ranked[0] and GAN_FIRST[1] in ranked[0], cells
+        assert len(shown) == 3
+        browser.execute_script("arguments[0].scrollIntoView()", grids[0])
+        time.sleep(0.5)
+        browser.save_screenshot(os.path.join(screenshots, "compare-diagnosis.png"))
