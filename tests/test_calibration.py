@@ -37,6 +37,9 @@ def test_selection_pairs_have_an_offset_and_their_spread_about_it():
     assert dof == 2 and noise["p"].offset == pytest.approx(0.6)
     assert noise["p"].training_noise == pytest.approx(0.1)             # Σ(e − 0.6)² / (3 − 1) = 0.01
     assert noise["p"].training_noise_upper == pytest.approx(math.sqrt(0.02 / stats.chi2.ppf(0.05, 2)))
+    assert noise["p"].offset_error == pytest.approx(0.1 / math.sqrt(3))   # the offset is itself an estimate
+    assert C.calibrated_z(_row(0.9), noise["p"]) == pytest.approx(
+        0.3 / math.sqrt(noise["p"].training_noise_upper ** 2 + 0.01 / 3))
 
 
 def test_too_few_pairs_and_unequal_properties_are_refused_or_left_uncalibrated():
@@ -51,7 +54,7 @@ def test_calibrated_z_counts_both_noises_and_is_none_without_a_calibration():
     assert C.calibrated_z(_row(0.5, 0.03), noise) == pytest.approx(0.4 / math.sqrt(0.03 ** 2 + 0.16))
     assert C.calibrated_z(_row(0.5, 0.03), None) is None
     # A class mix's distance below the clean pairs' is no difference; above, in units of their spread.
-    mix = C.PropertyNoise(offset=0.2, training_noise=0.05, training_noise_upper=0.1, pairs=10)
+    mix = C.PropertyNoise(offset=0.2, training_noise=0.05, training_noise_upper=0.1, pairs=10, offset_error=0.0)
     assert C.calibrated_z(_row(0.1, 0.02, kind="categories"), mix) == 0.0
     assert C.calibrated_z(_row(0.5, 0.02, kind="categories"), mix) == pytest.approx(3.0)
 

@@ -7,7 +7,7 @@ e = μ + t + s: μ a systematic offset the pair type has without any bug, t the 
 the same for any sample count), s the samples' own noise (variance SE², the pair's DeLong standard error,
 shrinking with the sample count). Then
 
-    calibrated z = (e − μ) / √(SE² + τ²_upper)
+    calibrated z = (e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²)
 
 is a standard normal for a pair without a bug, whatever the sample count; the sampling-only z of
 `differences` is the special case τ = 0, μ = 0.
@@ -54,19 +54,21 @@ MIN_DEGREES_OF_FREEDOM = 2
 
 @dataclasses.dataclass(frozen=True)
 class PropertyNoise:
-    """One property's clean-pair behaviour: `offset` μ, `training_noise` τ's estimate and
-    `training_noise_upper` its upper bound (module docstring), from `pairs` clean pairs."""
+    """One property's clean-pair behaviour: `offset` μ̂, `training_noise` τ's estimate and
+    `training_noise_upper` its upper bound (module docstring), from `pairs` clean pairs; `offset_error`:
+    the standard error of μ̂ (0 for replicate pairs, whose offset is 0 by symmetry, not estimated)."""
     offset: float
     training_noise: float
     training_noise_upper: float
     pairs: int
+    offset_error: float = 0.0
 
     def __post_init__(self):
-        for name in ("offset", "training_noise", "training_noise_upper"):
+        for name in ("offset", "training_noise", "training_noise_upper", "offset_error"):
             value = getattr(self, name)
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite. Found {value}.")
-        if self.training_noise < 0 or self.training_noise_upper < self.training_noise:
+        if self.offset_error < 0 or self.training_noise < 0 or self.training_noise_upper < self.training_noise:
             raise ValueError(f"need 0 <= training_noise <= training_noise_upper. Found {self.training_noise}, "
                              f"{self.training_noise_upper}.")
 
@@ -148,6 +150,7 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
             squares = float(np.sum((effects - offset) ** 2))
             estimate = math.sqrt(squares / max(pairs - 1, 1))
             upper = math.sqrt(_upper_variance(squares, max(dof - (pair_type == "replicate"), 1)))
+            offset_error = estimate / math.sqrt(pairs)
         else:
             offset = float(effects.mean()) if pair_type == "selection" else 0.0
             deviations = effects - offset
@@ -155,21 +158,23 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
             mean_square = float(np.mean(deviations ** 2)) * pairs / max(pairs - (pair_type == "selection"), 1)
             estimate = math.sqrt(max(mean_square - sampling, 0.0))
             upper = math.sqrt(max(_upper_variance(mean_square * dof, dof) - sampling, 0.0))
+            offset_error = math.sqrt(mean_square / pairs) if pair_type == "selection" else 0.0
         noise[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=max(upper, estimate),
-                                    pairs=pairs)
+                                    pairs=pairs, offset_error=offset_error)
     return noise, dof
 
 
 def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | None:
-    """(e − μ) / √(SE² + τ²_upper) (module docstring); None when the property is not calibrated."""
+    """(e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²) (module docstring); None when the property is not calibrated."""
     if noise is None:
         return None
     deviation = comparison["effect"] - noise.offset
     if comparison.get("kind") == "categories":
-        scale = noise.training_noise_upper       # the whole clean spread of the distance
+        scale = math.hypot(noise.training_noise_upper, noise.offset_error)   # the clean distances' whole spread
         deviation = max(deviation, 0.0)          # a distance below the clean ones is no difference
     else:
-        scale = math.sqrt(comparison["standard_error"] ** 2 + noise.training_noise_upper ** 2)
+        scale = math.sqrt(comparison["standard_error"] ** 2 + noise.training_noise_upper ** 2
+                          + noise.offset_error ** 2)
     if scale <= 0.0:
         return 0.0 if deviation == 0.0 else math.copysign(differences.MAX_STANDARDIZED, deviation)
     return float(np.clip(deviation / scale, -differences.MAX_STANDARDIZED, differences.MAX_STANDARDIZED))
