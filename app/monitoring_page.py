@@ -74,10 +74,11 @@ def _diagnosis(root: str, view, alert: dict) -> None:
         for side, reason in sorted(summary.get("unhealthy", {}).items()):
             st.warning(f"{sides.get(side, side)}: {reason}: an unhealthy auxiliary; its differences are no "
                        "evidence of a data change")
-        if summary.get("top"):
-            st.dataframe([{"property": t["property"], "family": t["family"], f"period {period} is": t["direction"],
-                           "effect": round(t["effect"], 3), "z": round(t["z"], 1), "z against": t.get("z_against"),
-                           "significant": t.get("significant")} for t in summary["top"]], hide_index=True)
+        if summary.get("top"):   # a list, not a table: the page's tables are the thumbnails and the history
+            st.markdown("\n".join(
+                f"- **{t['property']}** ({t['family']}): period {period} is {t['direction']}; effect {t['effect']:+.2f}, "
+                f"z {t['z']:+.1f} against {t.get('z_against', 'sampling noise')}"
+                + ("" if t.get("significant") else " (not significant)") for t in summary["top"]))
         st.caption(f"families, most significant first: {', '.join(summary.get('families', [])) or '–'}; "
                    f"calibrated against {summary.get('against') or 'sampling noise'}")
         evidence, here = summary.get("evidence", {}), os.path.join(root, view.path)
