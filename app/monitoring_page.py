@@ -76,8 +76,8 @@ def _diagnosis(root: str, view, alert: dict) -> None:
                        "evidence of a data change")
         if summary.get("top"):   # a list, not a table: the page's tables are the thumbnails and the history
             st.markdown("\n".join(
-                f"- **{t['property']}** ({t['family']}): period {period} is {t['direction']}; effect {t['effect']:+.2f}, "
-                f"z {t['z']:+.1f} against {t.get('z_against', 'sampling noise')}"
+                f"- **{t['property']}** ({t['family']}): period {period} is {t['direction']}; "
+                f"effect {t['effect']:+.2f}, z {t['z']:+.1f} against {t.get('z_against', 'sampling noise')}"
                 + ("" if t.get("significant") else " (not significant)") for t in summary["top"]))
         st.caption(f"families, most significant first: {', '.join(summary.get('families', [])) or '–'}; "
                    f"calibrated against {summary.get('against') or 'sampling noise'}")

@@ -65,9 +65,9 @@ def _monitor(root, periods: int, alerting: tuple[int, ...]) -> dict:
         "thresholds": {s: {"signal": s, "value": 0.1, "source": "calibrated on periods 1-2"} for s in signals}})
     unhealthy = _summary("char", 3, differ=False, unhealthy={"b": "mostly empty samples"})
     alerts = [_alert(f"{GAN}/dark_background_share", 3, "", _summary("gan", 3)),
-              _alert(f"{LM}/space_mass", 3, f". Against period 2, the last calibration period: {UNHEALTHY} — period 3: "
-                                            "mostly empty samples; its differences are no evidence of a data change",
-                     unhealthy)]
+              _alert(f"{LM}/space_mass", 3, f". Against period 2, the last calibration period: {UNHEALTHY} — "
+                                            "period 3: mostly empty samples; its differences are no evidence of a "
+                                            "data change", unhealthy)]
     for period in range(1, periods + 1):
         record = {"period": period, "rollout": {"bug": None, "fraction": 0.0}, "population_epsilon": float(period),
                   "auxiliaries": {name: {"signals": {signal.split("/")[1]: 0.5 if period in alerting else 0.05},

@@ -24,8 +24,8 @@ One period, in order:
 A crash anywhere (`kill -9` included) resumes with the same command: finished periods are skipped
 (program state), the interrupted period's runs resume at their last checkpoint and re-find their
 ledger records (nothing is charged twice), a diagnosis already released is read instead of computed
-again, and every period run's secret derives from the monitor's
-own (`server/secret.json`), so the resumed monitor computes exactly what an uninterrupted one would.
+again, and every period run's secret derives from the monitor's own (`server/secret.json`), so the
+resumed monitor computes exactly what an uninterrupted one would.
 Sinks are called at least once: an alert whose period was cut short after its sink ran is told again.
 
 Before period 1 the whole plan is checked against the budget (`budget.check_budget`) and refused with
@@ -52,8 +52,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fedgen_debug.experiments import sweep
 from fedgen_debug.analysis import diagnosis_summary
+from fedgen_debug.experiments import sweep
 from fedgen_debug.monitor import alerts as alerts_lib
 from fedgen_debug.monitor import budget as budget_lib
 from fedgen_debug.monitor import diagnosis as diagnosis_lib
@@ -527,8 +527,8 @@ class Monitor:
         periods clean and the thresholds are calibrated on them, so "what changed" is against the same
         clean state the alert is; of those it is the latest, so the fewest rounds of training separate it
         from the periods after it (two trainings differ by their noise and progress alone); and it is the
-        same one for every alert of the monitor, so two alerts' summaries compare. Not the alert's own baseline (`compare[0]`): a change
-        that rose slowly can be under way there already."""
+        same one for every alert of the monitor, so two alerts' summaries compare. Not the alert's own
+        baseline (`compare[0]`): a change that rose slowly can be under way there already."""
         reference = self.plan.alerts.calibration_periods
         done = self.history.diagnoses.setdefault(period, {})
         for auxiliary in self.plan.auxiliaries:
