@@ -1,14 +1,17 @@
 """Monitoring: a monitor's periods as a timeline — every signal with its calibrated threshold, the
-alerts (each with one click to the Compare view of the two periods it names), the ε spent over time
-against the budget, and period thumbnails (sample grids, top OOV words)."""
+alerts (each with one click to the Compare view of the two periods it names, and what its auxiliary
+changed against the last calibration period: `monitor.diagnosis`'s summary, with its evidence one click
+away), the ε spent over time against the budget, and period thumbnails (sample grids, top OOV words)."""
 
 from __future__ import annotations
 
 import math
+import os
 from urllib.parse import urlencode
 
 import streamlit as st
 
+from fedgen_debug.analysis import diagnosis_summary
 from fedgen_debug.app import images
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.monitors import monitors
@@ -27,7 +30,7 @@ def compare_link(view, alert: dict) -> str | None:
     return "?" + urlencode({"page": "Compare", "left": left, "right": right})
 
 
-def _alerts(view) -> None:
+def _alerts(root: str, view) -> None:
     active = view.active_alerts
     if not view.periods:
         st.info("No period has finished yet.")
@@ -40,6 +43,7 @@ def _alerts(view) -> None:
     for alert in active:
         st.error(alert["message"])
         _link(view, alert)
+        _diagnosis(root, view, alert)
     raised = [e for e in view.events if e["event"] == "raised"]
     if not active and raised:   # the latest alert, cleared since: still one click from its two periods
         last = raised[-1]
@@ -47,6 +51,53 @@ def _alerts(view) -> None:
                         and e["period"] > last["period"]), None)
         st.info(f"Last alert (cleared in period {cleared}): {last['message']}")
         _link(view, last["alert"])
+        _diagnosis(root, view, last["alert"])
+
+
+def _diagnosis(root: str, view, alert: dict) -> None:
+    """What the alert's auxiliary changed against the last calibration period (the summary the monitor
+    stored with the alert), and the evidence behind it in an expander: the top differences, the
+    samples of each side most unlike the other (image grids or text), the chart, the full report's path."""
+    summary = alert.get("diagnosis")
+    if not summary:
+        return
+    reference, period = summary.get("reference_period", "?"), summary.get("period", alert["period"])
+    sides = {"a": f"period {reference}", "b": f"period {period}"}
+    line = diagnosis_summary.headline(summary, sides)
+    if line not in alert.get("message", ""):   # the monitor's own messages end with it already
+        (st.warning if summary.get("unhealthy") else st.markdown)(f"Against period {reference}: {line}")
+    with st.expander(f"Diagnosis of period {period} against period {reference} (the last calibration period): "
+                     "evidence"):
+        if summary.get("unavailable"):
+            st.caption(line)
+            return
+        for side, reason in sorted(summary.get("unhealthy", {}).items()):
+            st.warning(f"{sides.get(side, side)}: {reason}: an unhealthy auxiliary; its differences are no "
+                       "evidence of a data change")
+        if summary.get("top"):   # a list, not a table: the page's tables are the thumbnails and the history
+            st.markdown("\n".join(
+                f"- **{t['property']}** ({t['family']}): period {period} is {t['direction']}; "
+                f"effect {t['effect']:+.2f}, z {t['z']:+.1f} against {t.get('z_against', 'sampling noise')}"
+                + ("" if t.get("significant") else " (not significant)") for t in summary["top"]))
+        st.caption(f"families, most significant first: {', '.join(summary.get('families', [])) or '–'}; "
+                   f"calibrated against {summary.get('against') or 'sampling noise'}")
+        evidence, here = summary.get("evidence", {}), os.path.join(root, view.path)
+        for key, what in (("a_png", f"{sides['a']}'s samples most unlike {sides['b']}"),
+                          ("b_png", f"{sides['b']}'s samples most unlike {sides['a']}"),
+                          ("chart_png", "the effects, largest first")):
+            if key in evidence:
+                path = os.path.join(here, evidence[key])
+                if os.path.isfile(path):
+                    st.image(path, caption=what)
+                else:
+                    st.caption(f"{what}: `{evidence[key]}` (not found)")
+        for side, other in (("b", "a"), ("a", "b")):
+            if evidence.get(side):
+                st.markdown(f"**{sides[side]}'s samples most unlike {sides[other]}**")
+                st.code("\n".join(evidence[side]), language=None)
+        if summary.get("report"):
+            st.caption(f"full report: `{os.path.join(view.path, summary['report'])}` (`fedgen-debug diagnose` "
+                       "prints the same for any two runs)")
 
 
 def _health(view) -> None:
@@ -164,7 +215,7 @@ def render(root: str) -> None:
                + ", ".join(f"{a['kind']} ({a['select']})" if a["kind"] == "gan" else a["kind"]
                            for a in plan.get("auxiliaries", [])))
     st.subheader("Alerts")
-    _alerts(view)
+    _alerts(root, view)
     if view.periods:
         _health(view)
     st.subheader("Signals over periods")

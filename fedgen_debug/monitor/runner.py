@@ -14,15 +14,18 @@ One period, in order:
    run and showed it had not learned its data (`measure.problem`: mostly blank or noise samples), in
    which case it starts from scratch with the first period's rounds;
 4. the signals of every auxiliary (`measure`), drift against the calibration periods (`signals`),
-   thresholds once the calibration periods are done, alerts (`alerts`);
+   thresholds once the calibration periods are done, alerts (`alerts`); a period with an alert has each
+   of its auxiliaries diagnosed against the last calibration period's (`diagnosis`), and every alert of
+   that period carries its auxiliary's summary: what changed, or that the auxiliary is unhealthy;
 5. the period record and the alerts are released (`tff.program` release managers into the run
    store, the log and `--on-alert`), then the program state (`tff.program.FileProgramStateManager`,
    server side) marks the period done.
 
 A crash anywhere (`kill -9` included) resumes with the same command: finished periods are skipped
 (program state), the interrupted period's runs resume at their last checkpoint and re-find their
-ledger records (nothing is charged twice), and every period run's secret derives from the monitor's
-own (`server/secret.json`), so the resumed monitor computes exactly what an uninterrupted one would.
+ledger records (nothing is charged twice), a diagnosis already released is read instead of computed
+again, and every period run's secret derives from the monitor's own (`server/secret.json`), so the
+resumed monitor computes exactly what an uninterrupted one would.
 Sinks are called at least once: an alert whose period was cut short after its sink ran is told again.
 
 Before period 1 the whole plan is checked against the budget (`budget.check_budget`) and refused with
@@ -49,9 +52,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fedgen_debug.analysis import diagnosis_summary
 from fedgen_debug.experiments import sweep
 from fedgen_debug.monitor import alerts as alerts_lib
 from fedgen_debug.monitor import budget as budget_lib
+from fedgen_debug.monitor import diagnosis as diagnosis_lib
 from fedgen_debug.monitor import measure, signals
 from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds
 from fedgen_debug.privacy.accounting import format_epsilon
@@ -132,6 +137,7 @@ class _History:
     drift_inputs: dict[str, dict[int, object]] = dataclasses.field(default_factory=lambda: collections.defaultdict(dict))
     shares: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)   # signal -> samples
     problems: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)  # auxiliary -> problem
+    diagnoses: dict[int, dict[str, dict]] = dataclasses.field(default_factory=dict)  # auxiliary -> summary
 
 
 class Monitor:
@@ -458,6 +464,7 @@ class Monitor:
         self.history.shares[period] = shares
         self.history.problems[period] = {name: m["problem"] for name, m in record["auxiliaries"].items()
                                          if m.get("problem")}
+        self.history.diagnoses[period] = dict(record.get("diagnoses", {}))
 
     def _drift(self, signal: str, period: int) -> float:
         calibration = list(range(1, self.plan.alerts.calibration_periods + 1))
@@ -482,6 +489,9 @@ class Monitor:
         thresholds = self._thresholds() if period >= calibration else {}
         active = alerts_lib.active_alerts(self.history.values, thresholds, self.plan.alerts.persistence,
                                           self.plan.alerts.window)
+        for p in rewrite:
+            if active.get(p) and p > calibration:
+                self._diagnose(p)
         events = self._events(active)
         releases = PeriodReleaseManager(self.out_dir)
         for p in rewrite:
@@ -492,6 +502,8 @@ class Monitor:
                     if name in self.history.values[p]:
                         signals_of[name.split("/", 1)[1]] = self.history.values[p][name]
             saved["alerts"] = [self._alert_json(a) for a in active.get(p, [])]
+            if self.history.diagnoses.get(p):
+                saved["diagnoses"] = self.history.diagnoses[p]
             asyncio.run(releases.release(saved, p))
         asyncio.run(AlertReleaseManager(self.out_dir, self.on_alert).release(events, period))
         self._write_meta(periods_completed=period,
@@ -507,11 +519,39 @@ class Monitor:
             out[name] = alerts_lib.calibrate(name, clean, calibration, samples)   # samples: a share's
         return out
 
+    def _diagnose(self, period: int) -> None:
+        """Diagnoses every auxiliary of an alerting `period` not diagnosed yet (a resumed period keeps
+        what its records hold, and `diagnosis` reads a report already released instead of computing it).
+
+        The reference is the auxiliary of the last calibration period: the plan declares the calibration
+        periods clean and the thresholds are calibrated on them, so "what changed" is against the same
+        clean state the alert is; of those it is the latest, so the fewest rounds of training separate it
+        from the periods after it (two trainings differ by their noise and progress alone); and it is the
+        same one for every alert of the monitor, so two alerts' summaries compare. Not the alert's own
+        baseline (`compare[0]`): a change that rose slowly can be under way there already."""
+        reference = self.plan.alerts.calibration_periods
+        done = self.history.diagnoses.setdefault(period, {})
+        for auxiliary in self.plan.auxiliaries:
+            if auxiliary.name in done:
+                continue
+            summary = diagnosis_lib.diagnose_run(run_dir_of(self.out_dir, reference, auxiliary),
+                                                 run_dir_of(self.out_dir, period, auxiliary),
+                                                 self.plan.samples, self.plan.seed, self.out_dir)
+            done[auxiliary.name] = {**summary, "reference_period": reference, "period": period}
+            logger.info("period %d: %s against period %d: %s", period, auxiliary.name, reference,
+                        diagnosis_summary.headline(summary, _sides(done[auxiliary.name])))
+
     def _alert_json(self, alert: alerts_lib.Alert) -> dict:
-        """The alert, and whether its auxiliary had learned its data then: an alert from one that had not
-        (a GAN drawing noise) is still raised, but says it is no evidence about the data."""
+        """The alert, with its auxiliary's diagnosis in that period (what changed, or that the auxiliary is
+        unhealthy), and whether it had learned its data then: an alert from one that had not (a GAN drawing
+        noise) is still raised, but says it is no evidence about the data."""
         out = alert.to_json()
         auxiliary = alert.signal.split("/", 1)[0]
+        diagnosis = self.history.diagnoses.get(alert.period, {}).get(auxiliary)
+        if diagnosis:
+            out["diagnosis"] = diagnosis
+            out["message"] += (f". Against period {diagnosis['reference_period']}, the last calibration period: "
+                               f"{diagnosis_summary.headline(diagnosis, _sides(diagnosis))}")
         problem = self.history.problems.get(alert.period, {}).get(auxiliary)
         if problem:
             out["auxiliary_problem"] = problem
@@ -531,6 +571,10 @@ class Monitor:
                 events.append({"event": "cleared", "period": period, "signal": signal,
                                "message": f"cleared {signal}: back under its threshold in period {period}"})
         return events
+
+
+def _sides(diagnosis: dict) -> dict:
+    return {"a": f"period {diagnosis['reference_period']}", "b": f"period {diagnosis['period']}"}
 
 
 def run_monitor(plan: MonitorPlan, out_dir: str, **options) -> list[dict]:

@@ -1,0 +1,77 @@
+"""A diagnosis report (`analysis.diagnose`, schemas "fedgen-debug/diagnosis/1" and "/2") in a few fields and
+one line: what a monitor's alert carries and the app's Monitoring page shows, so an alert says *what*
+changed (issue 55).
+
+Pure formatting of a released report: no numpy, no TensorFlow, no reading of run files, so the app can
+import it (tests/test_layout.py: the app reaches analysis/, never monitor/). Fields the calibration work
+adds to the report (`calibrated_z`, ...) are read with `.get`: a report without them is summarized by its
+sampling-noise z.
+"""
+
+from __future__ import annotations
+
+import os
+
+TOP_DIFFERENCES = 3
+TOP_FAMILIES = 3
+TEXT_EVIDENCE = 8          # samples per side kept for text auxiliaries (the PNGs are kept by path)
+UNHEALTHY = "unhealthy auxiliary (mostly blank/noise samples)"
+SIDES = {"a": "the reference", "b": "the diagnosed run"}
+
+
+def _relative(path: str, relative_to: str | None) -> str:
+    return os.path.relpath(path, relative_to) if relative_to and os.path.isabs(path) else path
+
+
+def summarize(report: dict, report_path: str, relative_to: str | None = None) -> dict:
+    """The compact summary of `report` (written at `report_path`): whether the two differ, the first
+    families, the top differences (each with the z to show: against training noise when the report was
+    calibrated, else against sampling noise), the unhealthy sides and the evidence. Paths are made
+    relative to `relative_to` (a monitor directory) so the summary stays valid when the store moves."""
+    top = []
+    for row in report.get("differences", [])[:TOP_DIFFERENCES]:
+        calibrated = row.get("calibrated_z")
+        top.append({"property": row["property"], "family": row["family"], "direction": row["direction"],
+                    "effect": float(row["effect"]),
+                    "z": float(calibrated if calibrated is not None else row["z"]),
+                    "z_against": "training noise" if calibrated is not None else "sampling noise",
+                    "significant": bool(row.get("significant"))})
+    evidence = report.get("evidence", {})
+    kept = {key: _relative(evidence[key], relative_to) for key in ("a_png", "b_png", "chart_png") if key in evidence}
+    for side in ("a", "b"):
+        if side in evidence:
+            kept[side] = list(evidence[side][:TEXT_EVIDENCE])
+    calibration = report.get("calibration", {})
+    return {"kind": report.get("kind"), "differ": bool(report.get("differ")),
+            "families": list(report.get("families", []))[:TOP_FAMILIES], "top": top,
+            "unhealthy": dict(report.get("unhealthy", {})),
+            "calibrated": bool(calibration.get("calibrated")),
+            "against": calibration.get("against"),
+            "report": _relative(report_path, relative_to), "evidence": kept}
+
+
+def headline(summary: dict, sides: dict | None = None) -> str:
+    """One line: "what changed: polarity — background_level darker, ..."; for an unhealthy side, that
+    it is an unhealthy auxiliary and not a data change; else that nothing differs beyond the noise.
+    `sides` names "a" and "b" ("period 2", ...) in the unhealthy case."""
+    if summary.get("unavailable"):
+        return f"no diagnosis: {summary['unavailable']}"
+    names = {**SIDES, **(sides or {})}
+    unhealthy = summary.get("unhealthy") or {}
+    if unhealthy:
+        reasons = "; ".join(f"{names.get(side, side)}: {reason}" for side, reason in sorted(unhealthy.items()))
+        return f"{UNHEALTHY} — {reasons}; its differences are no evidence of a data change"
+    significant = [row for row in summary.get("top", []) if row.get("significant")]
+    if not summary.get("differ") or not significant:
+        largest = summary.get("top", [])[:1]
+        tail = f" (largest: {_phrase(largest[0])})" if largest else ""
+        return f"what changed: nothing beyond the {summary.get('against') or 'noise'}{tail}"
+    by_family: dict[str, list[str]] = {}
+    for row in significant:   # families in the order of their first (most important) difference
+        by_family.setdefault(row["family"], []).append(_phrase(row))
+    return "what changed: " + "; ".join(f"{family} — {', '.join(rows)}" for family, rows in by_family.items())
+
+
+def _phrase(row: dict) -> str:
+    # A categories row's direction reads "more 58, 48; fewer 8": its ";" would read as a new family.
+    return f"{row['property']} {row['direction'].replace('; ', ', ')}"
