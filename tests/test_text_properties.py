@@ -39,6 +39,25 @@ def test_golden_values():
         tp.text_properties("not a list")
 
 
+def test_a_word_lms_unk_is_vocabulary_not_capitals():
+    values = tp.text_properties(["UNK is here .", "the UNK UNK", "all known words", ""])
+    assert values["oov_share"][:3].tolist() == pytest.approx([1 / 4, 2 / 3, 0.0]) and math.isnan(values["oov_share"][3])
+    assert values["oov_first"][:3].tolist() == [1, 0, 0]
+    # The character properties skip the UNK tokens: no capitals, "is here ." starts lower case.
+    assert values["uppercase_share"][:3].tolist() == [0, 0, 0] and values["starts_uppercase"][0] == 0
+    assert values["tokens"][:2].tolist() == [4, 3]
+
+
+def test_glued_tokens_in_a_word_lm_show_as_unk_at_the_first_position():
+    rng = np.random.default_rng(3)
+    clean = [" ".join(rng.choice(["the", "cat", "sat", "on", "a", "mat"], size=rng.integers(4, 12))) + " ."
+             for _ in range(400)]
+    glued = [f"UNK {s.split(' ', 2)[2]}" if i % 2 else s for i, s in enumerate(clean)]
+    ranked = df.rank(df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(clean), tp.text_properties(glued)))
+    assert ranked[0]["family"] == "vocabulary" and ranked[0]["significant"]
+    assert not any(c["family"] == "case" and c["significant"] for c in ranked)
+
+
 def test_every_family_is_documented():
     assert {p.family for p in tp.TEXT_PROPERTIES} == set(df.TEXT_FAMILIES)
     assert len({p.name for p in tp.TEXT_PROPERTIES}) == len(tp.TEXT_PROPERTIES)

@@ -65,6 +65,7 @@ TEXT_FAMILIES = (
     "length",        # characters and tokens per sample, truncation
     "repetition",    # repeated tokens or character runs
     "case",          # upper/lower case
+    "vocabulary",    # out-of-vocabulary tokens, overall and at the first position (a word-LM's UNK)
 )
 FAMILIES = IMAGE_FAMILIES + TEXT_FAMILIES
 

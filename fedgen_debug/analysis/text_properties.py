@@ -14,6 +14,12 @@ whitespace-separated parts. Families (`differences.TEXT_FAMILIES`) and the prope
 - repetition: `repeated_tokens` (share of tokens that repeat an earlier token of the sample),
   `character_run` (yes/no: a character 3+ times in a row).
 - case: `uppercase_share` (of letters), `starts_uppercase` (yes/no, samples starting with a letter).
+- vocabulary: `oov_share` (share of tokens out of the model's vocabulary), `oov_first` (yes/no: the first
+  token is). A word-LM writes an out-of-vocabulary id as the token `OOV_TOKEN` ("UNK", as `lm_analysis`
+  does): whatever a fault does inside a token (glued words, entities, typos, encoding damage) reaches a
+  word-LM's samples only as more UNK, at the positions the fault hits (the paper's Table 7: a glued "i
+  have" is UNK at position 1). The character properties are measured without the UNK tokens, so an UNK
+  is not read as three capitals. A char-LM's samples (the OOV words themselves) hold no UNK.
 
 `distinctive_terms` lists each side's most distinctive tokens and character n-grams by the log-odds ratio
 with an informative Dirichlet prior (Monroe, Colaresi & Quinn 2008, "Fightin' Words", §3.5.1), the prior
@@ -41,6 +47,7 @@ _ENTITY = re.compile(r"&(?:[a-z]{2,6}|#x?[0-9a-f]{1,5});?|\b(?:amp|quot|apos|nbs
 _MOJIBAKE = re.compile("â€|[ÃÂ]|\ufffd")
 _RUN = re.compile(r"(.)\1\1")
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"\s[.,;:!?']")
+OOV_TOKEN = "UNK"
 
 TEXT_PROPERTIES = (
     Property("has_space", "spacing", "fewer with a space", "more with a space",
@@ -74,6 +81,10 @@ TEXT_PROPERTIES = (
     Property("uppercase_share", "case", "more lower case", "more upper case", "share of letters in upper case"),
     Property("starts_uppercase", "case", "fewer capitalized", "more capitalized",
              "share of samples starting with an upper-case letter (of those starting with a letter)"),
+    Property("oov_share", "vocabulary", "fewer out-of-vocabulary tokens", "more out-of-vocabulary tokens",
+             f"share of tokens out of the vocabulary ({OOV_TOKEN} in a word-LM's samples)"),
+    Property("oov_first", "vocabulary", "fewer start out of vocabulary", "more start out of vocabulary",
+             f"share of samples whose first token is out of the vocabulary ({OOV_TOKEN})"),
 )
 
 
@@ -81,8 +92,10 @@ def _share(count: int, total: int) -> float:
     return count / total if total else 0.0
 
 
-def _one(sample: str) -> dict[str, float]:
-    tokens = sample.split()
+def _one(raw: str) -> dict[str, float]:
+    tokens = raw.split()
+    oov = [t == OOV_TOKEN for t in tokens]
+    sample = " ".join(t for t in tokens if t != OOV_TOKEN) if any(oov) else raw
     length = len(sample)
     letters = [c for c in sample if c.isalpha()]
     stripped = sample.strip()
@@ -106,6 +119,8 @@ def _one(sample: str) -> dict[str, float]:
         "character_run": float(bool(_RUN.search(sample))),
         "uppercase_share": _share(sum(c.isupper() for c in letters), len(letters)) if letters else math.nan,
         "starts_uppercase": float(first_letter.isupper()) if first_letter.isalpha() else math.nan,
+        "oov_share": _share(sum(oov), len(tokens)) if tokens else math.nan,
+        "oov_first": float(oov[0]) if tokens else math.nan,
     }
 
 
