@@ -20,7 +20,7 @@ from conftest import run_cli
 
 def _row(effect, error=0.0, name="p", kind="mean", family="stroke"):
     return {"property": name, "family": family, "kind": kind, "effect": effect, "standard_error": error, "z": 0.0,
-            "standardized_difference": effect}
+            "standardized_difference": effect, "difference": effect, "difference_standard_error": error}
 
 
 def test_replicate_noise_is_the_rms_effect_beyond_the_samples_noise_with_a_chi_square_bound():

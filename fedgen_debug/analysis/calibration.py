@@ -2,10 +2,11 @@
 when nothing but the training's randomness (its secret: DP noise, client sampling; its initialisation)
 differs, so that `diagnose` calls a difference only beyond that.
 
-The model. A property's effect between two runs (Cliff's delta of B against A, `differences.compare`) is
-e = μ + t + s: μ a systematic offset the pair type has without any bug, t the training noise (variance τ²,
+The model. A property's difference between two runs (mean B − mean A in the property's unit,
+`differences.compare`'s "difference"; not Cliff's delta, which cannot pass ±1 while clean GAN pairs
+already reach ±0.5) is e = μ + t + s: μ a systematic offset the pair type has without any bug, t the training noise (variance τ²,
 the same for any sample count), s the samples' own noise (variance SE², the pair's DeLong standard error,
-shrinking with the sample count). Then
+shrinking with the sample count: its Welch standard error). Then
 
     calibrated z = (e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²)
 
@@ -143,8 +144,8 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
     for name, rows in by_property.items():
         if len(rows) < pairs:    # measured in some pairs only: not calibrated
             continue
-        effects = np.array([r["effect"] for r in rows], np.float64)
-        errors = np.array([r["standard_error"] for r in rows], np.float64)
+        effects = np.array([r["difference"] for r in rows], np.float64)
+        errors = np.array([r["difference_standard_error"] for r in rows], np.float64)
         if rows[0].get("kind") == "categories":
             offset = float(effects.mean())
             squares = float(np.sum((effects - offset) ** 2))
@@ -168,12 +169,12 @@ def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | No
     """(e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²) (module docstring); None when the property is not calibrated."""
     if noise is None:
         return None
-    deviation = comparison["effect"] - noise.offset
+    deviation = comparison["difference"] - noise.offset
     if comparison.get("kind") == "categories":
         scale = math.hypot(noise.training_noise_upper, noise.offset_error)   # the clean distances' whole spread
         deviation = max(deviation, 0.0)          # a distance below the clean ones is no difference
     else:
-        scale = math.sqrt(comparison["standard_error"] ** 2 + noise.training_noise_upper ** 2
+        scale = math.sqrt(comparison["difference_standard_error"] ** 2 + noise.training_noise_upper ** 2
                           + noise.offset_error ** 2)
     if scale <= 0.0:
         return 0.0 if deviation == 0.0 else math.copysign(differences.MAX_STANDARDIZED, deviation)
@@ -181,7 +182,8 @@ def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | No
 
 
 def apply(comparisons: Sequence[Mapping], calibration: Calibration) -> list[dict]:
-    """The comparisons with "calibrated_z" and "training_noise" (τ_upper; None when not calibrated), ranked
+    """The comparisons with "calibrated_z" and "training_noise" (τ_upper in the property's unit, as the
+    "difference"; None when not calibrated), ranked
     by the calibrated z (`differences.rank` with it in place of the sampling z) and significant beyond the
     calibration's threshold. The sampling-only z stays as "z"."""
     rows = []

@@ -206,14 +206,22 @@ def _chart(ranked: list[dict], path: str, top: int = 12) -> None:
     families = sorted({c["family"] for c in rows})
     colours = {f: plt.cm.tab20(i % 20) for i, f in enumerate(families)}
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
-    # The interval counts the training noise when the diagnosis is calibrated (`calibration`).
-    noise = [np.hypot(c["standard_error"], c.get("training_noise") or 0.0) for c in rows]
-    ax.barh(range(len(rows)), [c["effect"] for c in rows], xerr=[1.96 * n for n in noise],
-            color=[colours[c["family"]] for c in rows], edgecolor=["black" if c["significant"] else "none" for c in rows])
+    calibrated = any(c.get("calibrated_z") is not None for c in rows)
+    if calibrated:   # how far beyond the training noise, the threshold drawn
+        ax.barh(range(len(rows)), [c.get("calibrated_z") or 0.0 for c in rows], color=[colours[c["family"]] for c in rows],
+                edgecolor=["black" if c["significant"] else "none" for c in rows])
+        threshold = rows[0]["z_threshold"] if rows else 0.0
+        for x in (-threshold, threshold):
+            ax.axvline(x, color="gray", linestyle="--", linewidth=0.8)
+        ax.set_xlabel("B vs A in units of the training noise (calibrated z; dashed: threshold); outlined: significant")
+    else:
+        ax.barh(range(len(rows)), [c["effect"] for c in rows], xerr=[1.96 * c["standard_error"] for c in rows],
+                color=[colours[c["family"]] for c in rows],
+                edgecolor=["black" if c["significant"] else "none" for c in rows])
+        ax.set_xlim(-1.05, 1.05)
+        ax.set_xlabel("effect of B vs A (Cliff's delta, 95% interval; samples' noise only); outlined: significant")
     ax.set_yticks(range(len(rows)), [f"{c['property']} ({c['family']})" for c in rows], fontsize=8)
     ax.axvline(0.0, color="gray", linewidth=0.8)
-    ax.set_xlim(-1.05, 1.05)
-    ax.set_xlabel("effect of B vs A (Cliff's delta, 95% interval); outlined: significant")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)

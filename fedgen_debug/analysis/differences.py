@@ -17,6 +17,11 @@ sentence's length (`image_properties`, `text_properties`), with a `family` from 
   part 1). A property constant on both sides has effect 0, z 0, never nan.
 - standardized difference: (mean B − mean A) / the pooled standard deviation (Cohen's d), how far the
   property moved in units of its own spread.
+- difference: mean B − mean A in the property's own unit, with its standard error (Welch's). This is what
+  the calibration against training noise compares (`calibration`): two DP GANs of the same users can
+  differ by a Cliff's delta of ±0.5 in stroke width, and a delta cannot pass ±1, so a fault that moves a
+  property several times further than the training noise does would still be capped; a mean difference
+  is not.
 
 `rank` orders by |z| up to `Z_CERTAIN`, then by |standardized difference|: z alone cannot order two
 differences that are both beyond doubt (complete separation gives the same z to every property, up to
@@ -115,7 +120,7 @@ def compare(values_a, values_b, lower: str = "lower", higher: str = "higher") ->
     result = {"kind": kind, "a": float(a.mean()) if len(a) else None, "b": float(b.mean()) if len(b) else None,
               "measured_a": int(len(a)), "measured_b": int(len(b)),
               "effect": 0.0, "standard_error": 0.0, "z": 0.0, "standardized_difference": 0.0,
-              "direction": "no change"}
+              "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change"}
     if len(a) == 0 or len(b) == 0:
         return result
     n_a, n_b = len(a), len(b)
@@ -139,8 +144,10 @@ def compare(values_a, values_b, lower: str = "lower", higher: str = "higher") ->
     # floored so that the difference is large and finite, not inf.
     spread = max(math.sqrt((a.var() + b.var()) / 2.0), MIN_SPREAD)
     standardized = float(np.clip((b.mean() - a.mean()) / spread, -MAX_STANDARDIZED, MAX_STANDARDIZED))
+    difference_variance = ((a.var(ddof=1) / n_a if n_a > 1 else 0.0) + (b.var(ddof=1) / n_b if n_b > 1 else 0.0))
     result.update(effect=float(effect), standard_error=float(2.0 * math.sqrt(max(auc_variance, 0.0))),
                   z=float(z), standardized_difference=standardized if z != 0 else 0.0,
+                  difference=float(b.mean() - a.mean()), difference_standard_error=float(math.sqrt(difference_variance)),
                   direction=higher if z > 0 else lower if z < 0 else "no change")
     return result
 
@@ -169,7 +176,7 @@ def compare_categories(labels_a, labels_b, names: Sequence[str] | None = None, t
     if len(a) == 0 or len(b) == 0:
         return {"kind": "categories", "a": {}, "b": {}, "measured_a": int(len(a)), "measured_b": int(len(b)),
                 "effect": 0.0, "standard_error": 0.0, "z": 0.0, "standardized_difference": 0.0,
-                "direction": "no change"}
+                "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change"}
     if min(a.min(), b.min()) < 0:
         raise ValueError("class labels must be >= 0.")
     classes = int(max(a.max(), b.max())) + 1
@@ -205,6 +212,7 @@ def compare_categories(labels_a, labels_b, names: Sequence[str] | None = None, t
             "a": {names[c]: float(share_a[c]) for c in changed}, "b": {names[c]: float(share_b[c]) for c in changed},
             "measured_a": int(len(a)), "measured_b": int(len(b)), "effect": effect, "standard_error": spread,
             "z": z, "standardized_difference": z * math.sqrt(1 / len(a) + 1 / len(b)),
+            "difference": effect, "difference_standard_error": spread,
             "direction": "; ".join(words) if z > 0 and words else "no change"}
 
 

@@ -54,9 +54,8 @@ def format_report(report: dict, top: int = 8) -> list[str]:
         mark = "*" if c["significant"] else " "
         z = c.get("calibrated_z", c["z"]) if calibration["calibrated"] else c["z"]
         shown = "-" if z is None else f"{z:.1f}"
-        noise = (c["standard_error"] ** 2 + (c.get("training_noise") or 0.0) ** 2) ** 0.5
         lines.append(f"{mark} {c['property']:<20} {c['family']:<12} {a:>9} {b:>9} "
-                     f"{c['effect']:>+6.2f} ± {1.96 * noise:.2f}  {shown:>8}  {c['direction']}")
+                     f"{c['effect']:>+6.2f} ± {1.96 * c['standard_error']:.2f}  {shown:>8}  {c['direction']}")
     for check in report["checks"]:
         verdict = "YES" if check["suspected"] else "no"
         extra = " (INCONCLUSIVE)" if check.get("inconclusive") else ""
