@@ -141,3 +141,14 @@ def test_a_gan_pair_with_a_fault_gets_a_full_report(tmp_path):
     assert report["differ"] == (healthy and bool(report["families"]))
     assert ("unhealthy" in report) == (not healthy)
     assert parse_bug("rotate:1.0", "images").fraction == 1.0
+
+
+def test_a_named_check_that_found_its_bug_names_its_family_first():
+    ranked = [{"family": "length", "significant": True}, {"family": "spacing", "significant": False},
+              {"family": "case", "significant": True}]
+    found = {"family": "spacing", "suspected": True, "inconclusive": False}
+    assert diagnose.report_families([found], ranked) == ["spacing", "length", "case"]
+    # Not found, or found on an auxiliary that did not learn its data: the properties alone.
+    assert diagnose.report_families([{**found, "suspected": False}], ranked) == ["length", "case"]
+    assert diagnose.report_families([{**found, "inconclusive": True}], ranked) == ["length", "case"]
+    assert diagnose.report_families([found], []) == ["spacing"]

@@ -14,10 +14,13 @@ of DP releases: no ε.
    compared and ranked by `differences` (Cliff's delta with its standard error, a Mann–Whitney z, the
    direction in words, the family from a fixed vocabulary). For text, the most distinctive words and
    character n-grams of each side (log-odds with an informative prior).
-3. **Do they differ?** A property is significant when its |z| clears the Bonferroni threshold over all
-   properties (`differences.significance_z`). That z counts the noise of the samples, not the spread
-   between two trainings of the same users with other secrets: `calibration` says which noise a verdict
-   was calibrated against (today: sampling noise only, `calibrated: false`).
+3. **Do they differ?** Two trainings of the same users with other secrets also differ, by far more than
+   the samples' noise: each property's difference is set against that training noise, measured on clean
+   replicate (or selection) pairs at the runs' training settings (`calibration`, `calibration_store`;
+   `fedgen-debug calibrate`), and is significant beyond the Bonferroni threshold over all properties.
+   Without a calibration for the runs' settings, against the samples' noise only, and the report says
+   so (`calibration.calibrated: false`). B differs when a property is significant or a named check
+   found its bug (`report_families`), and both auxiliaries are healthy.
 4. **Named checks.** The two verdicts the tool had (`pixel_inversion_suspected`, `tokenization_bug_suspected`)
    with their own statistics and thresholds, unchanged.
 5. **Evidence.** The samples of each side most unlike the other, along the significant properties (a
@@ -247,6 +250,15 @@ def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int) -> 
             "statistic": evidence["statistic"]}
 
 
+def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
+    """The families B differs in: first those of the named checks that found their bug (conclusively), then
+    those of the significant properties, most significant first. A named check keeps its own statistic
+    and threshold (nothing that worked before gets weaker): the word-LM's, the share of UNK at position 1
+    among all UNK, is a ratio the training noise of the UNK rate cancels out of."""
+    found = [c["family"] for c in checks if c["suspected"] and not c.get("inconclusive")]
+    return list(dict.fromkeys(found + differences.significant_families(ranked)))
+
+
 def pair_type(kind: str, run_a: str, run_b: str) -> str:
     """"selection" when the two sides are different users by construction (a GAN pair of two selections,
     e.g. T4 low vs high accuracy), else "replicate" (before vs after, two populations of one kind)."""
@@ -295,12 +307,12 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
         ranked, values_a, values_b = text_differences(texts["a"], texts["b"], chosen)
         report["distinctive_terms"] = text_properties.distinctive_terms(texts["a"], texts["b"], top=10)
     healthy = all(h["healthy"] for h in health.values())
-    significant = differences.significant_families(ranked)
+    families = report_families(checks, ranked)
     report.update(
         health=health,
         calibration=_calibration_report(chosen, kind, pair, note, ranked[0]["z_threshold"] if ranked else None),
-        differ=bool(significant) and healthy,
-        families=significant,
+        differ=bool(families) and healthy,
+        families=families,
         differences=ranked,
         checks=checks)
     if not healthy:
