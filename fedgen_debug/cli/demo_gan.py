@@ -111,7 +111,7 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
         # How the pair differs beyond the named check (`fedgen-debug diagnose HIGH LOW`), on the samples
         # the check has just drawn and with its verdict: nothing drawn or analysed twice.
         diagnosis = brief(diagnose(dirs["high"], dirs["low"], samples=samples, named_report=report))
-        for line in brief_lines(diagnosis, "B = low- against A = high-accuracy GAN"):
+        for line in brief_lines(diagnosis, "B = low, A = high accuracy"):
             print("         " + line)
         return {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
                 "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],

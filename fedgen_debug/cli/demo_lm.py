@@ -74,7 +74,7 @@ def finish_lm_stage(queued, samples: int = 5000) -> dict:
         # How the pair's samples differ beyond the named check (`fedgen-debug diagnose BEFORE AFTER`), on the
         # samples the check has just drawn and released, with its verdict: nothing drawn or analysed twice.
         summary["diagnosis"] = brief(diagnose(before, after, samples=samples, named_report=report))
-        for line in brief_lines(summary["diagnosis"], f"B = {kind}-LM after against A = before"):
+        for line in brief_lines(summary["diagnosis"], f"B = {kind}-LM after, A = before"):
             print("         " + line)
         return summary
 

@@ -115,8 +115,9 @@ def brief_lines(summary: dict, pair: str) -> list[str]:
         z_name, z = _shown_z(first, summary)
         lines.append(f"  families: {families or 'none significant'}; first: {first['property']} ({first['family']}), "
                      f"B vs A: {first['direction']}, {z_name} = {'-' if z is None else f'{z:.1f}'}")
-    lines += [f"  UNHEALTHY auxiliary {side.upper()}: {reason}; its differences say little about the data"
-              for side, reason in summary["unhealthy"].items()]
+    if summary["unhealthy"]:
+        sides = ", ".join(f"{side.upper()} ({reason})" for side, reason in summary["unhealthy"].items())
+        lines.append(f"  UNHEALTHY auxiliary {sides}: its differences say little about the data")
     return lines
 
 
