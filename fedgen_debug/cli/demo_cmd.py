@@ -9,6 +9,8 @@ pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_b
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict; the primary CNN and the four GANs train on the same
 workers, two runs at a time.
+After each pair's verdict, its diagnosis (`analysis.diagnose`, as `fedgen-debug diagnose A B`: how B's
+samples differ from A's, by family) on the verdict's own samples, in 2-3 lines and summary.json.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
 to the privacy ledger twice.
 
