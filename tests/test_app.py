@@ -349,15 +349,19 @@ def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
     expected = [_privacy_of(out / f"gan/with_bug-{side}-accuracy")["epsilon"] for side in ("high", "low")]
     assert epsilons == [f"{e:.3g} ⚠" for e in expected]
     assert len([m for m in at.metric if m.label == "Fréchet distance"]) == 2
-    final = at.get("imgs")
-    assert len(final) == 2 and final[0].proto.imgs[0].url != final[1].proto.imgs[0].url
+    # The pair's two grids, then the demo's diagnosis of the pair (issue 55): its evidence and chart.
+    final, diagnosis = at.get("imgs")[:2], at.get("imgs")[2:]
+    assert final[0].proto.imgs[0].url != final[1].proto.imgs[0].url
     assert [i.proto.imgs[0].caption for i in final] == ["final samples (analyze-gan)"] * 2
+    from fedgen_debug.app.diagnosis_view import GAN_CAPTIONS
+
+    assert [i.proto.imgs[0].caption for i in diagnosis] == [GAN_CAPTIONS["a"], GAN_CAPTIONS["b"], "the effects, ranked"]
     assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 2  # snapshot shares over rounds
     at.select_slider(key="compare_round").set_value(1).run()
-    assert [i.proto.imgs[0].caption for i in at.get("imgs")] == ["after round 1"] * 2
-    before = [i.proto.imgs[0].url for i in at.get("imgs")]
+    assert [i.proto.imgs[0].caption for i in at.get("imgs")[:2]] == ["after round 1"] * 2
+    before = [i.proto.imgs[0].url for i in at.get("imgs")[:2]]
     at.slider(key="compare_brightness").set_value(0.3).run()
-    assert not at.exception and [i.proto.imgs[0].url for i in at.get("imgs")] != before
+    assert not at.exception and [i.proto.imgs[0].url for i in at.get("imgs")[:2]] != before
     # Before vs after the fix: no analysis compared these two, so each shows its own (vs its own partner).
     label = next(o for o in at.selectbox(key="compare_suggestion").options if o.startswith("gan/after_fix-low"))
     at.selectbox(key="compare_suggestion").set_value(label).run()

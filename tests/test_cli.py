@@ -147,12 +147,34 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_
     assert result.stdout.count("char-LM: ε = ") == 2 and "WARNING: ε > 10, weak privacy" in result.stdout
     # z = 0.1 < 1: each training release also says what the same noise gives at realistic scale.
     assert "(a simulation: at realistic scale, qN = 200 of N = 400 with z = 1" in result.stdout
+    # Each pair's diagnosis after its verdict, on the verdict's own samples and report (issue 55).
+    for kind in ("char", "word"):
+        _assert_diagnosed(result.stdout, lm[kind], f"B = {kind}-LM after, A = before",
+                          f"tokenization bug, {kind}-LM after vs before: differ", str(out / "lm" / f"{kind}-lm-after"))
+        assert store.read_json(lm[kind]["diagnosis"]["report"])["samples"] == 5000   # the verdict's samples
     # Re-running resumes finished runs instead of training again.
     weights = open(store.released(str(out / "lm" / "char-lm-after"), store.MODEL_WEIGHTS), "rb").read()
     again = run_cli(*args, timeout=600)
     assert again.returncode == 0, again.stderr
     assert open(store.released(str(out / "lm" / "char-lm-after"), store.MODEL_WEIGHTS), "rb").read() == weights
     assert "tokenization bug suspected:" in again.stdout
+
+
+def _assert_diagnosed(stdout: str, story: dict, pair: str, closing: str, run_b: str) -> None:
+    """The story's diagnosis: 2-3 printed lines after its verdict, a line in the closing summary, a compact
+    summary in summary.json, the whole report in B's released/, with the named check as the story's verdict."""
+    printed = stdout.split(f"diagnosis, {pair}: differ ", 1)
+    assert len(printed) == 2, f"no diagnosis of {pair}"
+    assert "calibrated against" in printed[1].splitlines()[0]
+    assert printed[1].splitlines()[1].startswith("           families: ") or "no property to compare" in printed[1]
+    assert closing in stdout.split("summary of the demo", 1)[1]
+    diagnosis = story["diagnosis"]
+    assert {"differ", "calibrated", "against", "families", "first", "unhealthy", "report"} <= set(diagnosis)
+    assert diagnosis["report"] == store.released(run_b, store.DIAGNOSIS)
+    report = store.read_json(diagnosis["report"])
+    assert report["differ"] == diagnosis["differ"] and report["families"] == diagnosis["families"]
+    (check,) = report["checks"]
+    assert check["z"] == story["evidence"]["z"]
 
 
 def test_demo_rejects_unknown_stages(tmp_path):
@@ -177,3 +199,8 @@ def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(demo_test_sto
             check_released(run_dir, client_ids=[f"writer_{i:05d}" for i in range(12)])
     assert result.stdout.count("pixel inversion suspected:") == 2
     assert result.stdout.count("-accuracy GAN:") == 4 and "privacy spent on the demo's populations" in result.stdout
+    for phase, story in gan.items():
+        _assert_diagnosed(result.stdout, story, "B = low, A = high accuracy",
+                          f"pixel inversion, {phase.replace('_', ' ')}, low vs high accuracy: differ",
+                          story["run_dirs"]["low"])
+    assert result.stdout.count("diagnosis, B = low, A = high accuracy: differ ") == 2

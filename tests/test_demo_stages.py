@@ -1,7 +1,7 @@
 """The demo's stages hand their training runs to the workers they are given: on worker processes the LM
 runs, then the primary CNN are queued (a free worker takes the next), then the GANs a phase's pair at a
-time, the next pair queued once this one has trained and before it is analysed; one process trains a
-phase's pair, then analyses it, before the next phase. The real runs on real workers: test_cli's demo."""
+time, the next pair queued once this one has trained and before it is analysed (its named check, then its
+diagnosis on that check's report); one process trains a phase's pair, then analyses it, before the next phase. The real runs on real workers: test_cli's demo."""
 
 import concurrent.futures
 
@@ -42,8 +42,8 @@ class RecordingPool:
 
 @pytest.fixture
 def events(monkeypatch, tmp_path):
-    from fedgen_debug.cli import gan_cmd, privacy_flags
-    from fedgen_debug.analysis import gan_report
+    from fedgen_debug.cli import diagnose_cmd, gan_cmd, privacy_flags
+    from fedgen_debug.analysis import diagnose, gan_report
 
     recorded = []
     (tmp_path / "primary_cnn.npz").write_bytes(b"")  # the primary CNN exists: not queued (the events say)
@@ -54,7 +54,15 @@ def events(monkeypatch, tmp_path):
         return {"pixel_inversion_suspected": False, "current": side, "compare": side, "inconclusive": False,
                 "evidence": {"z": 0.0}, "primary_fit": None}
 
+    def diagnosed(run_a, run_b, samples, named_report):  # on the named check's report, not analysed again
+        assert named_report["evidence"] == {"z": 0.0}
+        recorded.append(("diagnose", run_b.rsplit("/", 1)[-1], run_a.rsplit("/", 1)[-1]))
+        return {}
+
     monkeypatch.setattr(gan_report, "analyze_gan", analyze)
+    monkeypatch.setattr(diagnose, "diagnose", diagnosed)
+    monkeypatch.setattr(diagnose_cmd, "brief", lambda report: {})
+    monkeypatch.setattr(diagnose_cmd, "brief_lines", lambda summary, pair: [])
     monkeypatch.setattr(gan_cmd, "format_report", lambda report: [])
     monkeypatch.setattr(privacy_flags, "privacy_lines", lambda run_dir: [])
     return recorded
@@ -71,8 +79,10 @@ def test_on_workers_the_next_pair_is_queued_once_a_pair_has_trained_and_trains_d
                       ("wait", "with_bug-low-accuracy"), ("wait", "with_bug-high-accuracy"),
                       ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy"),
                       ("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
+                      ("diagnose", "with_bug-low-accuracy", "with_bug-high-accuracy"),
                       ("wait", "after_fix-low-accuracy"), ("wait", "after_fix-high-accuracy"),
-                      ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
+                      ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy"),
+                      ("diagnose", "after_fix-low-accuracy", "after_fix-high-accuracy")]
     assert set(summary) == {"with_bug", "after_fix"}
 
 
@@ -80,8 +90,10 @@ def test_in_one_process_a_phase_is_trained_and_analysed_before_the_next(tmp_path
     _stage(tmp_path, RecordingPool(True, events))
     assert events == [("train", "with_bug-low-accuracy"), ("train", "with_bug-high-accuracy"),
                       ("analyze", "with_bug-low-accuracy", "with_bug-high-accuracy"),
+                      ("diagnose", "with_bug-low-accuracy", "with_bug-high-accuracy"),
                       ("train", "after_fix-low-accuracy"), ("train", "after_fix-high-accuracy"),
-                      ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy")]
+                      ("analyze", "after_fix-low-accuracy", "after_fix-high-accuracy"),
+                      ("diagnose", "after_fix-low-accuracy", "after_fix-high-accuracy")]
 
 
 def test_the_primary_cnn_is_queued_on_workers_only_when_it_is_missing(tmp_path):

@@ -124,13 +124,20 @@ def test_diagnose_refuses_runs_of_two_kinds(lm_pair, tmp_path):
     assert result.returncode == 2 and "not a run directory" in result.stderr
 
 
-def test_a_gan_pair_with_a_fault_gets_a_full_report(tmp_path):
+@pytest.fixture(scope="module")
+def gan_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diagnose-gan")
     runs = {}
     for name, bug in (("before", []), ("after", ["--bug", "rotate:1.0"])):
-        runs[name] = str(tmp_path / name)
+        runs[name] = str(root / name)
         result = run_cli("train-gan", "--data", "synthetic-images:writers=8,seed=2", "--select", "random", "--preset",
                          "test", "--rounds", "2", *bug, "--out", runs[name])
         assert result.returncode == 0, result.stderr
+    return runs
+
+
+def test_a_gan_pair_with_a_fault_gets_a_full_report(gan_pair):
+    runs = gan_pair
     assert store.read_config(runs["after"])["gan"]["fault"] == "rotate:1.0"
     report = diagnose.diagnose(runs["before"], runs["after"], samples=60)
     assert report["kind"] == "gan" and report["checks"][0]["name"] == "pixel_inversion_suspected"
@@ -152,3 +159,45 @@ def test_a_named_check_that_found_its_bug_names_its_family_first():
     assert diagnose.report_families([{**found, "suspected": False}], ranked) == ["length", "case"]
     assert diagnose.report_families([{**found, "inconclusive": True}], ranked) == ["length", "case"]
     assert diagnose.report_families([found], []) == ["spacing"]
+
+
+def _named_check_refused(*_, **__):
+    raise AssertionError("the named check ran again")
+
+
+@pytest.mark.parametrize("kind", ["char", "gan"])
+def test_the_named_check_report_given_is_used_and_changes_nothing(lm_pair, gan_pair, kind, monkeypatch):
+    """`diagnose(..., named_report=)` (the demo's call, after its own named check): the same report as
+    diagnose's own, without running the check or drawing an LM's samples again."""
+    from fedgen_debug.analysis import gan_report, lm_analysis
+
+    runs, samples = (lm_pair, 200) if kind == "char" else (gan_pair, 60)
+    analyze = lm_analysis.analyze_lm if kind == "char" else gan_report.analyze_gan
+    alone = diagnose.diagnose(runs["before"], runs["after"], samples=samples)
+    named = analyze(runs["after"], runs["before"], samples=samples, seed=0)
+    monkeypatch.setattr(lm_analysis, "analyze_lm", _named_check_refused)
+    monkeypatch.setattr(gan_report, "analyze_gan", _named_check_refused)
+    monkeypatch.setattr(lm_analysis, "draw", _named_check_refused)   # the LM samples: read, not drawn
+    given = diagnose.diagnose(runs["before"], runs["after"], samples=samples, named_report=named)
+    assert json.dumps(given, sort_keys=True) == json.dumps(alone, sort_keys=True)
+    # A report of another pair, or of other samples, is refused rather than reported as this pair's check.
+    with pytest.raises(ValueError, match="diagnose compares"):
+        diagnose.diagnose(runs["after"], runs["before"], samples=samples, named_report=named)
+    with pytest.raises(ValueError, match=f"diagnose draws {samples + 1}"):
+        diagnose.diagnose(runs["before"], runs["after"], samples=samples + 1, named_report=named)
+
+
+def test_an_lm_analysis_releases_the_samples_diagnose_would_draw(lm_pair):
+    from fedgen_debug.analysis import lm_analysis
+    from fedgen_debug.training.lm_run import load_lm
+
+    run_dir = lm_pair["before"]
+    lm_analysis.analyze_lm(run_dir, samples=120, seed=3)
+    drawn = lm_analysis.sample_texts(*load_lm(run_dir), 120, 3)
+    assert lm_analysis.released_texts(run_dir, 120, 3) == drawn == diagnose.lm_samples(run_dir, 120, 3)
+    # Other samples, or another model than the one that drew them, are not reused.
+    assert lm_analysis.released_texts(run_dir, 120, 4) is None and lm_analysis.released_texts(run_dir, 100, 3) is None
+    released = store.read_json(store.released(run_dir, store.SAMPLES_JSON))
+    store.write_json(store.released(run_dir, store.SAMPLES_JSON), {**released, "model_sha256": "0" * 64})
+    assert lm_analysis.released_texts(run_dir, 120, 3) is None
+    store.write_json(store.released(run_dir, store.SAMPLES_JSON), released)

@@ -71,3 +71,8 @@ def test_the_word_verdict_compares_position_one_shares_not_overall_oov_rates():
     doubled = _word_body([60, 40, 40, 40, 40, 40, 20, 20])
     assert lm_analysis.verdict("word", current, doubled)["z"] == 0.0
     assert lm_analysis.verdict("word", current, doubled)["suspected"] is False
+
+
+def test_a_sampled_phrase_reads_its_words_and_unk_for_out_of_vocabulary_ids():
+    vocab = Vocabulary(("a", "in", "i"))
+    assert lm_analysis.phrase_text(vocab, [3, vocab.oov_id, 1, 2]) == "i UNK a in"

@@ -71,17 +71,14 @@ def released_samples(run_dir: str) -> np.ndarray:
 
 
 def lm_samples(run_dir: str, samples: int, seed: int) -> list[str]:
-    """char-LM: generated words; word-LM: generated sentences, out-of-vocabulary ids as "UNK"."""
-    from fedgen_debug.models.char_lm import sample_words
-    from fedgen_debug.models.word_lm import sample_sentences
+    """char-LM: generated words; word-LM: generated sentences, out-of-vocabulary ids as "UNK"
+    (`lm_analysis.sample_texts`). The named check (`analyze_lm`) draws the same samples and releases them:
+    read, not drawn again, when they are these (`lm_analysis.released_texts`)."""
+    from fedgen_debug.analysis import lm_analysis
     from fedgen_debug.training.lm_run import load_lm
 
-    model, vocab, run = load_lm(run_dir)
-    if run.kind == "char":
-        return sample_words(model, samples, run.max_length, seed)
-    words = {i + 1: w for i, w in enumerate(vocab.words)}
-    return [" ".join(words.get(t, "UNK") for t in s) for s in sample_sentences(model, vocab, samples, run.max_length,
-                                                                                seed)]
+    texts = lm_analysis.released_texts(run_dir, samples, seed)
+    return texts if texts is not None else lm_analysis.sample_texts(*load_lm(run_dir), samples, seed)
 
 
 def _primary_logits(run_dir: str, images: np.ndarray) -> np.ndarray | None:
@@ -232,18 +229,42 @@ def _chart(ranked: list[dict], path: str, top: int = 12) -> None:
 
 
 # ---- the report ----------------------------------------------------------------------------------------
-def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int) -> dict:
+def _check_named_report(report: dict, run_a: str, run_b: str, samples: int, other: str, count) -> None:
+    """A named check's report given to `diagnose` must be of this pair, B analysed against A, with as many
+    samples (the seed is not in the report: the caller's word)."""
+    def same(x, y) -> bool:
+        return x is not None and os.path.realpath(x) == os.path.realpath(y)
+
+    current, reference = report.get("current", {}).get("run_dir"), report.get(other, {}).get("run_dir")
+    if not (same(current, run_b) and same(reference, run_a)):
+        raise ValueError(f"named_report analyses {current} against {reference}; diagnose compares {run_b} against "
+                         f"{run_a}.")
+    if count != samples:
+        raise ValueError(f"named_report drew {count} samples a model; diagnose draws {samples}.")
+
+
+def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int, named_report: dict | None = None) -> dict:
+    """The named check's verdict; `named_report`: its report (`analyze_gan(run_b, run_a)`, `analyze_lm(run_b,
+    run_a)`) with these samples and seed, if the caller has just made it (the demo), else made here."""
     if kind == "gan":
         from fedgen_debug.analysis.gan_report import analyze_gan
 
-        report = analyze_gan(run_b, run_a, samples=samples, seed=seed)
+        if named_report is None:
+            report = analyze_gan(run_b, run_a, samples=samples, seed=seed)
+        else:
+            report = named_report
+            _check_named_report(report, run_a, run_b, samples, "compare", report["evidence"]["current"]["samples"])
         evidence = report["evidence"]
         return {"name": "pixel_inversion_suspected", "family": "polarity",
                 "suspected": bool(report["pixel_inversion_suspected"]), "inconclusive": bool(report["inconclusive"]),
                 "z": evidence["z"], "z_threshold": evidence["z_threshold"], "statistic": evidence["statistic"]}
     from fedgen_debug.analysis.lm_analysis import analyze_lm
 
-    report = analyze_lm(run_b, run_a, samples=samples, seed=seed)
+    if named_report is None:
+        report = analyze_lm(run_b, run_a, samples=samples, seed=seed)
+    else:
+        report = named_report
+        _check_named_report(report, run_a, run_b, samples, "baseline", report["current"]["samples"])
     evidence = report["evidence"]
     return {"name": "tokenization_bug_suspected", "family": "spacing", "suspected": bool(evidence["suspected"]),
             "inconclusive": False, "z": evidence["z"], "z_threshold": evidence["z_threshold"],
@@ -283,10 +304,13 @@ def _calibration_report(calibration, kind: str, pair: str, note: str | None, thr
             "note": note}
 
 
-def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibration: str | None = None) -> dict:
+def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibration: str | None = None,
+             named_report: dict | None = None) -> dict:
     """The diagnosis of B against A (module docstring), written to B's `released/diagnosis.json` (and its
     evidence and chart PNGs); returns it. `calibration`: a calibration file (`fedgen-debug calibrate`),
-    "none" for the samples' noise only, or None for the calibration shipped for these runs, if any."""
+    "none" for the samples' noise only, or None for the calibration shipped for these runs, if any.
+    `named_report`: the named check's report of this pair with these samples and seed (`analyze_gan(run_b,
+    run_a)` or `analyze_lm(run_b, run_a)`), if the caller has just made it: not made again."""
     from fedgen_debug.analysis import calibration_store
 
     if samples < 20:
@@ -295,7 +319,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     pair = pair_type(kind, run_a, run_b)
     chosen, note = calibration_store.choose(calibration, kind, pair, run_a, run_b)
     report = {"schema": SCHEMA, "kind": kind, "runs": {"a": run_a, "b": run_b}, "samples": samples, "seed": seed}
-    checks = [_named_check(kind, run_a, run_b, samples, seed)]
+    checks = [_named_check(kind, run_a, run_b, samples, seed, named_report)]
     if kind == "gan":
         images = {side: released_samples(d) for side, d in (("a", run_a), ("b", run_b))}
         health = {side: image_health(x) for side, x in images.items()}

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import collections
 import csv
+import hashlib
+import os
 
 import numpy as np
 
@@ -26,10 +28,29 @@ from fedgen_debug.privacy.run_ledger import run_privacy
 from fedgen_debug.training.lm_run import load_lm
 
 SPACE_NOISE_FLOOR = 0.01
+UNKNOWN_WORD = "UNK"   # how a sampled out-of-vocabulary id reads in every report
 
 
-def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict:
-    words = sample_words(model, samples, run.max_length, seed)
+def phrase_text(vocab, ids) -> str:
+    """A sampled word-LM phrase as text: its words, out-of-vocabulary ids as `UNKNOWN_WORD`."""
+    return " ".join(vocab.words[t - 1] if 1 <= t <= vocab.size else UNKNOWN_WORD for t in ids)
+
+
+def draw(model, vocab, run, samples: int, seed: int) -> list:
+    """The Monte-Carlo samples an analysis reads: char-LM words (str), word-LM phrases (lists of ids)."""
+    if run.kind == "char":
+        return sample_words(model, samples, run.max_length, seed)
+    return sample_sentences(model, vocab, samples, run.max_length, seed)
+
+
+def as_texts(vocab, run, drawn: list) -> list[str]:
+    """`draw`'s samples as text: the char-LM's words as they are, the word-LM's phrases by `phrase_text`."""
+    return list(drawn) if run.kind == "char" else [phrase_text(vocab, ids) for ids in drawn]
+
+
+def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int, drawn: list | None = None) -> dict:
+    """`drawn`: the `samples` words `draw` gave for this model and seed, if already drawn."""
+    words = sample_words(model, samples, run.max_length, seed) if drawn is None else drawn
     counts = collections.Counter(words)
     unique = sorted(counts)
     # The table lists generated OOV words (paper Tables 2/8): an immediate end-of-word is no word, and a
@@ -54,15 +75,15 @@ def analyze_char(model, vocab, run, samples: int, top_k: int, seed: int) -> dict
             "top_k_with_space": sum(" " in t["word"] for t in top), "top_k": top, "space_top_k": spaced}
 
 
-def analyze_word(model, vocab, run, samples: int, seed: int, positions: int = 8) -> dict:
-    phrases = sample_sentences(model, vocab, samples, run.max_length, seed)
+def analyze_word(model, vocab, run, samples: int, seed: int, positions: int = 8, drawn: list | None = None) -> dict:
+    """`drawn`: the `samples` phrases `draw` gave for this model and seed, if already drawn."""
+    phrases = sample_sentences(model, vocab, samples, run.max_length, seed) if drawn is None else drawn
     by_position = []
     for p in range(positions):
         present = [s[p] for s in phrases if len(s) > p]
         by_position.append({"position": p + 1, "tokens": len(present),
                             "oov": sum(t == vocab.oov_id for t in present)})
-    id_to_word = {i + 1: w for i, w in enumerate(vocab.words)}
-    with_unk = [" ".join(id_to_word.get(t, "UNK") for t in s) for s in phrases if vocab.oov_id in s][:10]
+    with_unk = [phrase_text(vocab, s) for s in phrases if vocab.oov_id in s][:10]
     return {"samples": samples, "oov_by_position": by_position, "phrases_with_unk": with_unk}
 
 
@@ -103,12 +124,43 @@ def _word_verdict(current: dict, baseline: dict | None) -> dict:
     return {"statistic": statistic, "test": test, "z": z, "z_threshold": Z_THRESHOLD, "suspected": z > Z_THRESHOLD}
 
 
-def analyze_model(model, vocab, run, samples: int, top_k: int, seed: int) -> dict:
+def analyze_model(model, vocab, run, samples: int, top_k: int, seed: int, drawn: list | None = None) -> dict:
     """One model's analysis body (`analyze_char` or `analyze_word`, by the run's kind): what `verdict`
-    compares."""
+    compares. `drawn`: `draw(model, vocab, run, samples, seed)`, if the caller has drawn it already."""
     if run.kind == "char":
-        return analyze_char(model, vocab, run, samples, top_k, seed)
-    return analyze_word(model, vocab, run, samples, seed)
+        return analyze_char(model, vocab, run, samples, top_k, seed, drawn)
+    return analyze_word(model, vocab, run, samples, seed, drawn=drawn)
+
+
+# ---- the samples, released for `diagnose` ---------------------------------------------------------------
+def _model_digest(run_dir: str) -> str:
+    """Which released model drew the samples: a retrained or resumed run's samples are not reused."""
+    with open(store.released(run_dir, store.MODEL_WEIGHTS), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def release_texts(run_dir: str, texts: list[str], samples: int, seed: int) -> None:
+    """The samples an analysis drew from the run, as text (`as_texts`), with what drew them: `diagnose` reads
+    them instead of drawing the same samples again (as it reads `analyze_gan`'s samples.npz)."""
+    store.write_json(store.released(run_dir, store.SAMPLES_JSON),
+                     {"samples": samples, "seed": seed, "model_sha256": _model_digest(run_dir), "texts": texts})
+
+
+def released_texts(run_dir: str, samples: int, seed: int) -> list[str] | None:
+    """The run's released samples (`release_texts`) if they are `samples` samples drawn with `seed` from the
+    model the run releases now, else None."""
+    path = store.released(run_dir, store.SAMPLES_JSON)
+    if not os.path.exists(path):
+        return None
+    released = store.read_json(path)
+    if (released.get("samples"), released.get("seed")) != (samples, seed):
+        return None
+    return released["texts"] if released.get("model_sha256") == _model_digest(run_dir) else None
+
+
+def sample_texts(model, vocab, run, samples: int, seed: int) -> list[str]:
+    """`samples` samples of the model as text, drawn as an analysis draws them (`draw`, `as_texts`)."""
+    return as_texts(vocab, run, draw(model, vocab, run, samples, seed))
 
 
 def verdict(kind: str, current: dict, baseline: dict | None) -> dict:
@@ -164,7 +216,8 @@ def _plot(report: dict, path: str) -> None:
 
 def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 2000, top_k: int = 20,
                seed: int = 0) -> dict:
-    """Writes analysis.json (and a top-k CSV for char runs) into run_dir; returns the report."""
+    """Writes analysis.json (and a top-k CSV for char runs) into run_dir, and each model's samples as text
+    (`release_texts`) into its run; returns the report."""
     reports, models = {}, {}
     for name, directory in (("current", run_dir), ("baseline", baseline_dir)):
         if directory is None:
@@ -173,7 +226,9 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
         models[name] = model
         if name == "baseline" and run.kind != reports["current"]["kind"]:
             raise ValueError(f"baseline {directory} is a {run.kind}-LM; {run_dir} is a {reports['current']['kind']}-LM.")
-        body = analyze_model(model, vocab, run, samples, top_k, seed)
+        drawn = draw(model, vocab, run, samples, seed)
+        body = analyze_model(model, vocab, run, samples, top_k, seed, drawn)
+        release_texts(directory, as_texts(vocab, run, drawn), samples, seed)
         oov = store.read_json(store.released(directory, store.DEVICE_METRICS))["oov_rate"]
         privacy = run_privacy(directory)
         (training,) = [r for k, r in privacy["releases"].items() if k.endswith("/training")]

@@ -9,6 +9,8 @@ pair, while this process analyses the char pair (`--parallel-runs`, `runs.side_b
 Stage `gan` (paper §6): DP-FedAvg-GANs on low- and high-accuracy users with the inversion bug and
 after the fix, sample grids and the verdict; the primary CNN and the four GANs train on the same
 workers, two runs at a time.
+After each pair's verdict, its diagnosis (`analysis.diagnose`, as `fedgen-debug diagnose A B`: how B's
+samples differ from A's, by family) on the verdict's own samples, in 2-3 lines and summary.json.
 Every stage writes into --out; training runs resume when the demo is re-run, and nothing is charged
 to the privacy ledger twice.
 
@@ -172,7 +174,8 @@ def run(args) -> int:
 
 def closing_summary(args, stages, summary: dict) -> list[str]:
     """The demo's one closing block: each story's verdict with its z and threshold (as in summary.json),
-    ε per population (the ledger's totals) and where the files are."""
+    each pair's diagnosis in a line, ε per population (the ledger's totals) and where the files are."""
+    from fedgen_debug.cli.diagnose_cmd import brief_line
     from fedgen_debug.cli.privacy_flags import weak_privacy_mark
     from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.privacy.ledger import Ledger
@@ -196,6 +199,14 @@ def closing_summary(args, stages, summary: dict) -> list[str]:
             lines.append(f"    pixel inversion, {phase.replace('_', ' ')}: {answer(story['pixel_inversion_suspected'])}"
                          f"{' (INCONCLUSIVE)' if story['inconclusive'] else ''} ({e['test']}: z = {e['z']:.1f}, "
                          f"threshold {e['z_threshold']:g}{'; YES along training' if path.get('suspected') else ''})")
+    stories = ([(f"tokenization bug, {kind}-LM after vs before", summary["lm"][kind]) for kind in ("char", "word")]
+               if "lm" in stages else [])
+    stories += ([(f"pixel inversion, {phase.replace('_', ' ')}, low vs high accuracy", summary["gan"][phase])
+                 for phase in ("with_bug", "after_fix")] if "gan" in stages else [])
+    diagnosed = [(name, story["diagnosis"]) for name, story in stories if "diagnosis" in story]
+    if diagnosed:
+        lines.append("  diagnoses (`fedgen-debug diagnose A B`, in B's released/diagnosis.json):")
+        lines += [f"    {name}: {brief_line(diagnosis)}" for name, diagnosis in diagnosed]
     lines.append("  privacy spent on the demo's populations (all releases in the ledger):")
     ledger = Ledger()
     for population in sorted({r.population for rs in planned_records(args, stages).values() for r in rs}):

@@ -1,5 +1,6 @@
 """The demo's GAN stage (paper §6): pixel inversion on a fraction of devices → GANs on low- and
-high-accuracy users (T4, strict selection) → grids, each GAN's ε and the verdict; then the fixed
+high-accuracy users (T4, strict selection) → grids, each GAN's ε and the verdict, and the diagnosis of
+the pair (`analysis.diagnose`: how the low-accuracy GAN's samples differ, by family); then the fixed
 pipeline → the verdict clears."""
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
     `primary`: the future of
     `queue_primary`, if it queued the primary CNN's training; else the stage trains it if it is missing.
     `rounds`: each GAN's (None: the preset's)."""
+    from fedgen_debug.analysis.diagnose import diagnose
+    from fedgen_debug.cli.diagnose_cmd import brief, brief_lines
     from fedgen_debug.cli.gan_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.analysis.gan_report import analyze_gan
@@ -105,11 +108,16 @@ def run_gan_stage(data: str, invert_fraction: float, out: str, seed: int, preset
         report = analyze_gan(dirs["low"], dirs["high"], samples=samples)
         for line in format_report(report):
             print("         " + line)
+        # How the pair differs beyond the named check (`fedgen-debug diagnose HIGH LOW`), on the samples
+        # the check has just drawn and with its verdict: nothing drawn or analysed twice.
+        diagnosis = brief(diagnose(dirs["high"], dirs["low"], samples=samples, named_report=report))
+        for line in brief_lines(diagnosis, "B = low, A = high accuracy"):
+            print("         " + line)
         return {"run_dirs": dirs, "pixel_inversion_suspected": report["pixel_inversion_suspected"],
                 "epsilon": {"low": report["current"]["privacy"]["run"]["epsilon"],
                             "high": report["compare"]["privacy"]["run"]["epsilon"]},
                 "inconclusive": report["inconclusive"], "evidence": report["evidence"],
-                "primary_fit": report["primary_fit"]}
+                "primary_fit": report["primary_fit"], "diagnosis": diagnosis}
 
     # The next phase's pair is queued once this one has trained, to train while this one is analysed.
     comparisons = stage_comparisons(runs)

@@ -1,5 +1,6 @@
 """The demo's LM stage (paper §5): char- and word-LM before (0%) and after (10%) the tokenization
-bug, the after-run analyzed against the before-run, tables side by side, each model's ε and the verdict."""
+bug, the after-run analyzed against the before-run, tables side by side, each model's ε and the verdict,
+and the diagnosis of the pair (`analysis.diagnose`: how the after-run's samples differ, by family)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def finish_lm_stage(queued, samples: int = 5000) -> dict:
     """Waits for each kind's pair and analyses it (the char pair while the word pair trains), prints the
     tables, each model's ε and the verdict; returns the stage's summary. `samples` per model:
     post-processing (no ε); more samples, a sharper z (the verdicts' statistics are sampled shares)."""
+    from fedgen_debug.analysis.diagnose import diagnose
+    from fedgen_debug.cli.diagnose_cmd import brief, brief_lines
     from fedgen_debug.cli.lm_cmd import format_report
     from fedgen_debug.cli.privacy_flags import privacy_lines
     from fedgen_debug.analysis.lm_analysis import analyze_lm
@@ -68,6 +71,11 @@ def finish_lm_stage(queued, samples: int = 5000) -> dict:
         if kind == "char":
             summary["top20_with_space"] = {"before": report["baseline"]["top_k_with_space"],
                                            "after": report["current"]["top_k_with_space"]}
+        # How the pair's samples differ beyond the named check (`fedgen-debug diagnose BEFORE AFTER`), on the
+        # samples the check has just drawn and released, with its verdict: nothing drawn or analysed twice.
+        summary["diagnosis"] = brief(diagnose(before, after, samples=samples, named_report=report))
+        for line in brief_lines(summary["diagnosis"], f"B = {kind}-LM after, A = before"):
+            print("         " + line)
         return summary
 
     rows = queued.collect(analyze)

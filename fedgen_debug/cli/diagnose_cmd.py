@@ -76,6 +76,61 @@ def format_report(report: dict, top: int = 8) -> list[str]:
     return lines
 
 
+def _shown_z(difference: dict, calibration: dict) -> tuple[str, float | None]:
+    """(its name, the z to show) of one difference: its calibrated z when the diagnosis is calibrated."""
+    if calibration["calibrated"] and difference.get("calibrated_z") is not None:
+        return "calibrated z", difference["calibrated_z"]
+    return "z", difference["z"]
+
+
+def brief(report: dict) -> dict:
+    """A diagnosis in a few fields (the demo's summary.json): whether A and B differ and against which noise,
+    the families, the first difference, an unhealthy side, where the whole report is."""
+    from fedgen_debug.runs import store
+
+    calibration = report["calibration"]
+    first = None
+    if report["differences"]:
+        c = report["differences"][0]
+        first = {"property": c["property"], "family": c["family"], "direction": c["direction"], "effect": c["effect"],
+                 "z": c["z"], "calibrated_z": c.get("calibrated_z"), "significant": c["significant"]}
+    return {"differ": report["differ"], "calibrated": calibration["calibrated"], "against": calibration["against"],
+            "z_threshold": calibration["z_threshold"], "families": report["families"], "first": first,
+            "unhealthy": report.get("unhealthy", {}), "report": store.released(report["runs"]["b"], store.DIAGNOSIS)}
+
+
+def brief_lines(summary: dict, pair: str) -> list[str]:
+    """`brief`'s summary in 2-3 lines: differ YES/no and against which noise, where the report is; the
+    families and the first difference (property, family, direction, z); an unhealthy side. `pair`: which
+    B against which A, in words."""
+    against = summary["against"] + ("" if summary["calibrated"] else ", not training noise")
+    lines = [f"diagnosis, {pair}: differ {'YES' if summary['differ'] else 'no'} (calibrated against {against}); "
+             f"{summary['report']}"]
+    families = ", ".join(summary["families"][:4]) + (", ..." if len(summary["families"]) > 4 else "")
+    first = summary["first"]
+    if first is None:
+        lines.append("  no property to compare")
+    else:
+        z_name, z = _shown_z(first, summary)
+        lines.append(f"  families: {families or 'none significant'}; first: {first['property']} ({first['family']}), "
+                     f"B vs A: {first['direction']}, {z_name} = {'-' if z is None else f'{z:.1f}'}")
+    if summary["unhealthy"]:
+        sides = ", ".join(f"{side.upper()} ({reason})" for side, reason in summary["unhealthy"].items())
+        lines.append(f"  UNHEALTHY auxiliary {sides}: its differences say little about the data")
+    return lines
+
+
+def brief_line(summary: dict) -> str:
+    """`brief`'s summary in one line: differ YES/no, against which noise, the first difference."""
+    first = summary["first"]
+    z_name, z = _shown_z(first, summary) if first else ("z", None)
+    noise = "" if summary["calibrated"] else " (sampling noise only)"
+    unhealthy = "".join(f", {side.upper()} UNHEALTHY" for side in summary["unhealthy"])
+    return (f"differ {'YES' if summary['differ'] else 'no'}{noise}{unhealthy}"
+            + ("" if first is None else f"; first: {first['property']} ({first['family']}), "
+                                        f"{z_name} = {'-' if z is None else f'{z:.1f}'}"))
+
+
 def _summary(value) -> str:
     if value is None:
         return "-"

@@ -65,6 +65,7 @@ ANALYSIS_PNG = "analysis.png"
 TOP_OOV_WORDS = "top_oov_words.csv"
 SAMPLES_PNG = "samples.png"
 SAMPLES_NPZ = "samples.npz"
+SAMPLES_JSON = "samples.json"   # an LM's samples as text (`lm_analysis.release_texts`)
 SAMPLE_SNAPSHOTS = "sample_snapshots"
 STAGED_SNAPSHOTS = "staged_snapshots"   # server side: SAMPLE_SNAPSHOTS until training ends
 CANARIES = "canaries.json"
@@ -112,6 +113,7 @@ RELEASED_FILES = {
     TOP_OOV_WORDS: "computed from generated samples",
     SAMPLES_PNG: "generated samples",
     SAMPLES_NPZ: "generated samples",
+    SAMPLES_JSON: "generated samples, and a digest of the released model that drew them",
     SAMPLE_SNAPSHOTS: "samples of the generator after round r: post-processing of rounds 1..r's DP aggregates, "
                       "which the run's ε covers (every round's release is composed)",
     CANARIES: "synthetic canaries and their insertion configs (never which users shared them)",
