@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import ndimage, stats
 
 from fedgen_debug.analysis import calibration as C
 from fedgen_debug.analysis import calibration_store, differences, image_properties
@@ -112,7 +112,7 @@ def test_a_shift_beyond_the_training_noise_is_found_and_one_within_it_is_not():
     assert differences.rank(_compare(small[0], small[1]))[0]["z"] != 0.0
 
 
-def test_a_rotated_image_set_is_orientation_first_under_a_calibration_of_clean_sets():
+def test_a_rotated_set_is_orientation_alone_and_a_blurred_one_sharpness_first_under_a_calibration():
     from fedgen_debug.data import client_data as cd
     from fedgen_debug.data import spec as data_spec
 
@@ -126,8 +126,11 @@ def test_a_rotated_image_set_is_orientation_first_under_a_calibration_of_clean_s
                                   "replicate", 3)
     calibration = C.Calibration("halves", "gan", "demo", "replicate", noise, dof, C.threshold_for(len(noise)), {})
     ranked, _, _ = diagnose.image_differences(sets[0], np.rot90(sets[1], axes=(1, 2)), calibration=calibration)
-    assert ranked[0]["family"] == "orientation" and ranked[0]["significant"]
+    assert differences.significant_families(ranked) == ["orientation"]      # orientation and nothing else
     assert all(c["calibrated_z"] is not None for c in ranked)
+    blurred = np.stack([ndimage.gaussian_filter(x, 1.0) for x in sets[1]])
+    ranked, _, _ = diagnose.image_differences(sets[0], blurred, calibration=calibration)
+    assert ranked[0]["family"] == "sharpness" and ranked[0]["significant"]
 
 
 def test_a_calibration_round_trips_through_json_and_refuses_other_files(tmp_path):
@@ -190,3 +193,45 @@ def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path):
     assert result.returncode == 2 and "3 or more replicate runs" in result.stderr and "Traceback" not in result.stderr
     result = run_cli("calibrate", char_runs[0], "--pairs", "--out", str(tmp_path / "c.json"))
     assert result.returncode == 2 and "A:B" in result.stderr
+
+
+def _fake_gan_run(root, name, select, rounds=150):
+    config = {"gan": {"select": select, "preset": "demo"},
+              "training": {"rounds": rounds, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
+    run = str(root / name)
+    store.write_json(store.released(run, "config.json"), config)
+    return run
+
+
+def _shipped(directory, name, pair_type, settings, selections=None):
+    source = {"settings": settings, **({"selections": selections} if selections else {})}
+    noise = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10)}
+    calibration_store.save(C.Calibration(name, "gan", "demo", pair_type, noise, 9, 3.0, source), str(directory / f"{name}.json"))
+
+
+def test_a_pair_gets_the_calibration_of_its_settings_kind_and_selections(tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration_store, "SHIPPED_DIR", str(tmp_path / "shipped"))
+    (tmp_path / "shipped").mkdir()
+    high, low = _fake_gan_run(tmp_path, "high", "by-user-accuracy:high"), _fake_gan_run(tmp_path, "low", "by-user-accuracy:low")
+    correct, wrong = _fake_gan_run(tmp_path, "ok", "correct"), _fake_gan_run(tmp_path, "bad", "misclassified")
+    settings = calibration_store.training_settings(high)
+    assert settings == {"preset": "demo", "rounds": 150, "clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}
+    assert calibration_store.choose(None, "gan", "selection", high, low)[0] is None          # nothing shipped
+    _shipped(tmp_path / "shipped", "t4", "selection", settings, ["by-user-accuracy:high", "by-user-accuracy:low"])
+    chosen, note = calibration_store.choose(None, "gan", "selection", high, low)
+    assert chosen.name == "t4" and note is None
+    # T2's pair has other offsets than T4's: not T4's calibration; a replicate one with a note, if any.
+    assert calibration_store.choose(None, "gan", "selection", correct, wrong)[0] is None
+    _shipped(tmp_path / "shipped", "rep", "replicate", settings)
+    chosen, note = calibration_store.choose(None, "gan", "selection", correct, wrong)
+    assert chosen.name == "rep" and "replicate pairs' training noise only" in note
+    # Other settings (200 rounds): none of them, and the note says how to make one.
+    other = _fake_gan_run(tmp_path, "long", "by-user-accuracy:low", rounds=200)
+    chosen, note = calibration_store.choose(None, "gan", "replicate", other, _fake_gan_run(tmp_path, "l2", "by-user-accuracy:low", 200))
+    assert chosen is None and "fedgen-debug calibrate" in note
+    chosen, note = calibration_store.choose(None, "gan", "selection", high, other)
+    assert chosen is None and "different settings" in note
+    assert calibration_store.choose("none", "gan", "selection", high, low) == (None, "calibration switched off "
+                                                                                 "(--calibration none): sampling noise only")
+    with pytest.raises(ValueError, match="for gan runs"):
+        calibration_store.choose(str(tmp_path / "shipped" / "t4.json"), "char", "replicate", high, low)

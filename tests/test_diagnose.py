@@ -97,10 +97,31 @@ def lm_pair(tmp_path_factory):
     return runs
 
 
+def _schema_errors(report: dict) -> list[str]:
+    import jsonschema
+
+    with open(diagnose.SCHEMA_PATH) as f:
+        schema = json.load(f)
+    return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(report)]
+
+
+def test_the_schema_names_the_families_and_refuses_a_broken_report():
+    with open(diagnose.SCHEMA_PATH) as f:
+        schema = json.load(f)
+    assert schema["$defs"]["difference"]["properties"]["family"]["enum"] == list(differences.FAMILIES)
+    assert schema["properties"]["schema"]["const"] == diagnose.SCHEMA
+    report = json.loads(json.dumps(_report()))
+    assert _schema_errors(report)                      # the hand-built row misses the schema's newer keys
+    assert any("'differences'" in e for e in _schema_errors({k: v for k, v in report.items() if k != "differences"}))
+
+
 def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
     result = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "200", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
+    assert _schema_errors(report) == []
+    broken = {**report, "differences": [{**report["differences"][0], "family": "mood"}]}
+    assert any("mood" in e for e in _schema_errors(broken))
     assert report["schema"] == diagnose.SCHEMA and report["kind"] == "char"
     assert {"health", "differences", "families", "checks", "calibration", "evidence", "distinctive_terms"} <= set(report)
     assert report["calibration"]["calibrated"] is False
@@ -140,6 +161,7 @@ def test_a_gan_pair_with_a_fault_gets_a_full_report(gan_pair):
     runs = gan_pair
     assert store.read_config(runs["after"])["gan"]["fault"] == "rotate:1.0"
     report = diagnose.diagnose(runs["before"], runs["after"], samples=60)
+    assert _schema_errors(json.loads(json.dumps(report))) == []
     assert report["kind"] == "gan" and report["checks"][0]["name"] == "pixel_inversion_suspected"
     assert {c["property"] for c in report["differences"]} >= {"light_ink", "predicted_class", "confidence"}
     assert os.path.exists(report["evidence"]["a_png"]) and os.path.exists(report["evidence"]["b_png"])

@@ -35,6 +35,9 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     if any(s != settings[0] for s in settings):
         raise ValueError(f"calibrate needs runs trained with the same settings. Found {settings}.")
     pairs = list(itertools.combinations(range(len(run_dirs)), 2)) if pairs is None else list(pairs)
+    sides = {tuple(calibration_store.selections(run_dirs[a], run_dirs[b]) or ()) for a, b in pairs}
+    if pair_type == "selection" and len(sides) != 1:
+        raise ValueError(f"selection pairs must all compare the same two selections (A:B). Found {sorted(sides)}.")
     values = [diagnose.run_values(kind, d, samples, seed)[0]
               for d in progress(run_dirs, desc="sampling runs", unit="run")]
 
@@ -51,5 +54,6 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
         name=name, kind=kind, preset=settings[0]["preset"], pair_type=pair_type, properties=noise,
         degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(rows[0])),
         source={"settings": settings[0], "runs": len(run_dirs), "pairs": len(pairs), "samples": samples,
-                "seed": seed, "description": description},
+                "seed": seed, "description": description,
+                **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms)

@@ -35,6 +35,15 @@ def training_settings(run_dir: str) -> dict:
             "noise_multiplier": float(training["dp"]["noise_multiplier"]), "clip": float(training["dp"]["clip"])}
 
 
+def selections(run_a: str, run_b: str) -> list[str] | None:
+    """The two sides' selectors of a GAN pair, A's first (a selection calibration holds for these only:
+    T4's high/low pairs and T2's correct/misclassified pairs have other offsets); None for LMs."""
+    configs = [store.read_config(d) for d in (run_a, run_b)]
+    if not all("gan" in c for c in configs):
+        return None
+    return [c["gan"]["select"] for c in configs]
+
+
 def load(path: str) -> Calibration:
     try:
         with open(path) as f:
@@ -70,12 +79,14 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
         return None, (f"the two runs were trained with different settings ({settings[0]} vs {settings[1]}); "
                       "no calibration: sampling noise only")
     matching = [c for c in shipped() if c.kind == kind and c.source.get("settings") == settings[0]]
+    sides = selections(run_a, run_b)
     for c in matching:
-        if c.pair_type == pair:
+        if c.pair_type == pair and (pair == "replicate" or c.source.get("selections") == sides):
             return c, None
+    matching = [c for c in matching if c.pair_type == "replicate"]
     if matching:   # a selection pair with only replicate pairs measured at its settings
-        return matching[0], ("no clean selection pairs measured at these settings: calibrated against replicate "
-                             "pairs' training noise only; two selections are different users and also differ in "
-                             "style without a bug")
+        return matching[0], (f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at these "
+                             "settings: calibrated against replicate pairs' training noise only; two selections "
+                             "are different users and also differ in style without a bug")
     return None, (f"no calibration measured at these settings ({settings[0]}): sampling noise only; make one with "
                   "`fedgen-debug calibrate` from 3 or more replicate runs")

@@ -37,6 +37,8 @@ from fedgen_debug.analysis import differences, gan_analysis, image_properties, t
 from fedgen_debug.runs import store
 
 SCHEMA = "fedgen-debug/diagnosis/2"
+# The report's JSON Schema (draft 2020-12), shipped with the package for whoever reads diagnosis.json.
+SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "diagnosis.schema.json")
 EVIDENCE_SAMPLES = 16     # per side
 UNHEALTHY_SHARE = gan_analysis.INCONCLUSIVE_SHARE
 
