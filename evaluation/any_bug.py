@@ -65,7 +65,7 @@ DEFAULT_DATA = {"images": "synthetic-images:writers=100,seed=0", "text": "synthe
 
 
 def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, rounds: int | None,
-               select: str = "random"):
+               select: str = "random", vocab: str | None = None):
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.training.lm_run import LMRun
@@ -73,7 +73,7 @@ def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, 
     settings = bug_settings(bug, modality)
     if modality == "images":
         return GANRun(data, select, preset="demo", seed=seed, rounds=rounds, **settings)
-    return LMRun(kind, data, preset="demo", seed=seed, rounds=rounds, **settings)
+    return LMRun(kind, data, preset="demo", seed=seed, rounds=rounds, vocab=vocab, **settings)
 
 
 def row(comparison, report: dict) -> dict:
@@ -116,6 +116,8 @@ def main() -> None:
     parser.add_argument("--select", choices=("random", "t4"), default="random",
                         help="images: T1 GANs on every user (random: A clean, B with the fault), or T4 pairs (A the "
                              "high-accuracy users' GAN, B the low-accuracy users', both on the data with the fault)")
+    parser.add_argument("--vocab", help="text: the LMs' vocabulary (file:PATH, public:SPEC or dp; default: the "
+                                        "data's, as train-lm chooses)")
     parser.add_argument("--train-only", action="store_true", help="train the runs, diagnose nothing")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -131,7 +133,7 @@ def main() -> None:
         label = "clean" if bug is None else bug.replace(":", "-").replace(",", "-")
         side = "" if select == "random" else f"-{select.rsplit(':', 1)[-1]}"
         return Arm(name, os.path.join(args.out, f"{tag}-{label}-seed{seed}{side}"),
-                   run_config(args.modality, args.kind, data, bug, seed, args.rounds, select))
+                   run_config(args.modality, args.kind, data, bug, seed, args.rounds, select, args.vocab))
 
     def pair(bug: str | None, s: int) -> tuple[Arm, Arm]:
         if args.select == "t4":   # the paper's pair: high-accuracy users (A) against low-accuracy users (B)
