@@ -5,26 +5,20 @@ chart, the report's path) in an expander; on a hand-written monitor state, under
 import os
 
 import numpy as np
-import pytest
 from streamlit.testing.v1 import AppTest
 
 import fedgen_debug.app
 from fedgen_debug.analysis.diagnosis_summary import UNHEALTHY
 from fedgen_debug.runs import store
 
+import test_app
+
 APP = os.path.join(list(fedgen_debug.app.__path__)[0], "main.py")
 GAN, LM = "gan-random", "char-lm"
 CHANGED = "what changed: polarity — background_level darker, ink_share more ink"
 
 
-@pytest.fixture(autouse=True)
-def _restore_env():
-    before = os.environ.get("FEDGEN_DEBUG_RUNS")
-    yield
-    if before is None:
-        os.environ.pop("FEDGEN_DEBUG_RUNS", None)
-    else:
-        os.environ["FEDGEN_DEBUG_RUNS"] = before
+_restore_env = test_app._restore_env  # autouse: puts $FEDGEN_DEBUG_RUNS back after a test set it
 
 
 def _summary(kind: str, period: int, **fields) -> dict:
