@@ -237,3 +237,10 @@ def test_a_pair_gets_the_calibration_of_its_settings_kind_and_selections(tmp_pat
                                                                                  "(--calibration none): sampling noise only")
     with pytest.raises(ValueError, match="for gan runs"):
         calibration_store.choose(str(tmp_path / "shipped" / "t4.json"), "char", "replicate", high, low)
+    # An adaptive clip (no fixed S) is a setting of its own: no shipped calibration matches it.
+    adaptive = str(tmp_path / "adaptive")
+    config = store.read_config(high)
+    config["training"]["dp"].update(clip=None, clip_quantile=0.5)
+    store.write_json(store.released(adaptive, "config.json"), config)
+    assert calibration_store.training_settings(adaptive)["clip"] == "adaptive:0.5"
+    assert calibration_store.choose(None, "gan", "replicate", adaptive, adaptive)[0] is None

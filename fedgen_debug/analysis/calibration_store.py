@@ -29,10 +29,14 @@ def training_settings(run_dir: str) -> dict:
     if config is None:
         raise ValueError(f"{run_dir}: not a run directory (no released config).")
     run = config.get("gan") or config.get("lm")
-    training = config["training"]
+    training, dp = config["training"], config["training"]["dp"]
+
+    def number(value):   # an adaptive clip has no fixed S: its quantile is the setting then
+        return None if value is None else float(value)
+
     return {"preset": run["preset"], "rounds": int(training["rounds"]),
-            "clients_per_round": int(training["dp"]["clients_per_round"]),
-            "noise_multiplier": float(training["dp"]["noise_multiplier"]), "clip": float(training["dp"]["clip"])}
+            "clients_per_round": int(dp["clients_per_round"]), "noise_multiplier": float(dp["noise_multiplier"]),
+            "clip": number(dp.get("clip")) if dp.get("clip_quantile") is None else f"adaptive:{dp['clip_quantile']}"}
 
 
 def selections(run_a: str, run_b: str) -> list[str] | None:
