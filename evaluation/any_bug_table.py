@@ -48,11 +48,6 @@ def values_of(kind: str, run_dir: str, samples: int) -> dict:
     return values
 
 
-def _calibration(kind, pair_type, rows, dof, properties):
-    noise, dof = C.estimate_noise(rows, pair_type, dof)
-    return C.Calibration("left-out", kind, "-", pair_type, noise, dof, C.threshold_for(properties), {})
-
-
 def _outcome(kind, fault, ranked) -> dict:
     families = [f for f in dict.fromkeys(c["family"] for c in ranked if c["significant"])]
     expected = expected_families(fault, kind) if fault != "clean" else ()
@@ -90,14 +85,9 @@ def main() -> None:
             if low in values:
                 clean_pairs.append((d, low))
     rows_by_pair = {p: compare(*p) for p in clean_pairs}
-    properties = len(next(iter(rows_by_pair.values())))
 
     def left_out(excluded: set) -> C.Calibration:
-        kept = [p for p in clean_pairs if not (set(p) & excluded)]
-        index = {d: i for i, d in enumerate(sorted({r for p in kept for r in p}))}
-        dof = (C.replicate_degrees_of_freedom([(index[a], index[b]) for a, b in kept])
-               if args.pair_type == "replicate" else None)
-        return _calibration(args.kind, args.pair_type, [rows_by_pair[p] for p in kept], dof, properties)
+        return C.left_out(rows_by_pair, excluded, args.pair_type, args.kind)
 
     table = []
     for a, b in clean_pairs:

@@ -90,7 +90,7 @@ def test_left_out_clean_pairs_rarely_alarm_while_the_samples_z_alarms_on_most():
     rng = np.random.default_rng(0)
     values = _simulated_runs(rng, runs=12, run_noise=0.3)
     pairs = list(itertools.combinations(range(12), 2))
-    alarms = C.leave_pair_out_false_alarms(values, _compare, "replicate", pairs)
+    alarms = C.leave_pair_out_false_alarms(values, _compare, "replicate", "gan", pairs)
     assert alarms["pairs"] == 66 and alarms["alarms"] <= 3              # ≤ 1 in 20
     raw = sum(differences.rank(_compare(values[i], values[j]))[0]["significant"] for i, j in pairs)
     assert raw > 33                                                    # the sampling-only z: training noise is "found"

@@ -47,7 +47,7 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     rows = [compare_pair(values[i], values[j]) for i, j in pairs]
     dof = calibration_module.replicate_degrees_of_freedom(pairs) if pair_type == "replicate" else None
     noise, dof = calibration_module.estimate_noise(rows, pair_type, dof)
-    alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, pairs)
+    alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, kind, pairs)
     log.info("calibration %s: %d clean pairs, %d degrees of freedom; left out, %d of %d pairs alarmed", name,
              len(pairs), dof, alarms["alarms"], alarms["pairs"])
     return calibration_module.Calibration(

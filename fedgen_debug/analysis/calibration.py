@@ -210,37 +210,35 @@ def replicate_degrees_of_freedom(pairs: Sequence[tuple[int, int]]) -> int:
     return len(runs) - len({root(r) for r in runs})
 
 
-def leave_pair_out_false_alarms(values_by_run: Sequence, compare_pair, pair_type: str,
+def left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], excluded: set, pair_type: str, kind: str) -> Calibration:
+    """A calibration from the clean pairs (`rows_by_pair`: (run, run) → comparison rows) that share no run
+    with `excluded`: a pair is never calibrated by itself, nor by its own runs' other pairs."""
+    kept = [p for p in rows_by_pair if not set(p) & set(excluded)]
+    dof = replicate_degrees_of_freedom(kept) if pair_type == "replicate" else None
+    noise, dof = estimate_noise([rows_by_pair[p] for p in kept], pair_type, dof)
+    properties = len(next(iter(rows_by_pair.values())))
+    return Calibration(name="left-out", kind=kind, preset="-", pair_type=pair_type, properties=noise,
+                       degrees_of_freedom=dof, z_threshold=threshold_for(properties), source={})
+
+
+def leave_pair_out_false_alarms(values_by_run: Sequence, compare_pair, pair_type: str, kind: str,
                                 pairs: Sequence[tuple[int, int]] | None = None) -> dict:
-    """Each clean pair (i, j) of runs diagnosed against a calibration estimated without runs i and j: how
-    many pass the threshold on any property. `compare_pair(values_a, values_b)` returns the comparison rows;
-    `pairs` defaults to all pairs among the runs (replicate) and must be given for selection pairs."""
-    runs = len(values_by_run)
-    pairs = list(itertools.combinations(range(runs), 2)) if pairs is None else list(pairs)
-    cache = {}
-
-    def rows(i, j):
-        if (i, j) not in cache:
-            cache[(i, j)] = compare_pair(values_by_run[i], values_by_run[j])
-        return cache[(i, j)]
-
+    """Each clean pair (i, j) of runs diagnosed against a calibration estimated without runs i and j
+    (`left_out`): how many pass the threshold on any property. `compare_pair(values_a, values_b)` returns
+    the comparison rows; `pairs` defaults to all pairs among the runs (replicate) and must be given for
+    selection pairs. A pair with too few others left to calibrate is not tested."""
+    pairs = list(itertools.combinations(range(len(values_by_run)), 2)) if pairs is None else list(pairs)
+    rows_by_pair = {(i, j): compare_pair(values_by_run[i], values_by_run[j]) for i, j in pairs}
     alarms, details = 0, []
-    for i, j in pairs:
-        others = [p for p in pairs if i not in p and j not in p]
-        dof = replicate_degrees_of_freedom(others) if pair_type == "replicate" else None
+    for pair, rows in rows_by_pair.items():
         try:
-            noise, dof = estimate_noise([rows(*p) for p in others], pair_type, dof)
+            calibration = left_out(rows_by_pair, set(pair), pair_type, kind)
         except ValueError:
             continue
-        threshold = threshold_for(len(rows(i, j)))
-        calibration = Calibration(name="left-out", kind="gan", preset="-", pair_type=pair_type, properties=noise,
-                                  degrees_of_freedom=dof, z_threshold=threshold, source={})
-        ranked = apply(rows(i, j), calibration)
-        top = ranked[0] if ranked else None
-        alarm = bool(top and top["significant"])
-        alarms += alarm
-        details.append({"pair": [i, j], "alarm": alarm, "top_property": top and top["property"],
-                        "top_calibrated_z": top and top["calibrated_z"]})
+        top = apply(rows, calibration)[0]
+        alarms += top["significant"]
+        details.append({"pair": list(pair), "alarm": top["significant"], "top_property": top["property"],
+                        "top_calibrated_z": top["calibrated_z"]})
     tested = len(details)
     return {"pairs": tested, "alarms": alarms,
             "rate_upper_95": _rate_upper(alarms, tested) if tested else None, "details": details}

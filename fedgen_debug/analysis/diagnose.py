@@ -291,7 +291,7 @@ def pair_type(kind: str, run_a: str, run_b: str) -> str:
     return "replicate" if len(selections) == 1 else "selection"
 
 
-def _calibration_report(calibration, kind: str, pair: str, note: str | None, threshold: float | None) -> dict:
+def _calibration_report(calibration, pair: str, note: str | None, threshold: float | None) -> dict:
     if calibration is None:
         return {"calibrated": False, "name": None, "pair_type": pair, "against": "sampling noise of the two sample sets",
                 "clean_pairs": 0, "z_threshold": threshold, "false_alarms": None,
@@ -336,7 +336,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     families = report_families(checks, ranked)
     report.update(
         health=health,
-        calibration=_calibration_report(chosen, kind, pair, note, ranked[0]["z_threshold"] if ranked else None),
+        calibration=_calibration_report(chosen, pair, note, ranked[0]["z_threshold"] if ranked else None),
         differ=bool(families) and healthy,
         families=families,
         differences=ranked,
