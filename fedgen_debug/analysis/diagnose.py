@@ -33,6 +33,7 @@ import os
 
 import numpy as np
 
+from fedgen_debug.analysis import calibration as calibration_module
 from fedgen_debug.analysis import differences, gan_analysis, image_properties, text_properties
 from fedgen_debug.runs import store
 
@@ -144,8 +145,6 @@ def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
 
 def rank(compared: list[dict], calibration) -> list[dict]:
     """Ranked by the calibrated z when there is a calibration, else by the samples' z (`differences.rank`)."""
-    from fedgen_debug.analysis import calibration as calibration_module
-
     return differences.rank(compared) if calibration is None else calibration_module.apply(compared, calibration)
 
 
