@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 
+from fedgen_debug.privacy import deployment
 from fedgen_debug.runs import store
 
 MAX_DEPTH = 4  # run directories are found this many levels below the root at most
@@ -34,6 +35,8 @@ class RunSummary:
     verdict: str = ""               # the analysis' verdict in a few words, "" before analysis
     memorization: str = ""          # "PASS" / "FAIL" / "" (not checked)
     broken: str = ""                # why the run cannot be read ("" when it can)
+    # what the training's noise on the mean update is worth at a deployment (`privacy.deployment`), or None
+    deployment_equivalent: dict | None = None
 
     @property
     def progress(self) -> str:
@@ -110,7 +113,8 @@ def summarize(root: str, relative: str) -> RunSummary:
                           int(status.get("rounds_completed", 0)), int(status.get("rounds", 0)),
                           release.get("epsilon"), release.get("delta"), bool(release.get("above_warning", False)),
                           _verdict(kind, _read(run_dir, store.ANALYSIS)),
-                          "" if memorization is None else ("PASS" if memorization["verdict"]["passed"] else "FAIL"))
+                          "" if memorization is None else ("PASS" if memorization["verdict"]["passed"] else "FAIL"),
+                          deployment_equivalent=release.get(deployment.RELEASE_KEY))
     except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as error:
         return RunSummary(relative, "?", broken=f"{type(error).__name__}: {error}")
 

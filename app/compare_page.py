@@ -13,6 +13,7 @@ import streamlit as st
 
 from fedgen_debug.app import analyses, diagnosis_view, images
 from fedgen_debug.app.catalog import MODEL_KINDS, catalog
+from fedgen_debug.privacy import deployment
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.evidence import explain
 from fedgen_debug.runs import store
@@ -211,6 +212,8 @@ def render(root: str) -> None:
             st.markdown(f"**{run.path}** — {run.kind}, {run.selector}, bug: {run.bug or 'none'}")
             st.metric("ε", format_epsilon(run.epsilon) + (" ⚠" if run.above_warning else ""),
                       help="this run's training release alone; the Privacy page composes the population's")
+            if run.deployment_equivalent:
+                st.caption("At a deployment: " + " ".join(deployment.summary_lines(run.deployment_equivalent)[:-1]))
             if pair is None:
                 _own_verdict(root, run)
             part = analyses.part_for(root, run.path, pair)

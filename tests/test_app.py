@@ -348,6 +348,9 @@ def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
     epsilons = [m.value for m in at.metric if m.label == "ε"]
     expected = [_privacy_of(out / f"gan/with_bug-{side}-accuracy")["epsilon"] for side in ("high", "low")]
     assert epsilons == [f"{e:.3g} ⚠" for e in expected]
+    # Beside each ε, what the same noise on the mean update is worth at a deployment (issue 56).
+    at_deployment = [c.value for c in at.caption if c.value.startswith("At a deployment: ")]
+    assert len(at_deployment) == 2 and all("ε ≤ 1 from N = " in c and "ε ≤ 10 from N = " in c for c in at_deployment)
     assert len([m for m in at.metric if m.label == "Fréchet distance"]) == 2
     # The pair's two grids, then the demo's diagnosis of the pair (issue 55): its evidence and chart.
     final, diagnosis = at.get("imgs")[:2], at.get("imgs")[2:]

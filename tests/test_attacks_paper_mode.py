@@ -73,11 +73,12 @@ def _json_sizes(value, key: str = ""):
 
 
 def _printed_sizes(text: str, count: int) -> list[str]:
-    """Lines that print `count` as a whole number (not inside 0.125, 1e-05 or an id) within 40
-    characters of a word about users, selection or the population."""
+    """Lines that print `count` as a whole number (not inside 0.125, 1e-05, 1,000 or an id, and not a privacy
+    parameter: "T = 1): ε ≤ 1 from N = ... users (qN = 200, z = 1" names rounds, a target ε and a noise
+    multiplier) within 40 characters of a word about users, selection or the population."""
     hits = []
     for line in text.splitlines():
-        for number in re.finditer(rf"(?<![\w.]){count}(?![\w.]|\.\d)", line):
+        for number in re.finditer(rf"(?<![\w.])(?<!ε ≤ )(?<!ε = )(?<!z = )(?<!T = )(?<!\d,){count}(?![\w.]|\.\d|,\d{{3}})", line):
             window = line[max(0, number.start() - 40):number.end() + 40]
             if SIZE_WORDS.search(window):
                 hits.append(line)
@@ -119,7 +120,7 @@ def _released_users(run_dir: str) -> float:
 
 def test_attack_one_qualified_user_is_never_released_and_the_count_is_noised(tmp_path, ledger):
     # Two secrets, pinned: one DP count is above qN = 1 (the run trains; before the fix it crashed
-    # printing ε's realistic line, its δ = 1/N computed at N = M = 1), the other below qN = 2 (refused,
+    # printing ε's realistic-scale line, its δ = 1/N computed at N = M = 1), the other below qN = 2 (refused,
     # saying so; before, "exceeds the population (1 clients)"). Neither says 1.
     runs = [_train_lm(tmp_path, 1, "lm-1-b", clients_per_round=1), _train_lm(tmp_path, 1, "lm-1-a")]
     for run_dir, result in runs:
@@ -132,7 +133,7 @@ def test_attack_one_qualified_user_is_never_released_and_the_count_is_noised(tmp
     privacy = json.load(open(store.released(runs[0][0], store.PRIVACY)))
     (training,) = [r for k, r in privacy["releases"].items() if k.endswith("/training")]
     assert training["population_size"] == USERS and math.isfinite(training["epsilon"])
-    assert "(a simulation: at realistic scale, qN = 10 of N = 10 with z = 1" in runs[0][1].stdout  # q = 1
+    assert "deployment-equivalent (noise on the mean update σ/S = " in runs[0][1].stdout  # printed, at N = M = 1
 
 
 def test_attack_seven_of_twelve_qualified_users_are_never_released(tmp_path, ledger):

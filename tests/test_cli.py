@@ -145,8 +145,16 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_
     assert "after (bug) top 20" in result.stdout and "before top 20" in result.stdout
     assert result.stdout.count("tokenization bug suspected:") == 2
     assert result.stdout.count("char-LM: ε = ") == 2 and "WARNING: ε > 10, weak privacy" in result.stdout
-    # z = 0.1 < 1: each training release also says what the same noise gives at realistic scale.
-    assert "(a simulation: at realistic scale, qN = 200 of N = 400 with z = 1" in result.stdout
+    # Each training release also says what its noise on the mean update is worth at a deployment (issue 56):
+    # the smallest deployments where it is ε ≤ 1 and ε ≤ 10.
+    for kind in ("char", "word"):
+        for name in ("before", "after"):
+            privacy = store.read_json(store.released(str(out / "lm" / f"{kind}-lm-{name}"), store.PRIVACY))
+            (training,) = [r for k, r in privacy["releases"].items() if k.endswith("/training")]
+            assert set(training["deployment_equivalent"]["smallest_deployment"]) == {"1", "10"}
+    # for each of the demo's 8 auxiliaries: 4 LMs here, and the 4 GANs (with the bug / after the fix, high / low)
+    assert result.stdout.count("deployment-equivalent (noise on the mean update σ/S = ") == 8
+    assert result.stdout.count("ε ≤ 1 from N = ") == 8 and result.stdout.count("ε ≤ 10 from N = ") == 8
     # Each pair's diagnosis after its verdict, on the verdict's own samples and report (issue 55).
     for kind in ("char", "word"):
         _assert_diagnosed(result.stdout, lm[kind], f"B = {kind}-LM after, A = before",

@@ -1,4 +1,5 @@
-"""`fedgen-debug privacy`: (ε, δ) of a DP-FedAvg configuration and its realistic-scale scenario;
+"""`fedgen-debug privacy`: (ε, δ) of a DP-FedAvg configuration, what its noise is worth at a deployment
+(`privacy.deployment`), a deployment's ε and the simulation noise matching it, the paper's realistic scenario;
 `fedgen-debug ledger`: the privacy ledger, and budgets."""
 
 from __future__ import annotations
@@ -6,15 +7,23 @@ from __future__ import annotations
 import json
 import math
 
-from fedgen_debug.privacy import accounting
+from fedgen_debug.privacy import accounting, deployment
 
 
 def register(sub) -> None:
-    p = sub.add_parser("privacy", help="(ε, δ) of a DP-FedAvg configuration")
-    p.add_argument("--clients-per-round", type=int, metavar="Q", required=True, help="qN, users sampled per round")
-    p.add_argument("--population", type=int, metavar="N", required=True, help="N, users in the population")
-    p.add_argument("--noise-multiplier", type=float, metavar="Z", required=True, help="z (noise std zS on the sum)")
-    p.add_argument("--rounds", type=int, metavar="T", required=True)
+    p = sub.add_parser("privacy", help="(ε, δ) of a DP-FedAvg configuration, and what its noise is worth at a "
+                                       "deployment")
+    p.add_argument("--clients-per-round", type=int, metavar="Q", help="qN, users sampled per round")
+    p.add_argument("--population", type=int, metavar="N", help="N, users in the population")
+    p.add_argument("--noise-multiplier", type=float, metavar="Z", help="z (noise std zS on the sum)")
+    p.add_argument("--rounds", type=int, metavar="T")
+    p.add_argument("--deployment", metavar="SPEC",
+                   help="a deployment: N=USERS,rounds=T,qN=PER_ROUND,z=Z, or N=USERS,rounds=T,epsilon=E[,qN=PER_ROUND] "
+                        "(the smallest z reaching ε; qN default 1000): its ε at δ = 0.01/N, its noise on the mean "
+                        "update and, with --clients-per-round, the z of a simulation with the same noise on the mean")
+    p.add_argument("--max-clients-per-round", type=int, default=1000, metavar="Q",
+                   help="the largest round a deployment runs, for the smallest deployments a configuration's noise "
+                        "is ε ≤ 1 and ≤ 10 at (default 1000)")
     p.add_argument("--delta", type=float, metavar="D", help="δ, < 1/N (default 0.01/N)")
     p.add_argument("--sampling", choices=accounting.SAMPLINGS, default=accounting.WITHOUT_REPLACEMENT)
     p.add_argument("--accounting", choices=accounting.ACCOUNTINGS,
@@ -47,6 +56,13 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if args.deployment is not None:
+        return run_deployment(args)
+    missing = [flag for flag, value in (("--clients-per-round", args.clients_per_round), ("--population", args.population),
+                                        ("--noise-multiplier", args.noise_multiplier), ("--rounds", args.rounds))
+               if value is None]
+    if missing:
+        raise SystemExit(f"fedgen-debug privacy: give {', '.join(missing)} (or --deployment SPEC).")
     accounting_name = args.accounting or accounting.default_accounting(args.sampling)
     params = accounting.DPFedAvgPrivacy(args.clients_per_round, args.population, args.noise_multiplier,
                                         args.rounds, args.sampling, accounting_name)
@@ -72,6 +88,10 @@ def run(args) -> int:
             overall_populations=tuple(args.overall_populations) if args.overall_populations else None,
         )
         result["realistic"] = {"scale": scaled.scale, **scaled.realistic.as_dict()}
+    if params.noise_multiplier > 0:
+        result["deployment_equivalent"] = deployment.equivalents(params.noise_multiplier, params.clients_per_round,
+                                                                 params.rounds,
+                                                                 max_clients_per_round=args.max_clients_per_round)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -87,6 +107,30 @@ def run(args) -> int:
         r = result["realistic"]
         print(f"realistic scenario (×{r['scale']:g}): ε = {accounting.format_epsilon(r['epsilon'])} at δ = {r['delta']:g}  "
               f"(qN={r['clients_per_round']}, N={r['population']}, z={r['noise_multiplier']:g})")
+    if "deployment_equivalent" in result:
+        print("\n".join(deployment.summary_lines(result["deployment_equivalent"])))
+    return 0
+
+
+def run_deployment(args) -> int:
+    """--deployment: the deployment's ε and noise on the mean; with --clients-per-round, the matching z."""
+    found = deployment.deployment_from_spec(args.deployment, rounds=args.rounds)
+    result = {"deployment": found.as_dict()}
+    if args.clients_per_round is not None:
+        result["simulation"] = {"clients_per_round": args.clients_per_round, "rounds": found.rounds,
+                                "noise_multiplier": deployment.matched_noise_multiplier(found, args.clients_per_round)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    d = result["deployment"]
+    print(f"deployment: qN = {d['clients_per_round']:,} of N = {d['population']:,} with z = {d['noise_multiplier']:.4g} "
+          f"over T = {d['rounds']} rounds: ε = {accounting.format_epsilon(d['epsilon'])} at δ = {d['delta']:.3g} "
+          f"({d['accounting']} accounting); noise on the mean update σ/S = z/qN = {d['mean_noise']:.4g}")
+    if "simulation" in result:
+        sim = result["simulation"]
+        print(f"the same noise on the mean in a simulation with qN = {sim['clients_per_round']}: z = "
+              f"{sim['noise_multiplier']:.6g} (train with --match-deployment {found.spec})")
+    print(f"  (assumes {deployment.ASSUMPTIONS})")
     return 0
 
 

@@ -8,6 +8,10 @@ def add_privacy_flags(parser) -> None:
 
     group = parser.add_argument_group("privacy (defaults: the preset's)")
     group.add_argument("--noise-multiplier", type=float, metavar="Z", help="z: noise std zS on the sum of clipped updates")
+    group.add_argument("--match-deployment", metavar="SPEC",
+                       help="set z so that the noise on the mean update equals a deployment's: "
+                            "N=USERS,qN=PER_ROUND,z=Z or N=USERS,epsilon=E[,qN=PER_ROUND] (z: the smallest reaching ε; "
+                            "qN default 1000), rounds=T optional (default the run's); instead of --noise-multiplier")
     group.add_argument("--clip", type=float, metavar="S", help="S: L2 clip of each user's update")
     group.add_argument("--adaptive-clip", type=float, metavar="Q", dest="clip_quantile",
                        help="adapt the clip each round to the Q quantile of the norms of the updates users send "
@@ -27,7 +31,7 @@ def add_privacy_flags(parser) -> None:
 def privacy_settings(args) -> dict:
     return {"rounds": args.rounds, "clients_per_round": args.clients_per_round, "noise_multiplier": args.noise_multiplier,
             "clip": args.clip, "delta": args.delta, "sampling": args.sampling, "selection": args.selection,
-            "clip_quantile": args.clip_quantile}
+            "clip_quantile": args.clip_quantile, "match_deployment": args.match_deployment}
 
 
 def privacy_lines(run_dir: str) -> list[str]:
@@ -40,7 +44,7 @@ def privacy_lines(run_dir: str) -> list[str]:
     for release_id, release in privacy["releases"].items():
         lines.append("  " + release_line(release))
         if release_id.endswith("/training"):
-            lines.extend(_realistic_line(run_dir, release))
+            lines.extend(deployment_lines(release, run_dir))
     total = privacy["population_total"]
     lines.append(f"  population {privacy['population']} (N = {privacy['population_size']}), all releases so far "
                  f"({total['releases']}): ε = {format_epsilon(total['epsilon'])} at δ = {total['delta']:.3g}, budget ε = "
@@ -62,25 +66,20 @@ def weak_privacy_mark(guarantee: dict) -> str:
     return f"  WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy" if guarantee["above_warning"] else ""
 
 
-def _realistic_line(run_dir: str, release: dict) -> list[str]:
-    """For a simulation with z < 1: the ε of the same noise on the averaged update at the scale where
-    z = 1 (qN and N × 1/z, as augenstein2020's "realistic scenario"). N is the population the release
-    was accounted with (its sampling event's): under selection 'paper' a DP lower bound of the
-    subpopulation, or qN where a round was accounted without sampling."""
-    from fedgen_debug.privacy.accounting import DPFedAvgPrivacy, format_epsilon
-    from fedgen_debug.privacy.realistic import realistic_scenario
+def deployment_lines(release: dict, run_dir: str) -> list[str]:
+    """What a training release's noise on the mean update is worth at a deployment
+    (`privacy.deployment`): the smallest deployments where it is ε ≤ 1 and ≤ 10-DP, and the deployment
+    its z was matched to. From the release's privacy.json entry; for runs from before it was recorded,
+    computed from the run's configuration."""
+    from fedgen_debug.privacy import deployment
     from fedgen_debug.runs import store
 
-    training = store.read_config(run_dir)["training"]
-    dp = training["dp"]
-    if not 0 < dp["noise_multiplier"] < 1 or dp["accounting"] != "replace-one":
+    equivalent = release.get(deployment.RELEASE_KEY)
+    if deployment.RELEASE_KEY not in release:
+        training = store.read_config(run_dir)["training"]
+        dp = training["dp"]
+        equivalent = deployment.release_annotation(dp["noise_multiplier"], dp["clients_per_round"], training["rounds"],
+                                                   dp.get("matched_deployment"))
+    if equivalent is None:
         return []
-    round_event = release["events"][0].get("event", {})
-    sampled = round_event.get("class_name") == "SampledWithoutReplacementDpEvent"
-    population = round_event["source_dataset_size"] if sampled else dp["clients_per_round"]
-    params = DPFedAvgPrivacy(dp["clients_per_round"], population, dp["noise_multiplier"], training["rounds"])
-    # The simulation's ε at the run's own δ (realistic_scenario's default, the paper's δ = 1/N, is no δ at N = 1).
-    scaled = realistic_scenario(params, simulation_delta=release["delta"]).realistic
-    return [f"    (a simulation: at realistic scale, qN = {scaled.params.clients_per_round:,} of "
-            f"N = {scaled.params.population:,} with z = 1, the same noise on the mean update gives "
-            f"ε = {format_epsilon(scaled.guarantee.epsilon)} at δ = {scaled.guarantee.delta:.2g})"]
+    return ["    " + line for line in deployment.summary_lines(equivalent)]

@@ -92,6 +92,15 @@ def charge(records, run_dir: str | None = None, *, secret: RunSecret | None = No
     return totals
 
 
+def annotate_release(run_dir: str, release_id: str, key: str, value) -> None:
+    """Adds `key` = `value` (public: computed from the release's own parameters) to one release of the run's
+    privacy.json, e.g. its deployment-equivalent privacy (`privacy.deployment.equivalents`)."""
+    path = store.released(run_dir, store.PRIVACY)
+    summary = store.read_json(path)
+    summary["releases"][release_id][key] = value
+    store.write_json(path, summary)
+
+
 def run_privacy(run_dir: str) -> dict:
     """The released privacy summary of a run (see the module docstring)."""
     return store.read_json(store.released(run_dir, store.PRIVACY))

@@ -46,6 +46,9 @@ class DPConfig:
     accounting: str = REPLACE_ONE
     clip_quantile: float | None = None
     clip_learning_rate: float = 0.2   # the adaptive clip's geometric step (Andrew et al.): at most e^±rate a round
+    # The deployment whose noise on the mean update this z matches (`privacy.deployment`, "N=..,rounds=..,qN=..,z=.."),
+    # recorded so that the run's privacy.json reports the deployment's ε beside its own.
+    matched_deployment: str | None = None
 
     def __post_init__(self):
         check_at_least("clients_per_round", self.clients_per_round, 1)
@@ -127,6 +130,8 @@ class TrainingConfig:
             del out["client"]["max_examples"]
         if self.dp.clip_quantile is None:
             del out["dp"]["clip_quantile"], out["dp"]["clip_learning_rate"]
+        if self.dp.matched_deployment is None:
+            del out["dp"]["matched_deployment"]
         return out
 
     @classmethod
@@ -153,6 +158,9 @@ class PrivacySettings:
     sampling: str = WITHOUT_REPLACEMENT
     selection: str = "strict"
     clip_quantile: float | None = None   # adapt the clip (`DPConfig.clip_quantile`); None: the preset's
+    # z from a deployment's noise on the mean update (`privacy.deployment.deployment_from_spec`: "N=..,rounds=..,
+    # qN=..,z=.." or "N=..,rounds=..,epsilon=.."; rounds default to the run's): instead of noise_multiplier.
+    match_deployment: str | None = None
 
     def check_privacy_settings(self) -> None:
         from fedgen_debug.privacy.accounting import check_delta
@@ -170,6 +178,13 @@ class PrivacySettings:
             check_delta(self.delta)
         if self.clip_quantile is not None:
             check_in_range("clip_quantile", self.clip_quantile, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+        if self.match_deployment is not None:
+            from fedgen_debug.privacy.deployment import parse_spec
+
+            if self.noise_multiplier is not None:
+                raise ValueError("give either a noise multiplier or a deployment to match, not both: "
+                                 "--match-deployment sets z.")
+            parse_spec(self.match_deployment)   # a bad spec fails here, before anything is charged
 
     def saved_json(self, later_options: tuple[str, ...] = ()) -> dict:
         """This run's settings as saved: its asdict without the options added after the first runs while
@@ -177,7 +192,7 @@ class PrivacySettings:
         before an option resume with the config they saved."""
         out = dataclasses.asdict(self)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        for name in ("clip_quantile", *later_options):
+        for name in ("clip_quantile", "match_deployment", *later_options):
             if out[name] == defaults[name]:
                 del out[name]
         return out
@@ -187,9 +202,21 @@ class PrivacySettings:
         from fedgen_debug.privacy.accounting import default_accounting
 
         dp = preset.dp
+        clients = min(self.clients_per_round or dp.clients_per_round, population)
+        rounds = self.rounds or preset.rounds
+        noise, matched = dp.noise_multiplier if self.noise_multiplier is None else self.noise_multiplier, None
+        if self.match_deployment is not None:
+            from fedgen_debug.privacy.deployment import deployment_from_spec, matched_noise_multiplier, parse_spec
+
+            rounds = self.rounds or parse_spec(self.match_deployment).get("rounds") or rounds
+            deployment = deployment_from_spec(self.match_deployment, rounds=rounds)
+            if deployment.rounds != rounds:
+                raise ValueError(f"the deployment to match runs {deployment.rounds} rounds and this run {rounds}: the "
+                                 "same noise on the mean means the same rounds (give --rounds, or drop rounds= from "
+                                 "the deployment).")
+            noise, matched = matched_noise_multiplier(deployment, clients), deployment.spec
         dp = dataclasses.replace(
-            dp, clients_per_round=min(self.clients_per_round or dp.clients_per_round, population),
-            noise_multiplier=dp.noise_multiplier if self.noise_multiplier is None else self.noise_multiplier,
+            dp, clients_per_round=clients, noise_multiplier=noise, matched_deployment=matched,
             clip=dp.clip if self.clip is None else self.clip, accounting=default_accounting(self.sampling),
             clip_quantile=dp.clip_quantile if self.clip_quantile is None else self.clip_quantile)
-        return dataclasses.replace(preset, rounds=self.rounds or preset.rounds, dp=dp, sampling=self.sampling)
+        return dataclasses.replace(preset, rounds=rounds, dp=dp, sampling=self.sampling)

@@ -38,7 +38,8 @@ from fedgen_debug.privacy.subpopulation import SubpopulationBound, pad_populatio
 from fedgen_debug.progress import progress
 from fedgen_debug.runs import store
 from fedgen_debug.runs.secret import RunSecret
-from fedgen_debug.privacy.run_ledger import charge, open_run, run_source
+from fedgen_debug.privacy import deployment
+from fedgen_debug.privacy.run_ledger import annotate_release, charge, open_run, run_source
 from fedgen_debug.training import dp_fedavg
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import TrainingConfig
@@ -213,6 +214,10 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
     record = training_record(config, population, secret, label, run_dir)
     # Before anything is written (new run) or trained (resume: re-validated, not charged twice).
     total = charge(record, run_dir, secret=secret, config_json=config_json, delta=delta, ledger=ledger)[population.key]
+    dp = config.dp   # what its noise on the mean update is worth at a deployment, beside its own ε
+    annotate_release(run_dir, record.release_id, deployment.RELEASE_KEY,
+                     deployment.release_annotation(dp.noise_multiplier, dp.clients_per_round, config.rounds,
+                                                   dp.matched_deployment))
 
     process = build_process(secret)
     state = process.initialize()

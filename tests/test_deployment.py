@@ -1,0 +1,151 @@
+"""Deployment-equivalent privacy (issue 56): a deployment's ε against a hand-built dp_accounting accountant,
+the simulation noise matching it, the smallest deployments a run's noise is ε ≤ 1 / ≤ 10 at, and a run
+trained at --match-deployment recording both."""
+
+import json
+
+import dp_accounting
+import pytest
+from dp_accounting import rdp
+
+from conftest import provision_secret, run_cli
+from fedgen_debug.privacy import deployment
+from fedgen_debug.privacy.accounting import RDP_ORDERS
+from fedgen_debug.runs import store
+from fedgen_debug.training.config import PrivacySettings
+from fedgen_debug.training.lm_run import LMRun
+
+
+def hand_built_epsilon(population, clients, z, rounds, delta):
+    """(ε, δ) of T fixed-size rounds under replace-one: the sum of clipped updates moves by 2S, so the
+    Gaussian event's noise in units of the sensitivity is zS/2S = z/2 (built here without the tool)."""
+    accountant = rdp.RdpAccountant(list(RDP_ORDERS), dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(population, clients, dp_accounting.GaussianDpEvent(z / 2)),
+        rounds))
+    return accountant.get_epsilon(delta)
+
+
+def test_a_deployments_epsilon_is_the_hand_built_accountants():
+    # The issue's example: qN = 400 of N = 10^6 at z = 2 over 200 rounds, δ = 0.01/N = 1e-8.
+    found = deployment.deployment_from_spec("N=1000000,rounds=200,qN=400,z=2")
+    assert found.mean_noise == pytest.approx(0.005, abs=1e-15)
+    assert found.delta == pytest.approx(1e-8)
+    guarantee = found.guarantee()
+    assert guarantee.epsilon == pytest.approx(hand_built_epsilon(10**6, 400, 2.0, 200, 1e-8), rel=1e-12)
+    assert guarantee.epsilon == pytest.approx(1.0548, abs=1e-4)   # the issue's "ε ≈ 1.06"
+    # The paper's convention (sensitivity S) would have halved the noise's unit: the 2S one is larger.
+    assert guarantee.epsilon > 0
+    assert hand_built_epsilon(10**6, 400, 4.0, 200, 1e-8) < guarantee.epsilon
+
+
+@pytest.mark.parametrize("spec,sim_clients", [("N=1000000,rounds=200,qN=400,z=2", 20),
+                                              ("N=5e6,rounds=1000,qN=3000,z=1.3", 50),
+                                              ("N=100000,rounds=100,qN=777,z=0.77", 7)])
+def test_the_matched_simulation_noise_is_the_deployments_on_the_mean(spec, sim_clients):
+    found = deployment.deployment_from_spec(spec)
+    z = deployment.matched_noise_multiplier(found, sim_clients)
+    # σ/S on the mean update: z/qN, the same for both to 1e-9
+    assert abs(z / sim_clients - found.noise_multiplier / found.clients_per_round) < 1e-9
+    assert deployment.deployment_from_spec(found.spec) == found
+
+
+def test_a_target_epsilon_gives_the_smallest_noise_multiplier_reaching_it():
+    found = deployment.deployment_from_spec("N=1000000,rounds=200,epsilon=1")
+    assert found.clients_per_round == deployment.DEFAULT_ROUND_SIZE
+    z = found.noise_multiplier
+    assert hand_built_epsilon(10**6, 1000, z, 200, 1e-8) <= 1.0
+    assert hand_built_epsilon(10**6, 1000, z * (1 - 2e-3), 200, 1e-8) > 1.0   # 4 significant digits, rounded up
+    small = deployment.deployment_from_spec("N=500,rounds=10,epsilon=10")   # qN at most N
+    assert small.clients_per_round == 500
+
+
+@pytest.mark.parametrize("noise,rounds,target", [(0.005, 240, 1.0), (0.006, 200, 10.0), (0.005, 3, 10.0)])
+def test_the_smallest_deployment_reaches_the_target_and_one_percent_fewer_users_do_not(noise, rounds, target):
+    found = deployment.smallest_deployment(noise, rounds, target)
+    clients = found.clients_per_round
+    assert clients == min(found.population, deployment.DEFAULT_ROUND_SIZE)
+    assert found.noise_multiplier == pytest.approx(noise * clients, rel=1e-12)
+    assert hand_built_epsilon(found.population, clients, found.noise_multiplier, rounds, 0.01 / found.population) <= target
+    fewer = int(found.population * 0.99)
+    fewer_clients = min(fewer, deployment.DEFAULT_ROUND_SIZE)
+    assert hand_built_epsilon(fewer, fewer_clients, noise * fewer_clients, rounds, 0.01 / fewer) > target
+
+
+def test_no_deployment_without_noise_or_when_the_rounds_are_too_small():
+    assert deployment.smallest_deployment(0.0, 200, 1.0) is None
+    # z = 1 per 1,000 users: the noise per unit of the 2S sensitivity (0.5) never reaches ε ≤ 1 over 1,000 rounds
+    assert deployment.smallest_deployment(0.001, 1000, 1.0) is None
+    assert deployment.release_annotation(0.0, 10, 5) is None
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("N=1000000,rounds=200,qN=400", "either its noise multiplier"),
+    ("N=1000000,rounds=200,qN=400,z=2,epsilon=1", "not both"),
+    ("rounds=200,epsilon=1", "N=..."),
+    ("N=1000000,epsilon=1", "rounds=T"),
+    ("N=10.5,rounds=200,epsilon=1", "whole number"),
+    ("N=1000000,rounds=200,users=3,epsilon=1", "KEY=VALUE"),
+    ("N=1000000,rounds=200,epsilon=-1", "epsilon"),
+    ("N=100,rounds=200,qN=400,z=2", "qN"),
+])
+def test_a_bad_deployment_is_refused_with_what_to_give(spec, message):
+    with pytest.raises(ValueError, match=message):
+        deployment.deployment_from_spec(spec)
+
+
+def test_match_deployment_sets_z_and_records_the_deployment():
+    run = LMRun(kind="char", data="synthetic-text:users=50,seed=2", preset="test", rounds=4,
+                match_deployment="N=1000000,qN=400,z=2")
+    config = run.training_config(50)
+    assert config.dp.noise_multiplier / config.dp.clients_per_round == pytest.approx(2 / 400, abs=1e-12)
+    assert config.dp.matched_deployment == "N=1000000,rounds=4,qN=400,z=2"   # rounds: the run's
+    assert config.to_json()["dp"]["matched_deployment"] == config.dp.matched_deployment
+    assert "matched_deployment" not in LMRun(kind="char", data="synthetic-text:users=50,seed=2",
+                                             preset="test").training_config(50).to_json()["dp"]
+    with pytest.raises(ValueError, match="not both"):
+        LMRun(kind="char", data="synthetic-text:users=50,seed=2", preset="test", noise_multiplier=0.1,
+              match_deployment="N=1000000,qN=400,z=2")
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        PrivacySettings(match_deployment="N=1000000,q=400,z=2").check_privacy_settings()
+    with pytest.raises(ValueError, match="same rounds"):
+        LMRun(kind="char", data="synthetic-text:users=50,seed=2", preset="test", rounds=4,
+              match_deployment="N=1000000,rounds=200,qN=400,z=2").training_config(50)
+
+
+def test_a_run_at_match_deployment_records_both_epsilons_in_privacy_json(tmp_path):
+    run_dir = str(tmp_path / "matched")
+    provision_secret(run_dir, "test_deployment/matched")
+    result = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=30,seed=3", "--preset", "test",
+                     "--rounds", "2", "--vocab-size", "1000", "--match-deployment", "N=1000000,qN=400,z=2",
+                     "--out", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert "matched to the deployment N = 1,000,000, qN = 400, z = 2, T = 2" in result.stdout
+    assert "deployment-equivalent (noise on the mean update σ/S = 0.005, T = 2)" in result.stdout
+    config = store.read_config(run_dir)
+    dp = config["training"]["dp"]
+    assert dp["noise_multiplier"] == pytest.approx(0.005 * dp["clients_per_round"], rel=1e-12)
+    with open(store.released(run_dir, store.PRIVACY)) as f:
+        privacy = json.load(f)
+    training = next(r for key, r in privacy["releases"].items() if key.endswith("/training"))
+    equivalent = training[deployment.RELEASE_KEY]
+    matched = equivalent["matched"]
+    assert matched["epsilon"] == pytest.approx(hand_built_epsilon(10**6, 400, 2.0, 2, 1e-8), rel=1e-12)
+    assert training["epsilon"] > matched["epsilon"]          # the simulation's own ε, beside the deployment's
+    assert equivalent["mean_noise"] == pytest.approx(0.005)
+    assert set(equivalent["smallest_deployment"]) == {"1", "10"}
+
+
+def test_the_privacy_command_reports_a_deployment_and_the_matching_simulation_noise():
+    result = run_cli("privacy", "--deployment", "N=1000000,rounds=200,qN=400,z=2", "--clients-per-round", "20",
+                     "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["deployment"]["epsilon"] == pytest.approx(hand_built_epsilon(10**6, 400, 2.0, 200, 1e-8), rel=1e-12)
+    assert out["simulation"]["noise_multiplier"] == pytest.approx(0.1, abs=1e-12)
+    text = run_cli("privacy", "--clients-per-round", "20", "--population", "300", "--noise-multiplier", "0.1",
+                   "--rounds", "240")
+    assert "ε ≤ 1 from N = " in text.stdout and "ε ≤ 10 from N = " in text.stdout
+    assert "realistic scale" not in text.stdout
+    missing = run_cli("privacy", "--population", "3")
+    assert missing.returncode != 0 and "--clients-per-round" in missing.stderr
