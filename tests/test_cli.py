@@ -154,7 +154,9 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_
             assert set(training["deployment_equivalent"]["smallest_deployment"]) == {"1", "10"}
     # for each of the demo's 8 auxiliaries: 4 LMs here, and the 4 GANs (with the bug / after the fix, high / low)
     assert result.stdout.count("deployment-equivalent (noise on the mean update σ/S = ") == 8
-    assert result.stdout.count("ε ≤ 1 from N = ") == 8 and result.stdout.count("ε ≤ 10 from N = ") == 8
+    # and what all of its releases (DP counts, the T4 quantile, the training) need together
+    assert result.stdout.count(" releases of this run at a deployment (") == 8
+    assert result.stdout.count("ε ≤ 1 from N = ") == 16 and result.stdout.count("ε ≤ 10 from N = ") == 16
     # Each pair's diagnosis after its verdict, on the verdict's own samples and report (issue 55).
     for kind in ("char", "word"):
         _assert_diagnosed(result.stdout, lm[kind], f"B = {kind}-LM after, A = before",

@@ -149,3 +149,43 @@ def test_the_privacy_command_reports_a_deployment_and_the_matching_simulation_no
     assert "realistic scale" not in text.stdout
     missing = run_cli("privacy", "--population", "3")
     assert missing.returncode != 0 and "--clients-per-round" in missing.stderr
+
+
+def _record(label, events, population=100, release_id=None, extra_delta=0.0):
+    from fedgen_debug.privacy.ledger import PrivacyRecord
+
+    return PrivacyRecord("users-test", population, "replace-one", tuple(events), label, release_id or label,
+                         extra_delta=extra_delta)
+
+
+def test_each_kind_of_release_is_scaled_to_the_same_noise_per_user_at_a_deployment():
+    rounds = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(100, 10, dp_accounting.GaussianDpEvent(1.0)), 100)
+    scaled = deployment.scaled_event(rounds, 100, 50_000)
+    # the T4 quantile's rounds: 10 of 100 at σ/Δ = 1 → 1,000 of 50,000 at σ/Δ = 100 (the same noise on the mean)
+    assert scaled == dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(50_000, 1000, dp_accounting.GaussianDpEvent(100.0)), 100)
+    # a DP count over all 100 users at σ/Δ = 2 → over 50,000 users at σ/Δ = 1,000 (the same noise per user)
+    assert deployment.scaled_event(dp_accounting.GaussianDpEvent(2.0), 100, 50_000) == dp_accounting.GaussianDpEvent(1000.0)
+    assert deployment.scaled_event(dp_accounting.LaplaceDpEvent(1.0), 100, 50_000) is None
+
+
+def test_all_of_a_runs_releases_at_the_deployment_reach_the_target_and_are_not_less_than_training_alone():
+    training = _record("training", [dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+        100, 50, dp_accounting.GaussianDpEvent(0.15)), 150)], release_id="r/training")   # z = 0.3, qN = 50
+    count = _record("DP count", [dp_accounting.GaussianDpEvent(2.0)])
+    laplace = _record("a Laplace release", [dp_accounting.LaplaceDpEvent(0.5)])
+    alone = deployment.smallest_deployment(0.006, 150, 10.0)
+    total = deployment.total_equivalents([training, count, laplace], targets=(10.0,))
+    found = total["smallest_deployment"]["10"]
+    assert total["kept_as_they_are"] == ["a Laplace release"]
+    assert found["population"] >= alone.population   # more releases never need fewer users
+    n = found["population"]
+    clients = min(n, 1000)
+    accountant = rdp.RdpAccountant(list(RDP_ORDERS), dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+        n, clients, dp_accounting.GaussianDpEvent(0.006 * clients / 2)), 150))
+    accountant.compose(dp_accounting.GaussianDpEvent(2.0 * n / 100))
+    accountant.compose(dp_accounting.LaplaceDpEvent(0.5))   # kept: its ε (2 at this scale) counts in full
+    assert found["epsilon"] == pytest.approx(accountant.get_epsilon(0.01 / n), rel=1e-9)
+    assert found["epsilon"] <= 10.0

@@ -40,11 +40,14 @@ def privacy_lines(run_dir: str) -> list[str]:
     from fedgen_debug.privacy.run_ledger import run_privacy
 
     privacy = run_privacy(run_dir)
-    lines = []
+    lines, training = [], None
     for release_id, release in privacy["releases"].items():
         lines.append("  " + release_line(release))
         if release_id.endswith("/training"):
             lines.extend(deployment_lines(release, run_dir))
+            training = release
+    if training is not None and len(privacy["releases"]) > 1:
+        lines.extend(run_total_lines(privacy["releases"].values(), training))
     total = privacy["population_total"]
     lines.append(f"  population {privacy['population']} (N = {privacy['population_size']}), all releases so far "
                  f"({total['releases']}): ε = {format_epsilon(total['epsilon'])} at δ = {total['delta']:.3g}, budget ε = "
@@ -64,6 +67,23 @@ def weak_privacy_mark(guarantee: dict) -> str:
     from fedgen_debug.privacy.accounting import EPSILON_WARNING, format_epsilon
 
     return f"  WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy" if guarantee["above_warning"] else ""
+
+
+def run_total_lines(releases, training: dict) -> list[str]:
+    """All of a run's releases at a deployment, composed (`privacy.deployment.total_equivalents`): what a
+    data owner signs for the run, not its training alone."""
+    from fedgen_debug.privacy import deployment
+    from fedgen_debug.privacy.accounting import format_epsilon
+    from fedgen_debug.privacy.ledger import PrivacyRecord
+
+    total = deployment.total_equivalents([PrivacyRecord.from_json(r) for r in releases],
+                                         training=training.get(deployment.RELEASE_KEY))
+    parts = [f"ε ≤ {target} from N = {found['population']:,} (ε = {format_epsilon(found['epsilon'])}, δ = "
+             f"{found['delta']:.2g})" if found else f"ε ≤ {target}: no N up to {deployment.MAX_POPULATION:.0e}"
+             for target, found in total["smallest_deployment"].items()]
+    kept = f"; kept as they are: {', '.join(total['kept_as_they_are'])}" if total["kept_as_they_are"] else ""
+    return [f"    all {len(total['releases'])} releases of this run at a deployment (sampled rounds keep their noise on "
+            f"the mean, DP counts and sums their noise per user{kept}): " + "; ".join(parts)]
 
 
 def deployment_lines(release: dict, run_dir: str) -> list[str]:

@@ -101,14 +101,21 @@ class Deployment:
 
 def _search_epsilon(population: int, clients_per_round: int, noise_multiplier: float, rounds: int) -> float:
     """ε at δ = 0.01/N over `SEARCH_ORDERS`: an upper bound of the full accountant's, fast enough to search with."""
+    params = DPFedAvgPrivacy(clients_per_round, population, noise_multiplier, rounds)
+    return _search_epsilon_of_events([params.dp_event()], default_delta(population))
+
+
+def _search_epsilon_of_events(events, delta: float, relation: str = "replace-one") -> float:
     import dp_accounting
     import numpy as np
     from dp_accounting import rdp
 
-    params = DPFedAvgPrivacy(clients_per_round, population, noise_multiplier, rounds)
-    accountant = rdp.RdpAccountant(list(SEARCH_ORDERS), dp_accounting.NeighboringRelation.REPLACE_ONE)
-    accountant.compose(params.dp_event())
-    return float(rdp.compute_epsilon(np.asarray(SEARCH_ORDERS), accountant.rdp, default_delta(population))[0])
+    neighbours = (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE if relation == "add-remove"
+                  else dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant = rdp.RdpAccountant(list(SEARCH_ORDERS), neighbours)
+    for event in events:
+        accountant.compose(event)
+    return float(rdp.compute_epsilon(np.asarray(SEARCH_ORDERS), accountant.rdp, delta)[0])
 
 
 @functools.lru_cache(maxsize=64)
@@ -215,16 +222,40 @@ def _smallest_deployment(noise_on_mean: float, rounds: int, epsilon: float,
         clients = min(population, max_clients_per_round)
         return Deployment(population, rounds, clients, noise_on_mean * clients)
 
-    def excess(population: int) -> float:   # log ε(N) − log target: falls as N grows
+    def epsilon_at(population: int) -> float:
         d = at(population)
-        return math.log(_search_epsilon(d.population, d.clients_per_round, d.noise_multiplier, rounds) / epsilon)
+        return _search_epsilon(d.population, d.clients_per_round, d.noise_multiplier, rounds)
 
-    full_rounds = min(max_clients_per_round, MAX_POPULATION)
+    population = smallest_population(epsilon_at, epsilon, max_clients_per_round)
+    return None if population is None else at(population)
+
+
+def smallest_population(epsilon_at, epsilon: float, full_rounds: int, at_least: int = 1) -> int | None:
+    """The fewest users N (3 significant digits, rounded up) with `epsilon_at(N)` ≤ `epsilon`, for an ε that
+    falls with N on either side of `full_rounds` (N up to it: everyone every round; above: rounds of that
+    size); None when not even `MAX_POPULATION` users reach it. `at_least`: a bound known to fail below
+    (a run's training alone, for all its releases): the search starts there."""
+    def excess(population: int) -> float:   # log ε(N) − log target: falls as N grows
+        return math.log(epsilon_at(population) / epsilon)
+
+    full_rounds = min(full_rounds, MAX_POPULATION)
     if excess(MAX_POPULATION) > 0:
         return None
-    low, high = (1, full_rounds) if excess(full_rounds) <= 0 else (full_rounds, MAX_POPULATION)
+    if at_least <= full_rounds and excess(full_rounds) <= 0:
+        low, high = at_least, full_rounds
+    elif at_least <= 1:
+        low, high = full_rounds, MAX_POPULATION
+    else:   # just above the bound: step up until it reaches
+        low = high = max(at_least, full_rounds)
+        for factor in (1.005, 1.02, 1.1, 1.5, 4.0):
+            if excess(int(math.ceil(low * factor))) <= 0:
+                high = int(math.ceil(low * factor))
+                break
+            low = int(math.ceil(low * factor))
+        else:
+            high = MAX_POPULATION
     if excess(low) <= 0:
-        return at(low)
+        return low
     # Regula falsi (Illinois) on log N, where log ε is nearly linear, over whole N: `low` fails, `high` reaches.
     f_low, f_high, side = excess(low), excess(high), 0
     while high - low > 1 and high > low * 1.001:
@@ -241,8 +272,7 @@ def _smallest_deployment(noise_on_mean: float, rounds: int, epsilon: float,
             side = 1
     # To 3 significant digits, rounded up: ε falls with N on either side of full rounds, so it still reaches.
     rounded = int(_round_up(high, 3))
-    population = rounded if (rounded <= full_rounds) == (high <= full_rounds) else high
-    return at(population)
+    return rounded if (rounded <= full_rounds) == (high <= full_rounds) else high
 
 
 def equivalents(noise_multiplier: float, clients_per_round: int, rounds: int, targets=EPSILON_TARGETS,
@@ -292,3 +322,101 @@ def summary_lines(equivalent: dict) -> list[str]:
                      f"{format_epsilon(matched['epsilon'])} at δ = {matched['delta']:.2g}")
     lines.append(f"  (assumes {ASSUMPTIONS})")
     return lines
+
+
+# ---- every release of a run at a deployment ------------------------------------------------------------
+def scaled_event(event, population: int, deployment_population: int,
+                 max_clients_per_round: int = DEFAULT_ROUND_SIZE):
+    """One release's event over `population` users as the same release at a deployment of
+    `deployment_population` users with the same noise per user: a sampled Gaussian (training, the T4
+    quantile's rounds) keeps its noise on the mean over rounds of min(N, `max_clients_per_round`) users; a
+    Gaussian over everyone (a DP count, sum or mean; the heavy hitters' counts) keeps its noise relative
+    to N (σ × N_deployment/N). None for an event of another kind (kept as it is by `releases_at`)."""
+    import dp_accounting as dpa
+
+    if isinstance(event, dpa.SelfComposedDpEvent):
+        inner = scaled_event(event.event, population, deployment_population, max_clients_per_round)
+        return None if inner is None else dpa.SelfComposedDpEvent(inner, event.count)
+    if isinstance(event, dpa.ComposedDpEvent):
+        parts = [scaled_event(e, population, deployment_population, max_clients_per_round) for e in event.events]
+        return None if any(p is None for p in parts) else dpa.ComposedDpEvent(parts)
+    if isinstance(event, dpa.SampledWithoutReplacementDpEvent) and isinstance(event.event, dpa.GaussianDpEvent):
+        clients = min(deployment_population, max_clients_per_round)
+        return dpa.SampledWithoutReplacementDpEvent(
+            deployment_population, clients,
+            dpa.GaussianDpEvent(event.event.noise_multiplier * clients / event.sample_size))
+    if isinstance(event, dpa.PoissonSampledDpEvent) and isinstance(event.event, dpa.GaussianDpEvent):
+        rate = min(1.0, max_clients_per_round / deployment_population)
+        expected = event.sampling_probability * population
+        return dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(
+            event.event.noise_multiplier * rate * deployment_population / expected))
+    if isinstance(event, dpa.GaussianDpEvent):
+        return dpa.GaussianDpEvent(event.noise_multiplier * deployment_population / population)
+    if isinstance(event, dpa.NonPrivateDpEvent | dpa.NoOpDpEvent):
+        return event
+    return None
+
+
+def releases_at(records, deployment_population: int, max_clients_per_round: int = DEFAULT_ROUND_SIZE):
+    """(the run's records as releases at a deployment of N users, labels of those kept as they are)."""
+    import dataclasses as dc
+
+    scaled, kept = [], []
+    for record in records:
+        events = [scaled_event(e, record.population_size, deployment_population, max_clients_per_round)
+                  for e in record.events]
+        if any(e is None for e in events):
+            kept.append(record.label)
+            events = list(record.events)
+        scaled.append(dc.replace(record, events=tuple(events), population_size=deployment_population))
+    return scaled, kept
+
+
+def _training_noise(record) -> tuple[float, int] | None:
+    """(σ/S on the mean, T) of a record that is DP-FedAvg rounds (T × sampled Gaussian), else None: its
+    smallest deployment alone bounds the run's from below."""
+    import dp_accounting as dpa
+
+    (event,) = record.events if len(record.events) == 1 else (None,)
+    if not (isinstance(event, dpa.SelfComposedDpEvent) and isinstance(event.event, dpa.SampledWithoutReplacementDpEvent)
+            and isinstance(event.event.event, dpa.GaussianDpEvent)):
+        return None
+    sensitivity = 2.0 if record.accounting == "replace-one" else 1.0   # the event's noise is in units of it
+    return event.event.event.noise_multiplier * sensitivity / event.event.sample_size, event.count
+
+
+def total_equivalents(records, targets=EPSILON_TARGETS, max_clients_per_round: int = DEFAULT_ROUND_SIZE,
+                      training: dict | None = None) -> dict:
+    """Every release of a run (`ledger.PrivacyRecord`s) at a deployment (`releases_at`), composed: per target ε
+    the fewest users N at which all of them together are (ε, 0.01/N + the releases' own extra δ)-DP, with
+    the full accountant's ε there; and the releases kept as they are. `training`: the run's training
+    release's `equivalents` when known (its smallest deployments bound the search from below)."""
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    records = list(records)
+    relation = "add-remove" if any(r.accounting == "add-remove" for r in records) else "replace-one"
+    extra = sum(r.extra_delta for r in records)
+
+    def epsilon_at(population: int) -> float:
+        scaled, _ = releases_at(records, population, max_clients_per_round)
+        return _search_epsilon_of_events([e for r in scaled for e in r.events], default_delta(population), relation)
+
+    smallest = {}
+    for target in targets:
+        known = (training or {}).get("smallest_deployment", {}).get(f"{target:g}")
+        if known is not None and training.get("max_clients_per_round") == max_clients_per_round:
+            floor = known["population"]
+        else:
+            alone = [smallest_deployment(*_training_noise(r), target, max_clients_per_round)
+                     for r in records if _training_noise(r) is not None]
+            floor = max([d.population for d in alone if d is not None] or [1])
+        population = smallest_population(epsilon_at, target, max_clients_per_round, at_least=floor)
+        if population is None:
+            smallest[f"{target:g}"] = None
+            continue
+        scaled, _ = releases_at(records, population, max_clients_per_round)
+        guarantee = composed_guarantee(scaled, default_delta(population) + extra)
+        smallest[f"{target:g}"] = {"population": population, "epsilon": guarantee.epsilon, "delta": guarantee.delta}
+    _, kept = releases_at(records, 1, max_clients_per_round)
+    return {"releases": [r.label for r in records], "kept_as_they_are": kept, "smallest_deployment": smallest,
+            "max_clients_per_round": max_clients_per_round}
