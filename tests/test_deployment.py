@@ -189,3 +189,23 @@ def test_all_of_a_runs_releases_at_the_deployment_reach_the_target_and_are_not_l
     accountant.compose(dp_accounting.LaplaceDpEvent(0.5))   # kept: its ε (2 at this scale) counts in full
     assert found["epsilon"] == pytest.approx(accountant.get_epsilon(0.01 / n), rel=1e-9)
     assert found["epsilon"] <= 10.0
+
+
+def test_the_demo_gans_counts_and_t4_quantile_fit_in_the_deployment_its_training_quotes():
+    """The settings of a T4 GAN run's other releases (two DP counts at σ/Δ = 2 over its 100 writers, the
+    quantile's 100 rounds of 10 at z = 1, as `experiments.gan` sets them for 100 writers) at the same accuracy
+    per user: at the deployment its training alone needs for ε ≤ 1 and ≤ 10, all of them need at most 1%
+    more users."""
+    from fedgen_debug.privacy.accounting import DPFedAvgPrivacy
+    from fedgen_debug.privacy.quantile import QuantileConfig, quantile_record
+
+    training = _record("GAN", [DPFedAvgPrivacy(50, 100, 0.3, 150).dp_event()], release_id="r/training")
+    quantile = quantile_record(QuantileConfig(0.25, clients_per_round=10, rounds=100), "users-test", 100, "r/q",
+                               "T4 threshold")
+    counts = [_record(f"DP aggregate {name}", [dp_accounting.GaussianDpEvent(2.0)]) for name in ("selected", "labels")]
+    alone = deployment.equivalents(0.3, 50, 150)
+    total = deployment.total_equivalents([*counts, quantile, training], training=alone)
+    assert total["kept_as_they_are"] == []
+    for target in ("1", "10"):
+        quoted = alone["smallest_deployment"][target]["population"]
+        assert quoted <= total["smallest_deployment"][target]["population"] <= 1.01 * quoted
