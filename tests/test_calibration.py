@@ -152,7 +152,8 @@ def test_a_calibration_round_trips_through_json_and_refuses_other_files(tmp_path
 def test_every_shipped_calibration_loads_and_is_measured_on_enough_runs():
     shipped = calibration_store.shipped()
     assert {c.kind for c in shipped} >= {"gan"}
-    assert {(c.kind, c.pair_type) for c in shipped} >= {("gan", "replicate"), ("gan", "selection"), ("word", "replicate")}
+    assert {(c.kind, c.pair_type) for c in shipped} >= {("gan", "replicate"), ("gan", "selection"), ("word", "replicate"),
+                                                                 ("char", "replicate")}
     for c in shipped:
         # Replicate runs give many clean pairs (all pairs among them), selection pairs one each.
         assert c.degrees_of_freedom >= 9 and c.false_alarms["pairs"] >= (20 if c.pair_type == "replicate" else 10)
