@@ -209,3 +209,16 @@ def test_the_demo_gans_counts_and_t4_quantile_fit_in_the_deployment_its_training
     for target in ("1", "10"):
         quoted = alone["smallest_deployment"][target]["population"]
         assert quoted <= total["smallest_deployment"][target]["population"] <= 1.01 * quoted
+
+
+def test_poisson_rounds_and_composed_releases_scale_like_fixed_size_ones():
+    # Poisson rounds of expected 10 of 100 users at σ/Δ = 1 → rate 1,000/50,000 (expected 1,000) at σ/Δ = 100
+    poisson = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0))
+    scaled = deployment.scaled_event(poisson, 100, 50_000)
+    assert scaled.sampling_probability == pytest.approx(0.02)
+    assert scaled.event.noise_multiplier == pytest.approx(100.0)
+    composed = dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(2.0), dp_accounting.LaplaceDpEvent(1.0)])
+    assert deployment.scaled_event(composed, 100, 50_000) is None    # a part of another kind: kept whole
+    both = dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(2.0), poisson])
+    assert deployment.scaled_event(both, 100, 50_000) == dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(1000.0), scaled])

@@ -121,7 +121,7 @@ def _search_epsilon_of_events(events, delta: float, relation: str = "replace-one
 @functools.lru_cache(maxsize=64)
 def noise_for_epsilon(population: int, rounds: int, clients_per_round: int, epsilon: float) -> float:
     """The smallest z, to 4 significant digits (rounded up), at which qN of N users per round over T rounds
-    are (ε, 0.01/N)-DP."""
+    are (ε, 0.01/N)-DP (by the search accountant: at most a little above the full accountant's smallest)."""
     check_positive("epsilon", epsilon)
     DPFedAvgPrivacy(clients_per_round, population, 1.0, rounds)   # validates N, qN, T
 
