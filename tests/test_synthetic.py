@@ -128,3 +128,23 @@ def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
     rendered.clear()
     si.generate(config), si.generate(config)
     assert len(rendered) == 6
+
+
+def test_rich_text_holds_what_every_text_fault_acts_on_and_rich_zero_is_the_default_text():
+    """`rich`: numbers, quoted code, "&" and accented words, so that each text fault of the catalog changes
+    some sentences (on the default text entities, mojibake, number_format, strip_accents and smart_quotes
+    change almost nothing); rich = 0 is the very text of the default generator."""
+    from fedgen_debug.device.text_faults import TEXT_FAULTS
+
+    default = [s for u in range(20) for s in st.generate_user(st.SyntheticTextConfig(users=20), u)]
+    assert default == [s for u in range(20) for s in st.generate_user(st.SyntheticTextConfig(users=20, rich=0.0), u)]
+    rich = [s for u in range(20) for s in st.generate_user(st.SyntheticTextConfig(users=20, rich=0.04), u)]
+    assert len(rich) == len(default)
+    text = " ".join(rich)
+    assert any(c.isdigit() for c in text) and "&" in text and '"' in text and any(ord(c) > 127 for c in text)
+    for name in ("entities", "mojibake", "number_format", "strip_accents", "smart_quotes"):
+        fault = TEXT_FAULTS[name](1.0, seed=0)
+        changed = sum(a != b for a, b in zip(rich, fault.device_text("u0", rich)))
+        assert changed >= 0.05 * len(rich), (name, changed)
+    with pytest.raises(ValueError, match="rich"):
+        st.SyntheticTextConfig(rich=1.0)

@@ -15,7 +15,7 @@ TEXT = "text"
 _SOURCES = {
     # source: (modality, positional argument, {option: (type, default)})
     "synthetic-images": (IMAGES, None, {"writers": (int, 3400), "seed": (int, 0)}),
-    "synthetic-text": (TEXT, None, {"users": (int, 1000), "seed": (int, 0)}),
+    "synthetic-text": (TEXT, None, {"users": (int, 1000), "seed": (int, 0), "rich": (float, 0.0)}),
     "npz": (IMAGES, "PATH", {"background": (str, "white")}),
     "jsonl": (TEXT, "PATH", {}),
     "play": (TEXT, "PATH", {"min_sentences": (int, 1)}),
@@ -25,7 +25,8 @@ _SOURCES = {
 _REQUIRED_PATH = {"npz", "jsonl", "play"}
 SPEC_HELP = """\
   synthetic-images[:writers=N,seed=S]  FEMNIST-like handwriting (default 3,400 writers, as the paper)
-  synthetic-text[:users=N,seed=S]      Stack-Overflow-like sentences (default 1,000 users)
+  synthetic-text[:users=N,seed=S,rich=R] Stack-Overflow-like sentences (default 1,000 users); R: the share of
+                                       words that are numbers, quoted code, "&" or accented words (default 0)
   npz:PATH[,background=black]          images .npz contract (docs/data.md)
   jsonl:PATH                           text .jsonl contract (docs/data.md)
   play:PATH[,min_sentences=N]          a play script (Tiny Shakespeare format): speakers are users
@@ -74,12 +75,15 @@ def parse_data_spec(text: str) -> DataSpec:
         try:
             options[key] = allowed[key][0](value)
         except ValueError:
-            raise ValueError(f"{source}: option {key} must be an integer. Found {value!r}.") from None
+            kind = "a number" if allowed[key][0] is float else "an integer"
+            raise ValueError(f"{source}: option {key} must be {kind}. Found {value!r}.") from None
     if source in _REQUIRED_PATH and not path:
         raise ValueError(f"{source} needs a path, e.g. {source}:data/file.{source}.")
     for key in ("writers", "users", "min_sentences"):
         if key in options and options[key] < 1:
             raise ValueError(f"{source}: {key} must be >= 1. Found {options[key]}.")
+    if not 0.0 <= options.get("rich", 0.0) < 1.0:
+        raise ValueError(f"synthetic-text: rich must be in [0, 1). Found {options['rich']}.")
     if options.get("background", "white") not in ("white", "black"):
         raise ValueError(f"npz: background must be white or black. Found {options['background']!r}.")
     return DataSpec(source, path, tuple(sorted(options.items())))
@@ -97,7 +101,8 @@ def load_client_data(spec: DataSpec | str):
         )
     if spec.source == "synthetic-text":
         return synthetic_text.generate(
-            synthetic_text.SyntheticTextConfig(users=spec.option("users"), seed=spec.option("seed"))
+            synthetic_text.SyntheticTextConfig(users=spec.option("users"), seed=spec.option("seed"),
+                                               rich=spec.option("rich"))
         )
     if spec.source == "npz":
         return npz.read_npz(spec.path, background=spec.option("background"))

@@ -64,6 +64,10 @@ TOPICS = {
     "ios": "ios swift xcode objective-c cocoa uiview storyboard iphone ipad plist",
     "native": "c c++ pointer malloc struct compiler gcc segfault cmake template vector stl",
 }
+ACCENTED_WORDS = ("café", "naïve", "résumé", "über", "señor", "déjà", "façade", "jalapeño", "crème", "zürich",
+                  "müller", "josé", "garçon", "fiancé", "coöperate", "élan", "smörgåsbord", "año")
+AMPERSANDS = ("&", "&&", "R&D", "Q&A", "AT&T", "&nbsp")
+RICH_KINDS = ("number", "quoted", "ampersand", "accented")
 _CONSONANTS = "bcdfghklmnprstvwz"
 _VOWELS = "aeiou"
 
@@ -78,6 +82,10 @@ class SyntheticTextConfig:
     lexicon_size: int = 30000
     zipf_exponent: float = 1.07
     tail_rate: float = 0.055
+    # The share of words that are numbers, quoted code, "&" or accented words, as real posts hold them
+    # (`RICH_KINDS`): the characters the text faults of the catalog act on (entities, mojibake,
+    # number_format, strip_accents, smart_quotes). 0 (the default) leaves every user's text unchanged.
+    rich: float = 0.0
 
     def __post_init__(self):
         if self.users < 1:
@@ -88,6 +96,8 @@ class SyntheticTextConfig:
             )
         if not 0.0 <= self.tail_rate < 1.0:
             raise ValueError(f"tail_rate must be in [0, 1). Found {self.tail_rate}.")
+        if not 0.0 <= self.rich < 1.0:
+            raise ValueError(f"rich must be in [0, 1). Found {self.rich}.")
 
 
 def _letter(letters: str, rng: np.random.Generator) -> str:
@@ -175,8 +185,27 @@ class _UserWriter:
             return _typo(self.lexicon[int(rng.integers(3000))], rng)
         return _pseudo_word(rng) + _pseudo_word(rng)  # one-off jargon
 
+    def _rich_token(self) -> str:
+        rng = self.rng
+        kind = RICH_KINDS[int(rng.integers(len(RICH_KINDS)))]
+        if kind == "number":
+            form = int(rng.integers(3))
+            if form == 0:
+                return str(int(rng.integers(2, 10000)))
+            if form == 1:
+                return f"{rng.integers(0, 100)}.{rng.integers(1, 100)}"
+            return f"{int(rng.integers(1, 1000)) * 1000 + int(rng.integers(0, 1000)):,}"   # 12,345
+        if kind == "quoted":
+            word = FUNCTION_WORDS[_draw(self.function_cdf, rng)]
+            return f"'{word}'" if rng.random() < 0.5 else f'"{word}"'
+        if kind == "ampersand":
+            return AMPERSANDS[int(rng.integers(len(AMPERSANDS)))]
+        return ACCENTED_WORDS[int(rng.integers(len(ACCENTED_WORDS)))]
+
     def _word(self) -> str:
         rng = self.rng
+        if self.config.rich and rng.random() < self.config.rich:   # no draw at rich = 0: the same text as before
+            return self._rich_token()
         r = rng.random()
         if r < self.config.tail_rate:
             return self._tail_token()
