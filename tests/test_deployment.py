@@ -222,3 +222,17 @@ def test_poisson_rounds_and_composed_releases_scale_like_fixed_size_ones():
     both = dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(2.0), poisson])
     assert deployment.scaled_event(both, 100, 50_000) == dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(1000.0), scaled])
+
+
+def test_a_run_without_a_deployment_to_match_saves_the_config_it_saved_before():
+    """Runs trained before --match-deployment resume only when their config is unchanged: without one, no
+    config of a GAN or LM run (its settings, its training, the GAN's training) holds the new keys."""
+    from fedgen_debug.training.gan_run import GANRun
+
+    gan = GANRun("synthetic-images:writers=20,seed=0", "random", preset="test")
+    lm = LMRun(kind="word", data="synthetic-text:users=50,seed=2", preset="test")
+    saved = [gan.to_json(), gan.training_config(20).to_json(), gan.training_config(20).training.to_json(),
+             lm.to_json(), lm.training_config(50).to_json()]
+    assert "match" not in json.dumps(saved)
+    matched = GANRun("synthetic-images:writers=20,seed=0", "random", preset="test", match_deployment="N=10000,qN=100,z=2")
+    assert "matched_deployment" in json.dumps(matched.training_config(20).to_json())

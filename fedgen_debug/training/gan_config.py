@@ -48,6 +48,8 @@ class GANTrainingConfig:
         for name in ("cycle_client_data", "gen_ema"):   # off: runs saved before the option resume (no key)
             if not out[name]:
                 del out[name]
+        if out["training"]["dp"]["matched_deployment"] is None:   # likewise (`DPConfig.matched_deployment`)
+            del out["training"]["dp"]["matched_deployment"]
         return out
 
     @classmethod
