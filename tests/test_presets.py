@@ -11,7 +11,7 @@ import pytest
 SEED = 3
 POPULATION = 10**6   # larger than every preset's qN: the run's training config is the preset's
 
-_DP = dict(accounting="replace-one", clip_quantile=None, clip_learning_rate=0.2)
+_DP = dict(accounting="replace-one", clip_quantile=None, clip_learning_rate=0.2, matched_deployment=None)
 _TRAINING = dict(seed=SEED, sampling="without-replacement", checkpoint_every=10)
 
 GAN_MODELS = {
