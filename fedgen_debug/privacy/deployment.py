@@ -38,7 +38,7 @@ import functools
 import math
 
 from fedgen_debug.privacy.accounting import (DPFedAvgPrivacy, PrivacyGuarantee, default_delta,
-                                             dp_fedavg_epsilon)
+                                             dp_fedavg_epsilon, neighboring_relation, sum_sensitivity)
 from fedgen_debug.validation import check_at_least, check_non_negative, check_positive
 
 DEFAULT_ROUND_SIZE = 1000   # users per round at a deployment, when not given (production rounds: hundreds to thousands)
@@ -106,13 +106,10 @@ def _search_epsilon(population: int, clients_per_round: int, noise_multiplier: f
 
 
 def _search_epsilon_of_events(events, delta: float, relation: str = "replace-one") -> float:
-    import dp_accounting
     import numpy as np
     from dp_accounting import rdp
 
-    neighbours = (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE if relation == "add-remove"
-                  else dp_accounting.NeighboringRelation.REPLACE_ONE)
-    accountant = rdp.RdpAccountant(list(SEARCH_ORDERS), neighbours)
+    accountant = rdp.RdpAccountant(list(SEARCH_ORDERS), neighboring_relation(relation))
     for event in events:
         accountant.compose(event)
     return float(rdp.compute_epsilon(np.asarray(SEARCH_ORDERS), accountant.rdp, delta)[0])
@@ -359,8 +356,6 @@ def scaled_event(event, population: int, deployment_population: int,
 
 def releases_at(records, deployment_population: int, max_clients_per_round: int = DEFAULT_ROUND_SIZE):
     """(the run's records as releases at a deployment of N users, labels of those kept as they are)."""
-    import dataclasses as dc
-
     scaled, kept = [], []
     for record in records:
         events = [scaled_event(e, record.population_size, deployment_population, max_clients_per_round)
@@ -368,7 +363,7 @@ def releases_at(records, deployment_population: int, max_clients_per_round: int 
         if any(e is None for e in events):
             kept.append(record.label)
             events = list(record.events)
-        scaled.append(dc.replace(record, events=tuple(events), population_size=deployment_population))
+        scaled.append(dataclasses.replace(record, events=tuple(events), population_size=deployment_population))
     return scaled, kept
 
 
@@ -381,7 +376,7 @@ def _training_noise(record) -> tuple[float, int] | None:
     if not (isinstance(event, dpa.SelfComposedDpEvent) and isinstance(event.event, dpa.SampledWithoutReplacementDpEvent)
             and isinstance(event.event.event, dpa.GaussianDpEvent)):
         return None
-    sensitivity = 2.0 if record.accounting == "replace-one" else 1.0   # the event's noise is in units of it
+    sensitivity = sum_sensitivity(1.0, record.accounting)   # the event's noise is in units of it
     return event.event.event.noise_multiplier * sensitivity / event.event.sample_size, event.count
 
 
@@ -407,8 +402,8 @@ def total_equivalents(records, targets=EPSILON_TARGETS, max_clients_per_round: i
         if known is not None and training.get("max_clients_per_round") == max_clients_per_round:
             floor = known["population"]
         else:
-            alone = [smallest_deployment(*_training_noise(r), target, max_clients_per_round)
-                     for r in records if _training_noise(r) is not None]
+            alone = [smallest_deployment(*noise, target, max_clients_per_round)
+                     for noise in map(_training_noise, records) if noise is not None]
             floor = max([d.population for d in alone if d is not None] or [1])
         population = smallest_population(epsilon_at, target, max_clients_per_round, at_least=floor)
         if population is None:
