@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_cli
+from conftest import ledger_with_unlimited_budget, run_cli
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import gan_data
 from fedgen_debug.models import cnn
 from fedgen_debug.models.primary import PrimaryContract, is_model_file, load_model_file
+from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
 from fedgen_debug.runs import store
 from fedgen_debug.training import primary_cnn
 
@@ -122,10 +123,13 @@ def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path,
     assert "frechet_distance" in json.dumps(json.loads(analyzed.stdout))
 
 
-def test_train_gan_refuses_a_model_outside_the_contract_before_training(tmp_path):
+def test_train_gan_refuses_a_model_outside_the_contract_before_training(tmp_path, monkeypatch):
     path = str(tmp_path / "rgb.keras")
     tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)]).save(path)
+    ledger = ledger_with_unlimited_budget(tmp_path / "ledger")   # only the model can stop the run
+    monkeypatch.setenv(LEDGER_ENV, ledger)
     result = run_cli("train-gan", "--data", DATA, "--select", "random", "--preset", "test", "--rounds", "1",
                      "--primary", path, "--out", str(tmp_path / "run"))
     assert result.returncode == 2, result.stderr
     assert "28×28 grayscale" in result.stderr and "Traceback" not in result.stderr
+    assert Ledger(ledger).records() == []   # refused before anything was charged

@@ -31,7 +31,9 @@ def run_monitor(args) -> int:
     if args.check:
         from fedgen_debug.data import spec as data_spec
         from fedgen_debug.monitor.budget import check_budget
+        from fedgen_debug.monitor.inputs import check_inputs
 
+        check_inputs(plan, args.out)
         check = check_budget(plan, data_spec.load_client_data(plan.data).client_ids)
         print(f"{check.message}; the plan has {plan.periods}.")
         print("ε after each period: " + ", ".join(format_epsilon(e) for e in check.epsilon_by_period))

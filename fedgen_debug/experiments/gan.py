@@ -236,6 +236,8 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
     label = f"GAN {run.select}"
     extra = {"gan": run.to_json(), "gan_training": config.to_json(), **(context or {})}
     config_json = loop.run_config(config.training, everyone, label, extra)
+    if run.primary is not None and not os.path.exists(primary_cnn.info_path(store.released(out_dir, store.PRIMARY))):
+        primary_cnn.check_primary(run.primary, run.primary_contract())   # a bad model is refused before any charge
     secret, _ = open_run(out_dir, config_json)
     selector = registry.parse_selector(run.select)
     targets = _quantile_targets(selector)

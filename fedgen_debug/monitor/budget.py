@@ -34,23 +34,29 @@ class BudgetCheck:
 
 
 def period_run(plan: MonitorPlan, auxiliary: Auxiliary, present: int, period: int, primary: str | None = None,
-               *, from_scratch: bool = False):
+               *, from_scratch: bool = False, out_dir: str | None = None):
     """The scenario run (GANRun / LMRun) that period `period` of `auxiliary` makes on `present` devices:
     its public settings; the data is the plan's, the concat rollout's fraction the period's. Planned
-    periods warm-start (period 1 aside); `from_scratch` is a restart, with the first period's rounds."""
+    periods warm-start (period 1 aside); `from_scratch` is a restart, with the first period's rounds. An
+    LM reads its vocabulary file from the monitor's copy in `out_dir` (`monitor.inputs`)."""
     privacy = dict(rounds=plan.rounds(period, from_scratch=from_scratch), clients_per_round=min(plan.privacy.clients_per_round, present),
                    noise_multiplier=plan.privacy.noise_multiplier, clip=plan.privacy.clip)
     if auxiliary.kind == "gan":
         from fedgen_debug.training.gan_run import GANRun
 
-        return GANRun(plan.data, auxiliary.select, preset=auxiliary.preset, seed=plan.seed, primary=primary, **privacy)
+        contract = dict(primary_background=plan.primary_background, primary_output=plan.primary_output,
+                        primary_scale=plan.primary_scale) if plan.primary else {}
+        return GANRun(plan.data, auxiliary.select, preset=auxiliary.preset, seed=plan.seed, primary=primary,
+                      **contract, **privacy)
     from fedgen_debug.device.rollout import parse_rollout
     from fedgen_debug.training.lm_run import LMRun
 
     rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
     concat = rollout.fraction(period) if rollout is not None and rollout.bug == "concat" else 0.0
+    from fedgen_debug.monitor.inputs import period_vocab
+
     return LMRun(auxiliary.kind.split("-")[0], plan.data, bug_fraction=concat, preset=auxiliary.preset,
-                 seed=plan.seed, **privacy)
+                 seed=plan.seed, vocab=period_vocab(plan, auxiliary, out_dir), **privacy)
 
 
 def present_devices(plan: MonitorPlan, client_ids, period: int) -> tuple[str, ...]:

@@ -9,7 +9,10 @@ auxiliaries, under which budget and alert rules. TOML or JSON with the same keys
     seed = 0
     first_period_rounds = 100                     # period 1 starts from scratch (later ones warm-start)
     samples = 1000                                # per auxiliary and period, for the signals
-    primary = "primary_cnn.npz"                   # GAN: the modeler's primary CNN (default: trained on public data)
+    primary = "model.keras"                       # GAN: the users' primary model, as `train-gan --primary` takes it
+    primary_background = "white"                  # ... and its contract (`models.primary`): "black" for MNIST's
+    primary_output = "auto"                       #     pixels; "logits" | "probabilities"; scale 1 or 255
+    primary_scale = 1
     [fleet]                                       # each section's keys on lines of their own in TOML:
     initial = 0.8, join_rate = 0.1, leave_rate = 0.05, window = 0.25
     [privacy]    noise_multiplier, clients_per_round, clip
@@ -17,6 +20,9 @@ auxiliaries, under which budget and alert rules. TOML or JSON with the same keys
     [alerts]     persistence = 2, window = 3, calibration_periods = 3
     [[auxiliaries]]  kind = "gan", select = "by-user-accuracy:low", preset = "demo"   (one table each)
                      warm_start = "previous" | "last-clean"   (default: GAN previous, LMs last-clean)
+                     vocab = "file:PATH" | "public:SPEC" | "dp"  (LMs; the train commands' --vocab; default:
+                     the data's public stand-in for synthetic text, else DP heavy hitters, which a word-LM
+                     cannot use: its vocabulary must stay the same from period to period)
 
 (docs/monitoring.md has a complete TOML plan; a test loads it.)
 Frozen and validated on load: an unknown key, a missing one or a bad value is refused with its name.
@@ -71,9 +77,12 @@ class Auxiliary:
     select: str = "random"      # GAN: a selector (`fedgen-debug selectors`); LMs train on T3's OOV words / all
     preset: str = DEFAULT_PRESET
     warm_start: str | None = None   # WARM_STARTS; None: the kind's default (default_warm_start)
+    vocab: str | None = None        # LMs: "file:PATH" | "public:SPEC" | "dp"; None: the data's default source
 
     def __post_init__(self):
         check_one_of("auxiliaries: kind", self.kind, KINDS)
+        if self.kind == "gan" and self.vocab is not None:
+            raise ValueError("auxiliaries: vocab is for LM auxiliaries; a gan has none.")
         if self.warm_start is None:
             object.__setattr__(self, "warm_start", default_warm_start(self.kind))
         check_one_of("auxiliaries: warm_start", self.warm_start, WARM_STARTS)
@@ -129,7 +138,11 @@ class MonitorPlan:
     seed: int = 0
     first_period_rounds: int | None = None   # period 1 trains from scratch: more rounds (default: the same)
     samples: int = 1000                      # samples drawn per auxiliary and period for the signals
-    primary: str | None = None               # GAN: the primary CNN (.npz); default: one trained on public data
+    primary: str | None = None               # GAN: the users' model (`models.primary`) or a primary CNN's .npz;
+                                             # default: a CNN trained on public data
+    primary_background: str = "white"        # the model file's contract (`models.primary.PrimaryContract`)
+    primary_output: str = "auto"
+    primary_scale: float = 1.0
 
     def __post_init__(self):
         parse_data_spec(self.data)
@@ -138,19 +151,31 @@ class MonitorPlan:
         if self.first_period_rounds is not None:
             check_at_least("first_period_rounds", self.first_period_rounds, 1)
         check_at_least("samples", self.samples, 10)
-        if self.primary is not None and not os.path.isfile(self.primary):
-            raise ValueError(f"primary: no such file {self.primary!r}.")
+        try:   # the contract's values; the model itself is loaded by `monitor.inputs.check_inputs`
+            object.__setattr__(self, "primary_scale", float(self.primary_scale))
+            self.primary_contract()
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"primary_{error}") from None
+        if self.primary is not None:
+            if not any(a.kind == "gan" for a in self.auxiliaries):
+                raise ValueError("primary: the plan has no GAN auxiliary to use a primary model.")
+            if not os.path.exists(self.primary):
+                raise ValueError(f"primary: no such file or model directory {self.primary!r}.")
         modality = parse_data_spec(self.data).modality
         for auxiliary in self.auxiliaries:
             needs = "images" if auxiliary.kind == "gan" else "text"
             if modality != needs:
                 raise ValueError(f"auxiliaries: a {auxiliary.kind} needs {needs} data. Found {self.data!r}.")
-        if any(a.kind == "word-lm" for a in self.auxiliaries):
-            from fedgen_debug.device.lm_data import DP_VOCABULARY, default_vocabulary_source
+        for auxiliary in self.auxiliaries:
+            if auxiliary.kind == "gan":
+                continue
+            from fedgen_debug.device.lm_data import DP_VOCABULARY, check_vocabulary_source
 
-            if default_vocabulary_source(self.data) == DP_VOCABULARY:
+            check_vocabulary_source(self.vocab_source(auxiliary), self.data)
+            if auxiliary.kind == "word-lm" and self.vocab_source(auxiliary) == DP_VOCABULARY:
                 raise ValueError(f"auxiliaries: a word-LM is warm-started from period to period, so its vocabulary "
-                                 f"must stay the same; {self.data} has no public vocabulary (use a char-LM).")
+                                 f"must stay the same; give it vocab = \"file:PATH\" (the users' model's own "
+                                 f"vocabulary) or \"public:SPEC\" ({self.data} has no public one), or use a char-LM.")
         if not self.auxiliaries:
             raise ValueError("auxiliaries: the plan needs at least one.")
         if len({a.name for a in self.auxiliaries}) != len(self.auxiliaries):
@@ -166,6 +191,17 @@ class MonitorPlan:
                 raise ValueError(f"rollout: {rollout.bug} needs a {' or '.join(sorted(kinds))} auxiliary.")
         if self.cadence is not None:
             cadence_seconds(self.cadence)
+
+    def vocab_source(self, auxiliary: Auxiliary) -> str:
+        """An LM auxiliary's vocabulary source: its own, or the data's default (`lm_data`)."""
+        from fedgen_debug.device.lm_data import default_vocabulary_source
+
+        return auxiliary.vocab if auxiliary.vocab is not None else default_vocabulary_source(self.data)
+
+    def primary_contract(self):
+        from fedgen_debug.models.primary import PrimaryContract
+
+        return PrimaryContract(self.primary_background, self.primary_output, self.primary_scale)
 
     def rounds(self, period: int, *, from_scratch: bool = False) -> int:
         """Rounds trained in `period` (1-based): `first_period_rounds` when the auxiliary starts from

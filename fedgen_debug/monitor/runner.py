@@ -57,6 +57,7 @@ from fedgen_debug.experiments import sweep
 from fedgen_debug.monitor import alerts as alerts_lib
 from fedgen_debug.monitor import budget as budget_lib
 from fedgen_debug.monitor import diagnosis as diagnosis_lib
+from fedgen_debug.monitor import inputs
 from fedgen_debug.monitor import measure, signals
 from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds
 from fedgen_debug.privacy.accounting import format_epsilon
@@ -150,6 +151,7 @@ class Monitor:
         self.sleep, self.clock = sleep, clock
         self.every = every if every is not None else (cadence_seconds(plan.cadence) if plan.cadence else None)
         self.rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
+        inputs.check_inputs(plan, self.out_dir)   # the modeler's files, before the ledger is touched
         self.source = data_spec.load_client_data(plan.data)
         self.key = population_key(plan.data, self.source.client_ids, ledger)
         self.names = [n for a in plan.auxiliaries for n in measure.signal_names(a)]
@@ -239,7 +241,8 @@ class Monitor:
                                  "checked_before_period": done + 1})
 
     def _primary(self) -> str | None:
-        """The primary CNN the GAN auxiliaries share: the plan's, or one trained once on public data."""
+        """The primary model the GAN auxiliaries share: the plan's (checked by `inputs.check_inputs`), or a
+        CNN trained once on public data."""
         if not any(a.kind == "gan" for a in self.plan.auxiliaries):
             return None
         if self.plan.primary:
@@ -256,6 +259,7 @@ class Monitor:
     def run(self) -> list[dict]:
         with store.exclusive(self.out_dir):
             secret, done = self._open()
+            inputs.install(self.plan, self.out_dir)
             primary = self._primary()
             self.history = _History()
             for period in range(1, done + 1):
@@ -331,7 +335,7 @@ class Monitor:
         runs, starts = {}, {auxiliary: self._start(period, auxiliary) for auxiliary in self.plan.auxiliaries}
         for auxiliary in self.plan.auxiliaries:
             run = budget_lib.period_run(self.plan, auxiliary, population.size, period, primary,
-                                        from_scratch=starts[auxiliary][0] is None)
+                                        from_scratch=starts[auxiliary][0] is None, out_dir=self.out_dir)
             run_dir = run_dir_of(self.out_dir, period, auxiliary)
             run_secret = secret.derive("monitor-runs", period, auxiliary.name)
             if secret_lib.load(run_dir) is None:   # provisioned before the run opens it (privacy.run_ledger.open_run)

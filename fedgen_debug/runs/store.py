@@ -75,6 +75,7 @@ MEMORIZATION_GLYPHS_PNG = "memorization_glyphs.png"
 MONITOR = "monitor.json"        # a monitor directory (fedgen-debug monitor): its plan, progress, thresholds
 PERIODS = "periods"             # ... one record per period: signals, thumbnails' paths, ε so far
 ALERTS = "alerts.jsonl"         # ... alerts raised and cleared, one JSON line each
+VOCABULARIES = "vocabularies"   # ... the modeler's vocabulary files its LM auxiliaries read (`monitor.inputs`)
 
 SECRET = "secret.json"
 CHECKPOINTS = "checkpoints"
@@ -123,6 +124,7 @@ RELEASED_FILES = {
     MONITOR: "a monitoring plan (public settings), how many periods are done, thresholds calibrated on signals",
     PERIODS: "per period: signals computed from the period's generated samples, and the ε composed so far",
     ALERTS: "decisions computed from the periods' signals",
+    VOCABULARIES: "the modeler's own vocabulary files (a plan's vocab = \"file:PATH\"), as they gave them: public",
 }
 SERVER_FILES = {
     SECRET: "the run secret: DP noise and client sampling derive from it",

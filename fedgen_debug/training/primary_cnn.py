@@ -145,6 +145,18 @@ def load_primary_cnn(path: str) -> tf.keras.Model:
     return model
 
 
+def check_primary(path: str, contract: primary.PrimaryContract) -> None:
+    """The modeler's primary (`--primary`, a plan's `primary`) loads and keeps its contract: read before a run
+    or a monitor charges anything. Raises ValueError naming the path."""
+    try:
+        if primary.is_model_file(path):
+            primary.load_model_file(path, contract)
+        else:
+            load_primary_cnn(path)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"primary: {path} is not a usable primary model: {error}") from None
+
+
 def write_reference(model: tf.keras.Model, images, out_path: str) -> None:
     """Feature statistics of clean images: the reference of the GANs' Fréchet distance; and their
     nearest-neighbour distances, the reference of the near-duplicate share."""
