@@ -7,6 +7,8 @@ periods of the fix; on clean fleets it must not alert at all.
   .venv/bin/python evaluation/monitor_fleet.py --scenario text --concat 0.01 --first-rounds 120 --samples 40000 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario images --clean --seeds 0,1,2 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario text --kind word-lm --first-rounds 120 --samples 5000 --out runs/eval-monitor
+  .venv/bin/python evaluation/monitor_fleet.py --scenario shakespeare --vocab file:VOCAB.txt --out runs/eval-monitor  # ../shared
+  .venv/bin/python evaluation/monitor_fleet.py --scenario femnist --primary users_model.keras --out runs/eval-monitor
 
 Each scenario writes a plan (JSON, beside its monitor directory) and runs `fedgen-debug monitor`'s
 runner on it; monitors resume, so an interrupted evaluation continues. Every period is charged to the
@@ -32,6 +34,7 @@ from fedgen_debug.monitor.runner import run_monitor  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
 
 FEMNIST = "npz:../shared/data/femnist_real_184_writers.npz"
+SHAKESPEARE = "play:../shared/data/tinyshakespeare.txt"   # speakers as users
 
 
 def scenario_plan(args, seed: int) -> dict:
@@ -43,13 +46,18 @@ def scenario_plan(args, seed: int) -> dict:
     if not images and not args.clean:   # concat: the share of sentences glued, from the rollout's period
         rollout = f"concat:{args.rollout_start}={args.concat},{args.fix}=0"
     data = {"images": f"synthetic-images:writers={args.devices},seed={100 + seed}", "femnist": FEMNIST,
-            "text": f"synthetic-text:users={args.devices},seed={100 + seed}"}[args.scenario]
+            "text": f"synthetic-text:users={args.devices},seed={100 + seed}", "shakespeare": SHAKESPEARE}[args.scenario]
     auxiliary = ({"kind": "gan", "select": args.select, "preset": args.preset} if images
                  else {"kind": args.kind, "preset": args.preset})
     if args.warm_start:
         auxiliary["warm_start"] = args.warm_start
+    if args.vocab and not images:   # the modeler's own vocabulary (file:PATH, public:SPEC or dp)
+        auxiliary["vocab"] = args.vocab
     primary = {}
-    if images and args.primary_from_data:   # the modeler's pre-update model, as gan_pixel_inversion.py trains it
+    if images and args.primary:     # the users' own model, as `train-gan --primary` takes it
+        primary = {"primary": os.path.abspath(args.primary), "primary_background": args.primary_background,
+                   "primary_output": args.primary_output}
+    elif images and args.primary_from_data:   # the modeler's pre-update model, as gan_pixel_inversion.py trains it
         path = os.path.join(args.out, f"primary-{args.scenario}-seed{seed}.npz")
         if not os.path.exists(path):
             from fedgen_debug.data import spec as data_spec
@@ -97,7 +105,7 @@ def summarize(plan, records: list[dict], seconds: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=("images", "femnist", "text"), required=True)
+    parser.add_argument("--scenario", choices=("images", "femnist", "text", "shakespeare"), required=True)
     parser.add_argument("--clean", action="store_true", help="no rollout: count false alarms")
     parser.add_argument("--concat", type=float, default=0.1, help="text: the share of sentences glued")
     parser.add_argument("--kind", choices=("char-lm", "word-lm"), default="char-lm", help="text: the auxiliary")
@@ -118,14 +126,19 @@ def main() -> None:
     parser.add_argument("--clients-per-round", type=int, default=20)
     parser.add_argument("--primary-from-data", action="store_true",
                         help="images: train the primary CNN centrally on the data (as gan_pixel_inversion.py)")
+    parser.add_argument("--vocab", help="text: the LM auxiliary's vocabulary (file:PATH, public:SPEC or dp)")
+    parser.add_argument("--primary", help="images: the users' primary model (.keras, .h5, SavedModel dir or .npz)")
+    parser.add_argument("--primary-background", choices=("white", "black"), default="white")
+    parser.add_argument("--primary-output", choices=("auto", "logits", "probabilities"), default="auto")
     parser.add_argument("--tag", default="")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
     for seed in (int(s) for s in args.seeds.split(",")):
         name = (f"{args.scenario}{'-clean' if args.clean else ''}"
-                f"{'' if args.scenario != 'text' or args.clean else f'-concat{args.concat:g}'}"
-                f"{'-word' if args.scenario == 'text' and args.kind == 'word-lm' else ''}-seed{seed}{args.tag}")
+                f"{'' if args.scenario not in ('text', 'shakespeare') or args.clean else f'-concat{args.concat:g}'}"
+                f"{'-word' if args.scenario in ('text', 'shakespeare') and args.kind == 'word-lm' else ''}"
+                f"-seed{seed}{args.tag}")
         out = os.path.join(args.out, name)
         os.makedirs(args.out, exist_ok=True)
         raw = scenario_plan(args, seed)
