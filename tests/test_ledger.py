@@ -58,6 +58,19 @@ def test_attack_no_budget_file_no_longer_means_no_check(fresh_ledger):
     assert [r.release_id for r in fresh_ledger.records()] == ["cheap"]
 
 
+def test_a_release_that_reaches_the_budget_exactly_is_charged_and_one_a_hair_over_is_not(fresh_ledger):
+    """The budget is "ε ≤ budget": a release whose total equals it fits; the next float below refuses it."""
+    record = _record("exact", z=2.0, t=50)
+    epsilon = fresh_ledger.total(record.population, record).guarantee.epsilon
+    fresh_ledger.set_budget("*", math.nextafter(epsilon, 0.0))
+    with pytest.raises(PrivacyBudgetExceeded):
+        fresh_ledger.spend(record)
+    assert fresh_ledger.records() == []
+    fresh_ledger.set_budget("*", epsilon)
+    fresh_ledger.spend(record)
+    assert [r.release_id for r in fresh_ledger.records()] == ["exact"]
+
+
 def test_all_or_nothing_and_mixed_relations_are_refused(fresh_ledger):
     fresh_ledger.set_budget("*", 5.0)
     with pytest.raises(PrivacyBudgetExceeded):
