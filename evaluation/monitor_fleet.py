@@ -7,7 +7,9 @@ periods of the fix; on clean fleets it must not alert at all.
   .venv/bin/python evaluation/monitor_fleet.py --scenario text --concat 0.01 --first-rounds 120 --samples 40000 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario images --clean --seeds 0,1,2 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario text --kind word-lm --first-rounds 120 --samples 5000 --out runs/eval-monitor
-  .venv/bin/python evaluation/monitor_fleet.py --scenario shakespeare --vocab file:VOCAB.txt --out runs/eval-monitor  # ../shared
+  .venv/bin/python evaluation/split_play.py ../shared/data/tinyshakespeare.txt --out runs/shakespeare-split
+  .venv/bin/python evaluation/monitor_fleet.py --scenario shakespeare --data play:runs/shakespeare-split/private.txt \
+      --vocab file:runs/shakespeare-split/vocab.txt --first-rounds 240 --samples 40000 --out runs/eval-monitor
   .venv/bin/python evaluation/monitor_fleet.py --scenario femnist --primary users_model.keras --out runs/eval-monitor
 
 Each scenario writes a plan (JSON, beside its monitor directory) and runs `fedgen-debug monitor`'s
@@ -47,6 +49,7 @@ def scenario_plan(args, seed: int) -> dict:
         rollout = f"concat:{args.rollout_start}={args.concat},{args.fix}=0"
     data = {"images": f"synthetic-images:writers={args.devices},seed={100 + seed}", "femnist": FEMNIST,
             "text": f"synthetic-text:users={args.devices},seed={100 + seed}", "shakespeare": SHAKESPEARE}[args.scenario]
+    data = args.data or data
     auxiliary = ({"kind": "gan", "select": args.select, "preset": args.preset} if images
                  else {"kind": args.kind, "preset": args.preset})
     if args.warm_start:
@@ -126,6 +129,8 @@ def main() -> None:
     parser.add_argument("--clients-per-round", type=int, default=20)
     parser.add_argument("--primary-from-data", action="store_true",
                         help="images: train the primary CNN centrally on the data (as gan_pixel_inversion.py)")
+    parser.add_argument("--data", help="the fleet's data spec instead of the scenario's (e.g. play:OUT/private.txt "
+                                       "from split_play.py, whose OUT/vocab.txt is then --vocab file:OUT/vocab.txt)")
     parser.add_argument("--vocab", help="text: the LM auxiliary's vocabulary (file:PATH, public:SPEC or dp)")
     parser.add_argument("--primary", help="images: the users' primary model (.keras, .h5, SavedModel dir or .npz)")
     parser.add_argument("--primary-background", choices=("white", "black"), default="white")

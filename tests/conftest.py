@@ -11,6 +11,7 @@ import sys
 
 import math
 import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -39,6 +40,17 @@ if os.path.dirname(os.path.abspath(fedgen_debug.__file__)) == os.path.join(REPO_
         "selectors/ only exist as fedgen_debug.models/.selectors once installed). Run `make test`, "
         "or `.venv/bin/pytest` rather than `python -m pytest`."
     )
+
+
+def eventually(condition, timeout: float = 30.0, interval: float = 0.05) -> bool:
+    """Polls `condition()` until it holds or `timeout` seconds pass; returns its last value. For "this
+    process is gone": a fixed sleep fails on a loaded machine and waits too long on an idle one."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return bool(condition())
+        time.sleep(interval)
+    return True
 
 
 def fedgen_cli() -> str:

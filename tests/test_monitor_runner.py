@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import GAN_MONITOR_PLAN as GAN_PLAN, MONITOR_AUXILIARY as AUX, MONITOR_PLAN, fedgen_cli, \
+from conftest import GAN_MONITOR_PLAN as GAN_PLAN, MONITOR_AUXILIARY as AUX, MONITOR_PLAN, eventually, fedgen_cli, \
     ledger_with_unlimited_budget as _ledger, monitor as _monitor, provision_secret
 from fedgen_debug import runtime
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
@@ -116,8 +116,7 @@ def test_kill_9_mid_period_resumes_at_its_checkpoint_to_the_uninterrupted_result
     workers = runtime.worker_processes(process.pid)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    time.sleep(2.0)
-    assert not [w for w in workers if os.path.exists(f"/proc/{w}")], workers
+    assert eventually(lambda: not [w for w in workers if os.path.exists(f"/proc/{w}")]), workers
     status = store.read_json(store.released(str(out / "period_002" / AUX), store.STATUS))
     assert status["state"] == "running" and status["rounds_completed"] < 12
     assert not os.path.exists(store.period_record_path(str(out), 2))

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import fedgen_cli
+from conftest import eventually, fedgen_cli
 from fedgen_debug import runtime
 from fedgen_debug.cli.doctor_cmd import federated_mean_check
 
@@ -53,8 +53,7 @@ def test_cli_through_a_pipe_finishes_and_leaves_no_worker():
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] and report["backend"] == "tff" and "CPU:0" in report["devices"]
-    time.sleep(0.5)
-    assert _workers_tagged(tag) == set()
+    assert eventually(lambda: _workers_tagged(tag) == set()), _workers_tagged(tag)
 
 
 # A shell without job control starts background commands (`make test &`) with SIGINT ignored; the
@@ -85,10 +84,7 @@ def test_signals_stop_the_worker(sig, exit_codes):
         proc.send_signal(sig)
         assert proc.wait(timeout=180) in exit_codes
         proc.stdout.read()  # EOF arrives only once no process holds the pipe
-        deadline = time.monotonic() + 10
-        while _workers_tagged(tag) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _workers_tagged(tag) == set()
+        assert eventually(lambda: _workers_tagged(tag) == set()), _workers_tagged(tag)
     finally:
         if proc.poll() is None:
             proc.kill()

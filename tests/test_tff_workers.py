@@ -13,13 +13,12 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import portpicker
 import pytest
 
-from conftest import fedgen_cli
+from conftest import eventually, fedgen_cli
 from fedgen_debug import runtime, tff_workers
 from fedgen_debug.cli.doctor_cmd import federated_mean_check
 from fedgen_debug.runs.secret import RunSecret
@@ -71,8 +70,7 @@ def test_a_sigkilled_run_leaves_no_worker_behind():
         assert _alive(worker) and worker in children
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        time.sleep(2.0)
-        assert not _alive(worker), f"worker {worker} outlived its SIGKILLed parent"
+        assert eventually(lambda: not _alive(worker)), f"worker {worker} outlived its SIGKILLed parent"
         assert not [p for p in children if _alive(p)], "a child outlived its SIGKILLed parent"
     finally:
         if proc.poll() is None:
@@ -141,9 +139,13 @@ def test_where_no_namespace_can_be_made_the_worker_says_it_listens_on_all_interf
         port = int(local.worker.args[-1].split("=")[1])
         assert f"listens on all interfaces ([::]:{port})" in warning and "without TLS or authentication" in warning
         assert "no user namespaces (test)" in warning and "--backend tf" in warning
-    finally:
+    finally:   # SIGINT stops it (runtime's own exit path); a loaded machine may take longer, then SIGKILL
         local.worker.send_signal(signal.SIGINT)
-        local.worker.wait(timeout=30)
+        try:
+            local.worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            local.worker.kill()
+            local.worker.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
