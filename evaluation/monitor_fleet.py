@@ -100,9 +100,10 @@ def summarize(plan, records: list[dict], seconds: float) -> dict:
     first = next((p for p in sorted(raised) if raised[p] and reach and p >= reach and (not fixed or p < fixed)), None)
     cleared = next((p for p in sorted(raised) if fixed and p >= fixed and not raised[p]), None)
     before = [p for p in raised if raised[p] and p < rollout.steps[0][0]]
+    after = [p for p in raised if raised[p] and cleared and p > cleared]   # raised again after the fix cleared
     row.update(reaches_10_percent=reach, first_alert=first, alert_delay=None if first is None else first - reach,
                fixed=fixed, cleared=cleared, clear_delay=None if cleared is None or fixed is None else cleared - fixed,
-               false_alarm_periods=before)
+               false_alarm_periods=before, alarms_after_clearing=after)
     return row
 
 

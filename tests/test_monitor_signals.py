@@ -52,3 +52,21 @@ def test_reference_drift_leaves_the_period_out_of_its_reference():
         pytest.approx(js_divergence({"c": 4}, {"a": 6, "b": 6}))
     with pytest.raises(ValueError, match="other than 1"):
         reference_drift(inputs, [1], 1, js_divergence, pool_counts)
+
+
+def test_drift_reference_is_the_other_calibration_periods_then_the_last_clean_ones():
+    from fedgen_debug.monitor.signals import drift_reference
+
+    # Calibration periods 1-3: each against the other two (leave one out).
+    assert [drift_reference(p, 3, []) for p in (1, 2, 3)] == [[2, 3], [1, 3], [1, 2]]
+    # Later periods: the last 2 clean periods before them; periods 5 and 6 alerted (not clean), so period 7
+    # is measured against 3 and 4, what the data looked like before the bug, and so is 8 while 7 alerts.
+    assert drift_reference(4, 3, []) == [2, 3]
+    assert drift_reference(5, 3, [4]) == [3, 4]
+    assert drift_reference(7, 3, [4]) == [3, 4]
+    assert drift_reference(8, 3, [4]) == [3, 4]
+    # Once clean again, the reference follows the clean periods (an auxiliary that keeps learning moves).
+    assert drift_reference(11, 3, [4, 9, 10]) == [9, 10]
+    assert drift_reference(12, 4, [5, 6, 9, 10, 11, 12]) == [9, 10, 11]   # `clean` after the period is ignored
+    with pytest.raises(ValueError, match="at least 2 calibration periods"):
+        drift_reference(3, 1, [])

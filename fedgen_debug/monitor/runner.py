@@ -13,7 +13,7 @@ One period, in order:
    period's data and clears with the fix); unless the previous period was a warm start from a healthy
    run and showed it had not learned its data (`measure.problem`: mostly blank or noise samples), in
    which case it starts from scratch with the first period's rounds;
-4. the signals of every auxiliary (`measure`), drift against the calibration periods (`signals`),
+4. the signals of every auxiliary (`measure`), drift against the last clean periods (`signals`),
    thresholds once the calibration periods are done, alerts (`alerts`); a period with an alert has each
    of its auxiliaries diagnosed against the last calibration period's (`diagnosis`), and every alert of
    that period carries its auxiliary's summary: what changed, or that the auxiliary is unhealthy;
@@ -431,11 +431,8 @@ class Monitor:
         calibration = self.plan.alerts.calibration_periods
         if auxiliary.warm_start != "last-clean" or period - 1 < calibration:
             return None
-        thresholds = self._thresholds()
         for p in range(period - 1, 0, -1):
-            values = self.history.values[p]
-            past = any(values.get(n, -math.inf) > thresholds[n].value for n in measure.signal_names(auxiliary))
-            if p <= calibration or not (past or self.history.problems.get(p, {}).get(auxiliary.name)):
+            if p <= calibration or self._clean(p, auxiliary):
                 return p
         return None
 
@@ -471,14 +468,26 @@ class Monitor:
         self.history.diagnoses[period] = dict(record.get("diagnoses", {}))
 
     def _drift(self, signal: str, period: int) -> float:
-        calibration = list(range(1, self.plan.alerts.calibration_periods + 1))
+        """`signal`'s drift in `period` against its clean reference (`signals.drift_reference`)."""
+        calibration = self.plan.alerts.calibration_periods
+        auxiliary = next(a for a in self.plan.auxiliaries if signal.startswith(f"{a.name}/"))
+        clean = [p for p in range(calibration + 1, period) if self._clean(p, auxiliary)]
+        reference = signals.drift_reference(period, calibration, clean)
         inputs = self.history.drift_inputs[signal]
         if signal.endswith("/frechet_drift"):
             from fedgen_debug.analysis.gan_analysis import frechet_distance
 
-            return signals.reference_drift(inputs, calibration, period, frechet_distance, signals.pool_features)
-        return signals.reference_drift(inputs, calibration, period,
+            return signals.reference_drift(inputs, reference, period, frechet_distance, signals.pool_features)
+        return signals.reference_drift(inputs, reference, period,
                                        lambda a, b: signals.js_divergence(a, b, top=JS_TOP_WORDS), signals.pool_counts)
+
+    def _clean(self, period: int, auxiliary) -> bool:
+        """Whether `auxiliary` was clean in `period` (after the calibration periods): every signal of it
+        within its threshold, and it had learned its data."""
+        thresholds = self._thresholds()
+        values = self.history.values[period]
+        past = any(values.get(n, -math.inf) > thresholds[n].value for n in measure.signal_names(auxiliary))
+        return not (past or self.history.problems.get(period, {}).get(auxiliary.name))
 
     def _decide(self, period: int, record: dict) -> None:
         PeriodReleaseManager, AlertReleaseManager = _release_managers()
