@@ -42,7 +42,11 @@ def replayed(monitor_dir: str) -> dict:
         if period >= calibration:
             for p in (range(1, period + 1) if period == calibration else [period]):
                 for signal in monitor.history.drift_inputs:
-                    monitor.history.values[p][signal] = monitor._drift(signal, p)
+                    drift = monitor._drift(signal, p)
+                    if drift is None:   # as the runner: a restarted auxiliary's drift is not measured yet
+                        monitor.history.values[p].pop(signal, None)
+                    else:
+                        monitor.history.values[p][signal] = drift
     thresholds = monitor._thresholds()
     active = alerts_lib.active_alerts(monitor.history.values, thresholds, plan.alerts.persistence, plan.alerts.window)
     shaped = [{**r, "alerts": [{"signal": a.signal} for a in active[r["period"]]],

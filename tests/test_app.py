@@ -498,7 +498,7 @@ def test_monitoring_page_shows_signals_thresholds_alerts_and_a_link_to_compare_t
     raised = history[history["event"] == "raised"]
     assert list(raised["period"])[0] == 3 and "space_mass" in list(raised["signal"])[0]
     charts = at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
-    assert len(charts) == 4   # two signals, the rollout, ε over time
+    assert len(charts) == 3   # the signal (the space mass), the rollout, ε over time
     captions = " ".join(c.value for c in at.caption)
     assert "calibrated on periods 1-2" in captions
     # Periods 4 and 5 started from period 2's model (the char-LM's "last-clean" warm start): said under them.

@@ -33,13 +33,13 @@ def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monit
     for r in records:
         config = store.read_config(str(out / f"period_{r['period']:03d}" / AUX))
         assert config["lm"]["bug_fraction"] == r["rollout"]["fraction"]   # the period's share of glued sentences
-        assert set(r["auxiliaries"][AUX]["signals"]) == {"space_mass", "oov_js_drift"}
+        assert set(r["auxiliaries"][AUX]["signals"]) == {"space_mass"}
     # ε composes over the periods in the ledger: it grows every period.
     epsilons = [r["population_epsilon"] for r in records]
     assert all(b > a for a, b in zip(epsilons, epsilons[1:]))
     meta = store.read_json(store.released(str(out), store.MONITOR))
     assert meta["state"] == "finished" and meta["periods_completed"] == 5
-    assert set(meta["thresholds"]) == {f"{AUX}/space_mass", f"{AUX}/oov_js_drift"}
+    assert set(meta["thresholds"]) == {f"{AUX}/space_mass"}
     assert "period   5" in stdout
 
 
@@ -272,6 +272,11 @@ def test_a_warm_start_that_stopped_learning_restarts_from_scratch_and_only_then(
     rounds = [store.read_json(store.released(str(out / f"period_00{p}" / aux), store.STATUS))["rounds_completed"]
               for p in periods]
     assert rounds == [3, 2, 3, 2, 2]
+    # The restarted GAN (period 3) is a new model: its drift is measured against its own clean periods
+    # only (`signals.drift_reference`), and it has none (every period since is blank), so periods 3-5
+    # carry the dark share alone; the calibration periods 1-2 have both signals.
+    both = {"dark_background_share", "frechet_drift"}
+    assert [set(m["signals"]) for m in measured] == [both, both] + [{"dark_background_share"}] * 3
     # A period under way keeps the start it began with, whatever the records say now (a resumed monitor,
     # possibly a newer fedgen-debug): period 3's run began from scratch.
     plan = plan_from_dict({**GAN_PLAN, "periods": 5, "first_period_rounds": 3, "rollout": None})

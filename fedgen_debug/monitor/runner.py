@@ -67,7 +67,6 @@ from fedgen_debug.runs import secret as secret_lib
 from fedgen_debug.runs import store
 
 logger = logging.getLogger(__name__)
-JS_TOP_WORDS = 50   # the generated OOV-word distributions are compared over their 50 most frequent words
 
 
 class PlanRefused(ValueError):
@@ -139,6 +138,7 @@ class _History:
     shares: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)   # signal -> samples
     problems: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)  # auxiliary -> problem
     diagnoses: dict[int, dict[str, dict]] = dataclasses.field(default_factory=dict)  # auxiliary -> summary
+    starts: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)   # auxiliary -> how it began
 
 
 class Monitor:
@@ -459,27 +459,29 @@ class Monitor:
             drift = measure.DRIFT.get(auxiliary.kind)
             if drift is not None:
                 run_dir = os.path.join(self.out_dir, measured["run"])
-                self.history.drift_inputs[f"{auxiliary.name}/{drift}"][period] = (
-                    measure.gan_features(run_dir) if auxiliary.kind == "gan" else measured["word_counts"])
+                self.history.drift_inputs[f"{auxiliary.name}/{drift}"][period] = measure.gan_features(run_dir)
         self.history.values[period] = values
         self.history.shares[period] = shares
         self.history.problems[period] = {name: m["problem"] for name, m in record["auxiliaries"].items()
                                          if m.get("problem")}
         self.history.diagnoses[period] = dict(record.get("diagnoses", {}))
+        self.history.starts[period] = {name: m.get("start", "") for name, m in record["auxiliaries"].items()}
 
-    def _drift(self, signal: str, period: int) -> float:
-        """`signal`'s drift in `period` against its clean reference (`signals.drift_reference`)."""
+    def _drift(self, signal: str, period: int) -> float | None:
+        """`signal`'s drift in `period` against its clean reference (`signals.drift_reference`); None when
+        there is none (an auxiliary restarted from scratch, until it has a clean period of its own)."""
         calibration = self.plan.alerts.calibration_periods
         auxiliary = next(a for a in self.plan.auxiliaries if signal.startswith(f"{a.name}/"))
+        since = max((p for p in range(1, period + 1)
+                     if self.history.starts[p].get(auxiliary.name, "").startswith("from scratch")), default=1)
         clean = [p for p in range(calibration + 1, period) if self._clean(p, auxiliary)]
-        reference = signals.drift_reference(period, calibration, clean)
-        inputs = self.history.drift_inputs[signal]
-        if signal.endswith("/frechet_drift"):
-            from fedgen_debug.analysis.gan_analysis import frechet_distance
+        reference = signals.drift_reference(period, calibration, clean, since)
+        if not reference:
+            return None
+        from fedgen_debug.analysis.gan_analysis import frechet_distance
 
-            return signals.reference_drift(inputs, reference, period, frechet_distance, signals.pool_features)
-        return signals.reference_drift(inputs, reference, period,
-                                       lambda a, b: signals.js_divergence(a, b, top=JS_TOP_WORDS), signals.pool_counts)
+        return signals.reference_drift(self.history.drift_inputs[signal], reference, period, frechet_distance,
+                                       signals.pool_features)
 
     def _clean(self, period: int, auxiliary) -> bool:
         """Whether `auxiliary` was clean in `period` (after the calibration periods): every signal of it
@@ -498,7 +500,9 @@ class Monitor:
             rewrite = list(range(1, period + 1)) if period == calibration else [period]
             for p in rewrite:
                 for signal in self.history.drift_inputs:
-                    self.history.values[p][signal] = self._drift(signal, p)
+                    drift = self._drift(signal, p)
+                    if drift is not None:   # not measured: not past any threshold (`alerts.active_alerts`)
+                        self.history.values[p][signal] = drift
         thresholds = self._thresholds() if period >= calibration else {}
         active = alerts_lib.active_alerts(self.history.values, thresholds, self.plan.alerts.persistence,
                                           self.plan.alerts.window)
