@@ -1,7 +1,8 @@
 """Replays finished monitors' decisions under this version's rules: the drift signals against their
 reference (`monitor.signals.drift_reference`), the thresholds and the alerts, on the period runs each
-monitor released. No training and no ε: the drift inputs are the periods' released samples (GAN: their
-features in the primary model; char-LM: the sampled OOV words in the period records).
+monitor released. No training and no ε: the drift inputs are the periods' released samples (a GAN's, in
+the primary model's features); the verdict statistics are the records' own. A signal this version no
+longer computes (the char-LM's JS drift) is left out.
 
 For a monitor whose warm starts do not depend on its alerts (a GAN's `warm_start = "previous"`) the replay
 is exactly what a monitor with these rules computes. A "last-clean" monitor (the LMs' default) chose its
@@ -37,6 +38,9 @@ def replayed(monitor_dir: str) -> dict:
     monitor.history = runner._History()
     for record in records:
         monitor._remember(record["period"], record)
+        for values in monitor.history.values.values():   # signals this version does not compute
+            for name in set(values) - set(monitor.names):
+                values.pop(name)
     calibration = plan.alerts.calibration_periods
     for period in (r["period"] for r in records):   # in order: a period's reference is decided before it
         if period >= calibration:
