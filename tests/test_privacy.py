@@ -18,10 +18,25 @@ STACK_OVERFLOW_LM = DPFedAvgPrivacy(clients_per_round=5000, population=342_477, 
 PAPER = dict(accounting="paper")
 
 
+ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512]
+
+
 def _by_hand(event, delta, relation):
-    accountant = rdp.RdpAccountant([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512],
-                                   relation)
-    return accountant.compose(event).get_epsilon(delta)
+    return rdp.RdpAccountant(ORDERS, relation).compose(event).get_epsilon(delta)
+
+
+def _mironov_by_hand(event, delta, relation):
+    """The paper's conversion written out: min over the orders α of RDP(α) + log(1/δ)/(α − 1) (Mironov 2017,
+    Prop. 3), on dp_accounting's RDP of the event."""
+    import math
+
+    curve = rdp.RdpAccountant(ORDERS, relation).compose(event)._rdp
+    return min(value + math.log(1 / delta) / (order - 1) for value, order in zip(curve, ORDERS))
+
+
+def _stack_overflow_event(z_in_sensitivity_units: float):
+    return dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+        342_477, 5000, dp_accounting.GaussianDpEvent(z_in_sensitivity_units)), 2000)
 
 
 # ---- the correct conventions, against dp_accounting ----------------------------------------------
@@ -29,15 +44,16 @@ def _by_hand(event, delta, relation):
 def test_replace_one_fixed_size_rounds_have_sensitivity_2s():
     """Fixed-size rounds: one user replaced moves the sum of updates clipped to S by up to 2S, so the
     Gaussian's noise in sensitivity units is z/2."""
-    event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.SampledWithoutReplacementDpEvent(342_477, 5000, dp_accounting.GaussianDpEvent(0.5)), 2000)
-    expected = _by_hand(event, 2.92e-6, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    expected = _by_hand(_stack_overflow_event(0.5), 2.92e-6, dp_accounting.NeighboringRelation.REPLACE_ONE)
     got = dp_fedavg_epsilon(STACK_OVERFLOW_LM, 2.92e-6)
     assert got.epsilon == pytest.approx(expected, rel=1e-12)
     assert got.epsilon == pytest.approx(57.3737, abs=5e-4) and got.accounting == "replace-one"
     assert sum_sensitivity(0.2, "replace-one") == 0.4 and sum_sensitivity(0.2, "add-remove") == 0.2
-    # With the paper's conversion, the issue's measurement: 9.2 as the paper reports vs 58.8 correct.
-    assert dp_fedavg_epsilon(STACK_OVERFLOW_LM, 2.92e-6, "paper").epsilon == pytest.approx(58.76, abs=0.005)
+    # With the paper's conversion, the issue's measurement: 9.2 as the paper reports vs 58.8 correct. 58.76 is
+    # Mironov's conversion of the replace-one RDP (noise z/2 = 0.5 in sensitivity units), written out here.
+    paper_conversion = _mironov_by_hand(_stack_overflow_event(0.5), 2.92e-6, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    assert paper_conversion == pytest.approx(58.76, abs=0.005)
+    assert dp_fedavg_epsilon(STACK_OVERFLOW_LM, 2.92e-6, "paper").epsilon == pytest.approx(paper_conversion, rel=1e-12)
 
 
 def test_poisson_sampling_is_add_remove_with_sensitivity_s():
@@ -188,7 +204,13 @@ def test_realistic_scenario_reproduces_table_3():
     # The same realistic training, accounted correctly.
     correct = realistic_scenario(dataclasses.replace(simulation, accounting="replace-one"),
                                  overall_populations=(3400, 2_000_000))
-    assert correct.realistic.guarantee.epsilon == pytest.approx(17.39, abs=0.01)
+    # 17.39: qN = 1,000 of N = 250,000 at z = 1 (0.5 in sensitivity units, replace-one), T = 1000, δ = 4e-8.
+    assert correct.realistic.params.noise_multiplier == pytest.approx(1.0)
+    realistic = dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+        250_000, 1000, dp_accounting.GaussianDpEvent(0.5)), 1000)
+    expected = _by_hand(realistic, 4e-8, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    assert expected == pytest.approx(17.39, abs=0.01)
+    assert correct.realistic.guarantee.epsilon == pytest.approx(expected, rel=1e-9)
 
 
 def test_realistic_scenario_scales_population_with_clients_by_default():
@@ -210,7 +232,10 @@ def test_privacy_cli_defaults_to_the_correct_accounting_and_labels_the_papers():
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["accounting"] == "replace-one" and out["conversion"] == "tight"
-    assert out["epsilon"] == pytest.approx(57.3806, abs=5e-4) and out["above_warning"] is True
+    # 57.3806: the replace-one Stack Overflow LM (z/2 = 0.5 in sensitivity units) at δ = 2.9e-6, by hand.
+    expected = _by_hand(_stack_overflow_event(0.5), 2.9e-6, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    assert expected == pytest.approx(57.3806, abs=5e-4)
+    assert out["epsilon"] == pytest.approx(expected, rel=1e-6) and out["above_warning"] is True
     assert run_cli(*SO_ARGS).returncode == 2  # the paper's δ = 2.92e-6 ≥ 1/N: refused unless reproducing it
 
     result = run_cli(*SO_ARGS, "--accounting", "paper")
