@@ -75,3 +75,30 @@ def test_the_budget_affords_exactly_the_periods_whose_composition_fits(client_id
     assert check_budget(plan, client_ids, ledger).affordable_periods == 0
     assert composed_guarantee(ledger.records(key), tight.delta).epsilon == pytest.approx(
         eps[1], rel=1e-6)
+
+
+def test_the_composed_epsilon_after_each_period_is_the_hand_built_composition(client_ids, tmp_path):
+    """The expected ε comes from a dp_accounting accountant built here, not from the budget module: each
+    period releases the DP counts of the selected devices (two centred sums, users and images, with noise
+    z = 4 × their √2/2 clip per coordinate: replace-one moves them by at most √2, so z/2 = 2 in sensitivity
+    units) and trains 4 rounds of 5 of its present devices (fixed-size rounds: replace-one, z/2 = 0.5);
+    a user present in every period is in all of them."""
+    import dp_accounting
+    from dp_accounting import rdp
+
+    from fedgen_debug.experiments.gan import SELECTION_COUNTS
+
+    plan = _plan(periods=4)
+    ledger = Ledger(str(tmp_path / "ledger"))
+    ledger.set_budget("*", math.inf)
+    check = check_budget(plan, client_ids, ledger)
+    assert check.delta == pytest.approx(0.01 / len(client_ids))   # the ledger's default: 0.01/N of all devices
+    orders = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512]
+    accountant = rdp.RdpAccountant(orders, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    for period in range(1, 5):
+        present = len(present_devices(plan, client_ids, period))
+        assert SELECTION_COUNTS.noise_multiplier == 4.0
+        accountant.compose(dp_accounting.GaussianDpEvent(2.0))
+        accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+            present, min(5, present), dp_accounting.GaussianDpEvent(0.5)), 4))
+        assert check.epsilon_by_period[period - 1] == pytest.approx(accountant.get_epsilon(check.delta), rel=1e-9)
