@@ -1,0 +1,65 @@
+"""Attacks at the scenarios' own call sites (issue 58): a train command draws its DP noise from the run's
+secret, never from `--seed`. Two runs with the same `--seed`, the same data and every user in every round
+(so client sampling cannot tell them apart) must release models that differ by two independent noise
+draws; had the call site seeded the noise from the public seed, they would be the same model, and the
+modeler could difference runs or rebuild the noise (test_attacks.py attacks the DP process itself).
+
+Mutation tried (2026-11-29): `secret.tf_seed("dp-noise")` replaced by `(run.seed, 0)` at the call site in
+`experiments/lm.py` and in `training/tf_backend.py` (the GAN's DP sum): each test below then fails."""
+
+import glob
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from fedgen_debug.runs import store
+
+USERS = 6
+
+
+def _two_runs(tmp_path, *command):
+    dirs = [str(tmp_path / side) for side in "ab"]
+    for run_dir in dirs:
+        result = run_cli(*command, "--seed", "5", "--out", run_dir)
+        assert result.returncode == 0, result.stderr[-2000:]
+    return dirs
+
+
+def _flat(arrays) -> np.ndarray:
+    return np.concatenate([np.asarray(a, np.float64).ravel() for a in arrays])
+
+
+def test_attack_two_char_lms_with_one_seed_release_one_model_fails(tmp_path):
+    a, b = _two_runs(tmp_path, "train-lm", "--kind", "char", "--data", f"synthetic-text:users={USERS},seed=58",
+                     "--preset", "test", "--rounds", "1", "--clients-per-round", str(USERS))
+    config = store.read_config(a)["training"]
+    assert store.read_config(b)["training"] == config and config["seed"] == 5   # all public inputs equal
+    difference = _flat(store.load_arrays(store.released(a, store.MODEL_WEIGHTS))) - \
+        _flat(store.load_arrays(store.released(b, store.MODEL_WEIGHTS)))
+    # One round of a momentum server (lr 1: its first step is the noised mean update): the two models differ
+    # by the difference of two noises of std zS/qN per weight, sqrt(2) zS/qN; nothing else differs.
+    dp = config["dp"]
+    expected = np.sqrt(2) * dp["noise_multiplier"] * dp["clip"] / dp["clients_per_round"] * config["server"]["learning_rate"]
+    assert np.std(difference) == pytest.approx(expected, rel=0.1)
+
+
+def _discriminator(run_dir) -> np.ndarray:
+    """The discriminator after round 1, server side (ground truth: the modeler sees the generator trained
+    from it): the arrays of the first checkpoint from the first 4×4×1 convolution, 8 arrays."""
+    (path,) = sorted(glob.glob(f"{run_dir}/server/checkpoints/round_000001.npz"))
+    arrays = store.load_arrays(path)
+    first = next(i for i, w in enumerate(arrays) if w.ndim == 4 and w.shape[2] == 1)
+    return _flat(arrays[first:first + 8])
+
+
+def test_attack_two_gans_with_one_seed_draw_one_noise_fails(tmp_path):
+    a, b = _two_runs(tmp_path, "train-gan", "--data", "synthetic-images:writers=4,seed=58", "--select", "random",
+                     "--preset", "test", "--rounds", "1", "--clients-per-round", "4")
+    released = [_flat(store.load_arrays(store.released(d, store.MODEL_WEIGHTS))) for d in (a, b)]
+    assert not np.allclose(*released)
+    config = store.read_config(a)["gan_training"]["training"]
+    difference = _discriminator(a) - _discriminator(b)
+    dp = config["dp"]
+    expected = np.sqrt(2) * dp["noise_multiplier"] * dp["clip"] / dp["clients_per_round"] * config["server"]["learning_rate"]
+    assert np.std(difference) == pytest.approx(expected, rel=0.1)
