@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import collections
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -27,6 +29,7 @@ from fedgen_debug.runs import secret as secret_lib
 # with an explicit unlimited budget so that tests may train with z = 0. Tests about budgets and
 # bypasses use a fresh ledger each (`fresh_ledger`).
 SUITE_LEDGER = tempfile.mkdtemp(prefix="fedgen-test-ledger-")
+atexit.register(shutil.rmtree, SUITE_LEDGER, ignore_errors=True)   # each process's own, when it exits
 os.environ[LEDGER_ENV] = SUITE_LEDGER
 Ledger(SUITE_LEDGER).set_budget("*", math.inf, reason="test suite")
 
