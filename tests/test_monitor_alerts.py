@@ -3,6 +3,7 @@ it is raised and cleared — on hand-built signal histories."""
 
 import math
 
+import numpy as np
 import pytest
 
 from fedgen_debug.monitor.alerts import active_alerts, calibrate, fixed, transitions
@@ -13,7 +14,13 @@ def test_calibration_is_mean_plus_four_floored_sds():
     assert t.value == pytest.approx(0.11 + 4 * 0.011)  # sd 0.01 is under 10% of the mean: floored at 0.011
     t = calibrate("fid", [10.0, 20.0, 30.0], periods=[1, 2, 3])
     assert t.value == pytest.approx(20.0 + 4 * 10.0) and "periods 1-3" in t.source
-    assert calibrate("zero", [0.0, 0.0], periods=[1, 2]).value == pytest.approx(4e-3)
+    # A drift's floor is 10% of its own clean mean, nothing absolute: clean Fréchet drifts of a FEMNIST
+    # fleet (periods 1-4) set their threshold by their sd; three nearly equal ones by the 10% floor.
+    frechet = [7.735, 4.4169, 3.5163, 5.1722]
+    mean, sd = sum(frechet) / 4, float(np.std(frechet, ddof=1))
+    assert sd > 0.1 * mean and calibrate("frechet", frechet, periods=[1, 2, 3, 4]).value == pytest.approx(mean + 4 * sd)
+    assert calibrate("frechet", [10.0, 10.1, 9.9], periods=[1, 2, 3]).value == pytest.approx(10.0 + 4 * 1.0)
+    assert calibrate("zero", [0.0, 0.0], periods=[1, 2]).value == 0.0   # identical samples: any change is past it
     with pytest.raises(ValueError, match="at least 2 clean values"):
         calibrate("dark", [0.1], periods=[1])
     with pytest.raises(ValueError, match="without NaN"):
@@ -28,9 +35,8 @@ def test_a_shares_floor_is_its_sampling_sd_so_more_samples_sharpen_it():
     t = calibrate("space", clean, periods=[1, 2, 3], samples=20000)
     assert t.value == pytest.approx(mean + 4 * sampling) and t.value < 0.0007 < 4e-3
     assert calibrate("space", clean, periods=[1, 2, 3], samples=2000).value > 0.0007   # 2,000 samples: too coarse
-    # A share of 0 still has one draw's worth of spread; a drift (no samples) keeps the absolute floor.
+    # A share of 0 still has one draw's worth of spread.
     assert calibrate("dark", [0.0, 0.0], periods=[1, 2], samples=100).value == pytest.approx(4 * (0.01 * 0.99 / 100) ** 0.5)
-    assert calibrate("drift", [0.0, 0.0], periods=[1, 2]).value == pytest.approx(4e-3)
 
 
 def _history(values):

@@ -3,14 +3,15 @@ the last m periods past the threshold), and alerts that say which signal, how fa
 which two periods to compare.
 
 Calibration: a signal's threshold is mean + `CALIBRATION_SDS` standard deviations of its values in the
-calibration periods (which the plan declares clean), with the standard deviation floored at
-`MIN_RELATIVE_SPREAD` of the mean's magnitude and at a floor that depends on the signal: for a share of n
-generated samples (a space mass, a dark-background share), the sd sampling alone gives it,
-sqrt(p(1-p)/n), so more samples make the threshold sharper (1% glued sentences need 40,000 samples a
-period); for any other signal (a drift), `MIN_ABSOLUTE_SPREAD`. With 3 clean periods an estimated spread
-can be near 0 by chance, and a threshold a hair above the clean mean would fire on noise (measured: the
-text drift's clean values wander by 0.0005-0.002 bits). A signal that carries its own test (a verdict's z)
-can be given a fixed threshold instead.
+calibration periods (which the plan declares clean), with the standard deviation floored by what those
+values themselves say it cannot be less than: `MIN_RELATIVE_SPREAD` of their mean's magnitude, and for a
+share of n generated samples (a space mass, a dark-background share) the sd sampling alone gives it at
+their mean, sqrt(p(1-p)/n), so more samples make the threshold sharper (1% glued sentences need 40,000
+samples a period). With 3 clean periods an estimated spread can be near 0 by chance, and a threshold a
+hair above the clean mean would fire on noise. Until 2026-11-29 a drift also had an absolute floor,
+0.001, set for the char-LM's JS drift (its clean values wandered by 0.0005-0.002 bits); that signal is no
+longer computed (`measure`), and the GAN's Fréchet drift (clean values 3-30) never reached it.
+A signal that carries its own test (a verdict's z) can be given a fixed threshold instead.
 Everything here is post-processing of DP releases (the signals are computed from released samples).
 """
 
@@ -21,7 +22,6 @@ import math
 
 CALIBRATION_SDS = 4.0
 MIN_RELATIVE_SPREAD = 0.1
-MIN_ABSOLUTE_SPREAD = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,14 +33,13 @@ class Threshold:
 
 def calibrate(signal: str, clean_values, periods, samples: int | None = None) -> Threshold:
     """mean + `CALIBRATION_SDS` × the spread of the clean values; the spread is floored (module
-    docstring): at the sampling sd of a share of `samples` draws, or, for a signal that is not a share
-    (`samples` None), at `MIN_ABSOLUTE_SPREAD`."""
+    docstring) at `MIN_RELATIVE_SPREAD` of their mean and, for a share of `samples` draws, at its sampling sd."""
     values = [float(v) for v in clean_values]
     if len(values) < 2 or any(math.isnan(v) for v in values):
         raise ValueError(f"{signal}: calibration needs at least 2 clean values without NaN. Found {values}.")
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    floor = share_sampling_sd(values, samples) if samples else MIN_ABSOLUTE_SPREAD
+    floor = share_sampling_sd(values, samples) if samples else 0.0
     spread = max(sd, MIN_RELATIVE_SPREAD * abs(mean), floor)
     return Threshold(signal, mean + CALIBRATION_SDS * spread,
                      f"calibrated on periods {periods[0]}-{periods[-1]}: mean {mean:.4g}, sd {sd:.3g} "
