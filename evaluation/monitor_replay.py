@@ -38,19 +38,11 @@ def replayed(monitor_dir: str) -> dict:
     monitor.history = runner._History()
     for record in records:
         monitor._remember(record["period"], record)
-        for values in monitor.history.values.values():   # signals this version does not compute
-            for name in set(values) - set(monitor.names):
-                values.pop(name)
-    calibration = plan.alerts.calibration_periods
+    for values in monitor.history.values.values():   # signals this version does not compute
+        for name in set(values) - set(monitor.names):
+            values.pop(name)
     for period in (r["period"] for r in records):   # in order: a period's reference is decided before it
-        if period >= calibration:
-            for p in (range(1, period + 1) if period == calibration else [period]):
-                for signal in monitor.history.drift_inputs:
-                    drift = monitor._drift(signal, p)
-                    if drift is None:   # as the runner: a restarted auxiliary's drift is not measured yet
-                        monitor.history.values[p].pop(signal, None)
-                    else:
-                        monitor.history.values[p][signal] = drift
+        monitor._measure_drift(period)   # as the runner does after measuring the period
     thresholds = monitor._thresholds()
     active = alerts_lib.active_alerts(monitor.history.values, thresholds, plan.alerts.persistence, plan.alerts.window)
     shaped = [{**r, "alerts": [{"signal": a.signal} for a in active[r["period"]]],

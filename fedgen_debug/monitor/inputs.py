@@ -35,17 +35,25 @@ def period_vocab(plan: MonitorPlan, auxiliary: Auxiliary, out_dir: str | None) -
     return source
 
 
+def _vocabulary_files(plan: MonitorPlan, out_dir: str):
+    """(auxiliary, its `file:` source, the monitor's copy) of each LM auxiliary whose vocabulary is a file
+    the monitor has not copied yet."""
+    for auxiliary in plan.auxiliaries:
+        source = plan.vocab_source(auxiliary) if auxiliary.kind != "gan" else ""
+        target = vocabulary_copy(out_dir, auxiliary)
+        if source.startswith(lm_data.FILE_PREFIX) and not os.path.exists(target):
+            yield auxiliary, source, target
+
+
 def check_inputs(plan: MonitorPlan, out_dir: str) -> None:
     """Reads every file the plan names that the monitor has not copied yet: the vocabulary files (every
     check of `lm_data.file_vocabulary`) and the primary model (loaded and checked against its contract).
     Raises ValueError naming the input; touches nothing."""
-    for auxiliary in plan.auxiliaries:
-        source = plan.vocab_source(auxiliary) if auxiliary.kind != "gan" else ""
-        if source.startswith(lm_data.FILE_PREFIX) and not os.path.exists(vocabulary_copy(out_dir, auxiliary)):
-            try:
-                lm_data.check_vocabulary_file(source)
-            except ValueError as error:
-                raise ValueError(f"auxiliaries: {auxiliary.name}'s vocab: {error}") from None
+    for auxiliary, source, _ in _vocabulary_files(plan, out_dir):
+        try:
+            lm_data.check_vocabulary_file(source)
+        except ValueError as error:
+            raise ValueError(f"auxiliaries: {auxiliary.name}'s vocab: {error}") from None
     if plan.primary is not None:
         from fedgen_debug.training.primary_cnn import check_primary
 
@@ -55,10 +63,7 @@ def check_inputs(plan: MonitorPlan, out_dir: str) -> None:
 def install(plan: MonitorPlan, out_dir: str) -> None:
     """Copies each vocabulary file into the monitor's released part, once (a copy already there stays:
     the periods that ran used it)."""
-    for auxiliary in plan.auxiliaries:
-        source = plan.vocab_source(auxiliary) if auxiliary.kind != "gan" else ""
-        target = vocabulary_copy(out_dir, auxiliary)
-        if source.startswith(lm_data.FILE_PREFIX) and not os.path.exists(target):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            store.copy_public(source[len(lm_data.FILE_PREFIX):], target)
-            logger.info("%s: vocabulary %s copied to %s", auxiliary.name, source, target)
+    for auxiliary, source, target in _vocabulary_files(plan, out_dir):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        store.copy_public(source[len(lm_data.FILE_PREFIX):], target)
+        logger.info("%s: vocabulary %s copied to %s", auxiliary.name, source, target)

@@ -166,13 +166,12 @@ class MonitorPlan:
             needs = "images" if auxiliary.kind == "gan" else "text"
             if modality != needs:
                 raise ValueError(f"auxiliaries: a {auxiliary.kind} needs {needs} data. Found {self.data!r}.")
-        for auxiliary in self.auxiliaries:
-            if auxiliary.kind == "gan":
-                continue
-            from fedgen_debug.device.lm_data import DP_VOCABULARY, check_vocabulary_source
+        from fedgen_debug.device.lm_data import DP_VOCABULARY, check_vocabulary_source
 
-            check_vocabulary_source(self.vocab_source(auxiliary), self.data)
-            if auxiliary.kind == "word-lm" and self.vocab_source(auxiliary) == DP_VOCABULARY:
+        for auxiliary in (a for a in self.auxiliaries if a.kind != "gan"):
+            source = self.vocab_source(auxiliary)
+            check_vocabulary_source(source, self.data)
+            if auxiliary.kind == "word-lm" and source == DP_VOCABULARY:
                 raise ValueError(f"auxiliaries: a word-LM is warm-started from period to period, so its vocabulary "
                                  f"must stay the same; give it vocab = \"file:PATH\" (the users' model's own "
                                  f"vocabulary) or \"public:SPEC\" ({self.data} has no public one), or use a char-LM.")

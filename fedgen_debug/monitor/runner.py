@@ -431,8 +431,9 @@ class Monitor:
         calibration = self.plan.alerts.calibration_periods
         if auxiliary.warm_start != "last-clean" or period - 1 < calibration:
             return None
+        thresholds = self._thresholds()
         for p in range(period - 1, 0, -1):
-            if p <= calibration or self._clean(p, auxiliary):
+            if p <= calibration or self._clean(p, auxiliary, thresholds):
                 return p
         return None
 
@@ -474,7 +475,8 @@ class Monitor:
         auxiliary = next(a for a in self.plan.auxiliaries if signal.startswith(f"{a.name}/"))
         since = max((p for p in range(1, period + 1)
                      if self.history.starts[p].get(auxiliary.name, "").startswith("from scratch")), default=1)
-        clean = [p for p in range(calibration + 1, period) if self._clean(p, auxiliary)]
+        thresholds = self._thresholds() if period > calibration else {}
+        clean = [p for p in range(calibration + 1, period) if self._clean(p, auxiliary, thresholds)]
         reference = signals.drift_reference(period, calibration, clean, since)
         if not reference:
             return None
@@ -483,26 +485,34 @@ class Monitor:
         return signals.reference_drift(self.history.drift_inputs[signal], reference, period, frechet_distance,
                                        signals.pool_features)
 
-    def _clean(self, period: int, auxiliary) -> bool:
+    def _clean(self, period: int, auxiliary, thresholds: dict[str, alerts_lib.Threshold]) -> bool:
         """Whether `auxiliary` was clean in `period` (after the calibration periods): every signal of it
-        within its threshold, and it had learned its data."""
-        thresholds = self._thresholds()
+        within its threshold (`thresholds`, from `_thresholds`), and it had learned its data."""
         values = self.history.values[period]
         past = any(values.get(n, -math.inf) > thresholds[n].value for n in measure.signal_names(auxiliary))
         return not (past or self.history.problems.get(period, {}).get(auxiliary.name))
 
+    def _measure_drift(self, period: int) -> list[int]:
+        """Sets the drift signals' values once `period` is measured; returns the periods whose values it set
+        (drift is known once its reference, the calibration periods, is: for those, all at once). A drift
+        that is not measured (`_drift` None) is left out of the values: not past any threshold."""
+        calibration = self.plan.alerts.calibration_periods
+        if period < calibration:
+            return [period]
+        rewrite = list(range(1, period + 1)) if period == calibration else [period]
+        for p in rewrite:
+            for signal in self.history.drift_inputs:
+                drift = self._drift(signal, p)
+                if drift is None:
+                    self.history.values[p].pop(signal, None)
+                else:
+                    self.history.values[p][signal] = drift
+        return rewrite
+
     def _decide(self, period: int, record: dict) -> None:
         PeriodReleaseManager, AlertReleaseManager = _release_managers()
         calibration = self.plan.alerts.calibration_periods
-        rewrite = [period]
-        if period >= calibration:
-            # Drift is known once the reference (the calibration periods) is: for those, all at once.
-            rewrite = list(range(1, period + 1)) if period == calibration else [period]
-            for p in rewrite:
-                for signal in self.history.drift_inputs:
-                    drift = self._drift(signal, p)
-                    if drift is not None:   # not measured: not past any threshold (`alerts.active_alerts`)
-                        self.history.values[p][signal] = drift
+        rewrite = self._measure_drift(period)
         thresholds = self._thresholds() if period >= calibration else {}
         active = alerts_lib.active_alerts(self.history.values, thresholds, self.plan.alerts.persistence,
                                           self.plan.alerts.window)
