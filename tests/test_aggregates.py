@@ -97,3 +97,19 @@ def test_user_top_words_are_the_most_frequent_distinct_words():
     assert user_top_words(["z", "y"], 5) == ["y", "z"]
     with pytest.raises(ValueError, match="at most 2 distinct words"):
         dp_heavy_hitters({"u": ["a", "b", "c"]}, HeavyHittersConfig(10, 2), (0, 0))
+
+
+def test_a_counts_noise_keeps_the_relative_error_of_100_users_and_never_falls_below_it():
+    assert aggregates.scaled_noise(4.0, 30) == 4.0
+    assert aggregates.scaled_noise(4.0, 100) == 4.0
+    assert aggregates.scaled_noise(4.0, 3400) == pytest.approx(136.0)
+    from fedgen_debug.experiments.gan import quantile_config, selection_counts
+
+    # the released users' count: σ = z·√2/2 = 2.83 of 100 users; 96.2 of 3,400 (the same 2.8%)
+    assert selection_counts(100).stddev[0] / 100 == pytest.approx(selection_counts(3400).stddev[0] / 3400)
+    # the T4 quantile's noise on a round's share below the estimate (z/2/qN): 0.1 at 10 a round, 0.05 from 20
+    for users, share in ((100, 0.1), (200, 0.05), (3400, 0.05)):
+        config = quantile_config(0.25, users)
+        assert config.below_estimate_stddev / config.clients_per_round == pytest.approx(share)
+    with pytest.raises(ValueError, match="population"):
+        aggregates.scaled_noise(4.0, 0)

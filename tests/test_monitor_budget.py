@@ -86,7 +86,7 @@ def test_the_composed_epsilon_after_each_period_is_the_hand_built_composition(cl
     import dp_accounting
     from dp_accounting import rdp
 
-    from fedgen_debug.experiments.gan import SELECTION_COUNTS
+    from fedgen_debug.experiments.gan import selection_counts
 
     plan = _plan(periods=4)
     ledger = Ledger(str(tmp_path / "ledger"))
@@ -97,7 +97,7 @@ def test_the_composed_epsilon_after_each_period_is_the_hand_built_composition(cl
     accountant = rdp.RdpAccountant(orders, dp_accounting.NeighboringRelation.REPLACE_ONE)
     for period in range(1, 5):
         present = len(present_devices(plan, client_ids, period))
-        assert SELECTION_COUNTS.noise_multiplier == 4.0
+        assert selection_counts(len(client_ids)).noise_multiplier == 4.0   # ≤ 100 devices: the reference z
         accountant.compose(dp_accounting.GaussianDpEvent(2.0))
         accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
             present, min(5, present), dp_accounting.GaussianDpEvent(0.5)), 4))

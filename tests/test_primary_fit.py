@@ -74,7 +74,7 @@ def test_the_released_label_counts_are_noised_with_the_specs_stddev():
     rng = np.random.default_rng(0)
     records = (rng.random((30, 4)) < [0.9, 0.5, 0.1, 0.0]).astype(float)
     exact = records.sum(axis=0)
-    spec = label_presence.labels_present_spec(4)
+    spec = label_presence.labels_present_spec(4, len(records))
     released = np.array([aggregates.compute(spec, records, RunSecret(s)).values for s in range(200)])
     assert not np.any(np.isclose(released, exact[None, :]))
     assert np.allclose(released.mean(axis=0), exact, atol=4 * 4.0 / np.sqrt(200))

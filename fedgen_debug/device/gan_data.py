@@ -5,7 +5,7 @@ correctness and confidence, and the user's accuracy (the share classified correc
 (T4 `ByUserMetric` on accuracy, T2 `ByExampleCorrectness`, T1 `RandomExamples`, ...) then decides on
 the device which images train the auxiliary GAN. Under strict selection the server learns nothing of
 it: a sampled device that does not qualify trains on nothing; the subpopulation's size is released
-only as DP counts (`experiments.gan.SELECTION_COUNTS`).
+only as DP counts (`experiments.gan.selection_counts`).
 
 T4 thresholds: the modeler's, or DP quantiles of the users' accuracies measured *without* the bug
 (paper: 25th/75th percentile, Table 10; `fedgen_debug.privacy.quantile`, charged to the ledger).

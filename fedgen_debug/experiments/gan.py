@@ -67,15 +67,22 @@ T4_QUANTILES = {"low": 0.25, "high": 0.75}
 # 0.83, white-on-black characters (the same ε and signal-to-noise ratio: clipped updates scale with S);
 # the high-accuracy GANs (s ≈ 4) take 0.8. So s stops where a round's noise reaches this.
 MAX_D_NOISE_STEP = 1.0
-# The DP counts of the selected subpopulation: users, and images kept (capped at 512 a user).
-SELECTION_COUNTS = aggregates.BoundedSum("selected", (1.0, 512.0), noise_multiplier=4.0)
+SELECTION_NOISE = 4.0   # the DP counts' z at 100 users (σ = 2.8 users), scaled with N
+
+
+def selection_counts(population: int) -> aggregates.BoundedSum:
+    """The DP counts of the selected subpopulation: users, and images kept (capped at 512 a user); the
+    relative error of 100 users' at any N (`aggregates.scaled_noise`)."""
+    return aggregates.BoundedSum("selected", (1.0, 512.0), aggregates.scaled_noise(SELECTION_NOISE, population))
 
 
 def quantile_config(target: float, population: int) -> QuantileConfig:
-    """The T4 threshold's DP quantile: about a tenth of the users (at most 100) per round, 100 rounds,
-    noise 2 × the record bound (ε ≈ 13 at N = 100, ≈ 2.5 at the paper's N = 3,400)."""
-    return QuantileConfig(target, clients_per_round=max(1, min(100, population // 10)), rounds=100,
-                          noise_multiplier=2.0)
+    """The T4 threshold's DP quantile: about a tenth of the users (at most 100) per round, 100 rounds. The
+    noise on a round's share of users below the estimate is 1/qN·z/2: z = 2 up to 20 users a round (0.1
+    at the demo's 10), then z = qN/10 (0.05). ε ≈ 13 at N = 100; at the paper's N = 3,400 (qN = 100,
+    z = 10) 0.51, where z = 2 would cost 4.0 of the pair's budget of 10 for a precision it does not use."""
+    clients = max(1, min(100, population // 10))
+    return QuantileConfig(target, clients_per_round=clients, rounds=100, noise_multiplier=max(2.0, clients / 10))
 
 
 def _public_stand_in(preset: str, seed: int):
@@ -170,9 +177,9 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
     if _counts_labels(run):
         # The event of a BoundedSum does not depend on its dimension (z·clip over 2·clip), so the
         # record is known before the primary model says how many classes it has.
-        records.append(aggregates.aggregate_record(label_presence.labels_present_spec(2), everyone.key, everyone.size,
+        records.append(aggregates.aggregate_record(label_presence.labels_present_spec(2, everyone.size), everyone.key, everyone.size,
                                                    f"{secret.run_id}/labels-present", out_dir))
-    records.append(aggregates.aggregate_record(SELECTION_COUNTS, everyone.key, everyone.size,
+    records.append(aggregates.aggregate_record(selection_counts(everyone.size), everyone.key, everyone.size,
                                                f"{secret.run_id}/selection-counts", out_dir))
     if run.selection == "strict":
         trained = training_population(run, everyone)
@@ -198,7 +205,7 @@ def _check_primary_fit(run: GANRun, thresholds: dict, clean_data, model, everyon
         if run.classes is not None:
             classes, source = run.classes, "as given"
         else:
-            spec = label_presence.labels_present_spec(cnn.num_classes(model))
+            spec = label_presence.labels_present_spec(cnn.num_classes(model), everyone.size)
             counts = aggregates.compute(spec, label_presence.label_presence(clean_data, everyone.client_ids,
                                                                          spec.dim), secret)
             labels = counts.as_dict()
@@ -300,14 +307,15 @@ def _release_selection_counts(selected: gan_data.GanData, everyone: loop.Populat
         return
     kept = selected.kept_per_client()
     records = [[1.0 if cid in kept else 0.0, float(kept.get(cid, 0))] for cid in everyone.client_ids]
-    total = aggregates.compute(SELECTION_COUNTS, records, secret)
+    spec = selection_counts(everyone.size)
+    total = aggregates.compute(spec, records, secret)
     (users, images), (users_sd, images_sd) = total.values, total.stddev
     # Clamped to what is possible (post-processing: a noised count below 0 says "about none").
     users = min(max(float(users), 0.0), float(everyone.size))
-    images = min(max(float(images), 0.0), everyone.size * SELECTION_COUNTS.upper[1])
+    images = min(max(float(images), 0.0), everyone.size * spec.upper[1])
     store.write_json(path, {"users": float(users), "users_stddev": float(users_sd), "users_total": everyone.size,
                             "images": float(images), "images_stddev": float(images_sd),
-                            "images_cap_per_user": SELECTION_COUNTS.upper[1], "selector": selected.population.selector,
+                            "images_cap_per_user": spec.upper[1], "selector": selected.population.selector,
                             "dp": True})
 
 

@@ -16,6 +16,11 @@ run secret. Two record shapes:
 `GaussianDpEvent(z·clip/Δ)`. Each release is one Gaussian over all devices (no sampling); charge
 `aggregate_record(...)` (`privacy.run_ledger.charge`) before `compute`. Standard deviations of the released values are
 returned with them, so reports can print "± σ".
+
+A count over every user keeps the relative error it has at `REFERENCE_POPULATION` users (`scaled_noise`):
+its noise grows with N, so its ε falls as 1/N, as a deployment's would (`privacy.deployment.releases_at`
+counts it so). With a fixed z the T4 pair's four counts alone were ε = 5.0 at the paper's 3,400 writers;
+scaled, 0.11 (issue 56: every release counts).
 """
 
 from __future__ import annotations
@@ -32,6 +37,16 @@ from fedgen_debug.privacy.ledger import PrivacyRecord
 from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
 from fedgen_debug.validation import check_at_least, check_one_of, check_positive
+
+REFERENCE_POPULATION = 100   # the demo's writers: where the counts' z were chosen
+
+
+def scaled_noise(noise_multiplier: float, population: int) -> float:
+    """The z of a count over `population` users with the relative error `noise_multiplier` gives at
+    `REFERENCE_POPULATION` users (never less noise than that)."""
+    check_positive("noise_multiplier", noise_multiplier)
+    check_at_least("population", population, 1)
+    return noise_multiplier * max(1.0, population / REFERENCE_POPULATION)
 
 
 def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise_seed) -> tuple[np.ndarray, dp_accounting.DpEvent]:
