@@ -90,6 +90,7 @@ def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_pat
     for kind, key in (("text", "oov_rate"), ("images", "mean_pixel_intensity")):
         for variant, value in summary[kind][key].items():
             assert abs(value["mean"] - exact[kind][variant]) < 4 * value["stddev"], (kind, variant)
+            assert value["mean"] != exact[kind][variant]   # noised, not the exact mean
     assert exact["images"]["with_bug"] < exact["images"]["without_bug"] - 0.1  # the bug, in the ground truth
     assert sorted(os.listdir(out / "data")) == ["synthetic_images.npz", "synthetic_text.jsonl"]
     # Modeler-facing output never names the affected devices or sentences.
@@ -128,6 +129,27 @@ def _exact_data_stage_means(summary) -> dict:
                        "after_fix": intensity(invert.as_fixed().apply(images))}}
 
 
+def _demo_ground_truth(out, kind: str) -> dict:
+    """What the test-size demo's runs must not release: the users' ids, sentences or images (every one),
+    exact sizes, and digests of the data files the demo wrote (`DEMO_TEST_ARGS`: 40 users, 12 writers)."""
+    from fedgen_debug.data import client_data as cd
+    from fedgen_debug.data import spec as data_spec
+
+    files = [str(out / "data" / "synthetic_text.jsonl"), str(out / "data" / "synthetic_images.npz")]
+    spec = "synthetic-text:users=40,seed=0" if kind == "text" else "synthetic-images:writers=12,seed=0"
+    data = data_spec.load_client_data(spec)
+    sizes = cd.client_sizes(data)
+    public = {float(a) for a in DEMO_TEST_ARGS if a.replace(".", "").isdigit()}   # N = 40 users is public
+    truth = {"client_ids": data.client_ids, "data_files": files,
+             # the whole data's size: a user's own (tens to a hundred) is as common a number in the samples'
+             # statistics (a word drawn 117 times) as it is in any user's data
+             "exact_counts": [n for n in (sum(sizes.values()),) if n not in public]}
+    if kind == "text":
+        sentences = [t.decode() for c in data.client_ids for t in cd.client_numpy(data, c)["text"]]
+        return {**truth, "sentences": [t for t in sentences if len(t) > 25]}
+    return {**truth, "images": np.concatenate([cd.client_numpy(data, c)["pixels"] for c in data.client_ids])}
+
+
 def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_store):
     """Test-size models: checks the wiring (runs, tables, verdict, summary), not the demo's numbers."""
     out, result = demo_test_store
@@ -138,7 +160,7 @@ def test_demo_lm_stage_trains_before_and_after_and_prints_the_verdict(demo_test_
         for name in ("before", "after"):
             run_dir = str(out / "lm" / f"{kind}-lm-{name}")
             assert json.loads(open(store.released(run_dir, store.STATUS)).read())["state"] == "finished"
-            check_released(run_dir)
+            check_released(run_dir, **_demo_ground_truth(out, "text"))
         assert lm[kind]["epsilon"]["after"] > 10  # stated, and marked
     assert lm["char"]["top20_with_space"]["before"] == 0
     assert lm["char"]["tokenization_bug_suspected"] is True
@@ -206,7 +228,7 @@ def test_demo_gan_stage_trains_both_phases_and_prints_the_verdicts(demo_test_sto
         for run_dir in phase["run_dirs"].values():
             assert os.path.getsize(store.released(run_dir, store.SAMPLES_PNG)) > 500
             assert open(store.released(run_dir, store.PRIMARY), "rb").read() == shared  # its own copy
-            check_released(run_dir, client_ids=[f"writer_{i:05d}" for i in range(12)])
+            check_released(run_dir, **_demo_ground_truth(out, "images"))
     assert result.stdout.count("pixel inversion suspected:") == 2
     assert result.stdout.count("-accuracy GAN:") == 4 and "privacy spent on the demo's populations" in result.stdout
     for phase, story in gan.items():

@@ -76,3 +76,23 @@ def test_the_word_verdict_compares_position_one_shares_not_overall_oov_rates():
 def test_a_sampled_phrase_reads_its_words_and_unk_for_out_of_vocabulary_ids():
     vocab = Vocabulary(("a", "in", "i"))
     assert lm_analysis.phrase_text(vocab, [3, vocab.oov_id, 1, 2]) == "i UNK a in"
+
+
+def test_the_char_verdict_by_hand_against_a_baseline_and_against_the_noise_floor():
+    """z computed here from the formulas: two proportions with the pooled standard error; one proportion
+    against the 1% floor of a model's slips."""
+    def body(spaced: int, samples: int = 1000) -> dict:
+        return {"space_count": spaced, "samples": samples, "space_mass": spaced / samples}
+
+    # 30 of 1,000 sampled OOV words hold a space against the baseline's 5: pooled p = 0.0175,
+    # se = √(0.0175 · 0.9825 · 2/1000) = 0.0058641, z = 0.025 / se = 4.2632.
+    flagged = lm_analysis.verdict("char", body(30), body(5))
+    assert flagged["z"] == pytest.approx(4.2632, abs=1e-4) and flagged["suspected"] is True
+    assert flagged["test"] == "space mass vs baseline"
+    # 8 against 5: z = 0.003 / √(0.0065 · 0.9935 · 0.002) = 0.8348: the noise of two sample sets.
+    quiet = lm_analysis.verdict("char", body(8), body(5))
+    assert quiet["z"] == pytest.approx(0.8348, abs=1e-4) and quiet["suspected"] is False
+    # Without a baseline: 25 of 1,000 against 1%: z = 0.015 / √(0.01 · 0.99 / 1000) = 4.7673.
+    alone = lm_analysis.verdict("char", body(25), None)
+    assert alone["z"] == pytest.approx(4.7673, abs=1e-4) and alone["suspected"] is True
+    assert lm_analysis.verdict("char", body(12), None)["suspected"] is False   # z = 0.64

@@ -19,12 +19,13 @@ from fedgen_debug.analysis.lm_analysis import analyze_lm
 def char_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm")
     runs = {}
-    for fraction in (0.0, 0.3):
+    # "clean": a second 0% run (another seed and secret): the pair a modeler compares when nothing changed.
+    for name, fraction, seed in ((0.0, 0.0, 0), (0.3, 0.3, 0), ("clean", 0.0, 1)):
         run = LMRun(kind="char", data="synthetic-text:users=50,seed=2", bug_fraction=fraction, preset="test",
-                    rounds=8, vocab_size=1000)
-        runs[fraction] = str(root / f"char-{fraction}")
-        provision_secret(runs[fraction], f"test_lm_scenario/char-{fraction}")
-        train_lm(run, runs[fraction])
+                    rounds=8, vocab_size=1000, seed=seed)
+        runs[name] = str(root / f"char-{name}")
+        provision_secret(runs[name], f"test_lm_scenario/char-{name}")
+        train_lm(run, runs[name])
     return runs
 
 
@@ -35,7 +36,7 @@ def test_the_released_oov_rate_is_the_dp_mean_of_the_devices_rates(char_runs):
 
     data = data_spec.load_client_data("synthetic-text:users=50,seed=2")
     vocab = lm_data.load_vocabulary(char_runs[0.0])
-    for fraction, run_dir in char_runs.items():
+    for fraction, run_dir in ((f, char_runs[f]) for f in (0.0, 0.3)):
         released = json.load(open(store.released(run_dir, store.DEVICE_METRICS)))["oov_rate"]
         assert released["dp"] and released["stddev"] == pytest.approx(2.0 / 50)  # σ/N: ±2/N for N = 50
         bug = TokenizationBug(fraction, seed=0) if fraction else None
@@ -56,6 +57,10 @@ def test_verdict_flags_the_bug_against_the_baseline_and_not_without_it(char_runs
     assert len(buggy["current"]["top_k"]) == 20 and all(r["word"].strip() for r in buggy["current"]["top_k"])
     clean = analyze_lm(char_runs[0.0], samples=1000)
     assert clean["tokenization_bug_suspected"] is False
+    # Clean against clean (two trainings, different secrets and seeds): no bug.
+    pair = analyze_lm(char_runs["clean"], char_runs[0.0], samples=1000)
+    assert pair["tokenization_bug_suspected"] is False and pair["evidence"]["test"] == "space mass vs baseline"
+    clean = analyze_lm(char_runs[0.0], samples=1000)
     assert os.path.exists(store.released(char_runs[0.3], store.TOP_OOV_WORDS))
     # The comparison plot: every listed word's bar under each model is that word's probability under
     # that model (before: the baseline's own top-k bars were drawn under the current run's word labels).
@@ -83,11 +88,11 @@ def test_analyze_lm_cli_prints_the_verdict(char_runs):
 
 def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     runs = {}
-    for fraction in (0.0, 0.5):
-        runs[fraction] = str(tmp_path / f"word-{fraction}")
-        provision_secret(runs[fraction], f"test_lm_scenario/word-{fraction}")
+    for name, fraction, seed in ((0.0, 0.0, 0), (0.5, 0.5, 0), ("clean", 0.0, 1)):
+        runs[name] = str(tmp_path / f"word-{name}")
+        provision_secret(runs[name], f"test_lm_scenario/word-{name}")
         train_lm(LMRun(kind="word", data="synthetic-text:users=40,seed=1", bug_fraction=fraction, preset="test",
-                       rounds=8, vocab_size=400), runs[fraction])
+                       rounds=8, vocab_size=400, seed=seed), runs[name])
     report = analyze_lm(runs[0.5], runs[0.0], samples=2500)
     position_one = {name: report[name]["oov_by_position"][0] for name in ("current", "baseline")}
     rate = {k: v["oov"] / v["tokens"] for k, v in position_one.items()}
@@ -96,6 +101,9 @@ def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):
     assert report["evidence"]["test"] == "position 1's share of sampled OOV tokens vs baseline"
     assert os.path.getsize(store.released(runs[0.5], store.ANALYSIS_PNG)) > 1000
     assert analyze_lm(runs[0.0], samples=2500)["tokenization_bug_suspected"] is False
+    # Clean against clean (another seed and secret): quiet, by the same position-1 share test.
+    pair = analyze_lm(runs["clean"], runs[0.0], samples=2500)
+    assert pair["tokenization_bug_suspected"] is False and pair["evidence"]["statistic"] == "position_1_share_of_oov"
 
 
 def test_a_capped_round_trains_each_device_on_its_subset_drawn_from_the_run_secret(tmp_path, monkeypatch):

@@ -57,13 +57,28 @@ def _text_ground_truth():
     return data.client_ids, [s for s in sentences if len(s) > 25], [sum(sizes.values()), max(sizes.values())]
 
 
+def _exact_oov_rate(run_dir: str) -> float:
+    """The mean over the run's devices of their exact OOV rates: what its DP mean was noised from."""
+    from fedgen_debug.device import lm_data
+    from fedgen_debug.experiments.lm import prepare_devices
+
+    run = LMRun(**store.read_json(store.released(run_dir, store.CONFIG))["lm"])
+    vocab = lm_data.load_vocabulary(run_dir)
+    data = data_spec.load_client_data(TEXT)
+    fault = run.device_fault()
+    devices = prepare_devices(run, fault.apply(data) if fault else data, vocab, None)
+    return float(np.mean([lm_data.device_oov_rate(devices.tokens[c], vocab) for c in data.client_ids]))
+
+
 @pytest.mark.parametrize("name", ["char", "word-dp-vocab"])
 def test_lm_run_stores_release_nothing_private(text_runs, name):
     client_ids, sentences, counts = _text_ground_truth()
-    check_released(text_runs[name], client_ids, sentences, exact_counts=counts)
+    exact = _exact_oov_rate(text_runs[name])
     # The mean OOV rate is released as a DP mean, never as the exact aggregate.
+    check_released(text_runs[name], client_ids, sentences, exact_counts=counts,
+                   noised={store.DEVICE_METRICS: {"oov_rate.mean": exact}})
     oov = store.read_json(store.released(text_runs[name], store.DEVICE_METRICS))["oov_rate"]
-    assert oov["dp"] is True and oov["stddev"] > 0
+    assert oov["dp"] is True and abs(oov["mean"] - exact) < 5 * oov["stddev"]
 
 
 @pytest.mark.parametrize("name", ["strict", "paper"])
@@ -102,7 +117,11 @@ def test_run_files_live_only_in_released_and_server(text_runs, image_runs):
         assert set(server) <= set(store.SERVER_FILES) and store.SECRET in server
 
 
-@pytest.mark.parametrize("plant", ["client id", "sentence", "exact count", "secret", "undeclared file"])
+TEXT_PLANTS = ["client id", "sentence", "exact count", "secret", "undeclared file", "client id in a CSV",
+               "exact count in a CSV", "client id in the samples", "exact count in the samples", "exact aggregate"]
+
+
+@pytest.mark.parametrize("plant", TEXT_PLANTS)
 def test_the_walker_catches_each_kind_of_leak(text_runs, tmp_path, plant):
     import shutil
 
@@ -111,17 +130,61 @@ def test_the_walker_catches_each_kind_of_leak(text_runs, tmp_path, plant):
     run = str(tmp_path / "leaky")
     shutil.copytree(text_runs["char"], run)
     client_ids, sentences, counts = _text_ground_truth()
+    exact = {store.DEVICE_METRICS: {"oov_rate.mean": _exact_oov_rate(run)}}
+    check_released(run, client_ids, sentences, exact_counts=counts, noised=exact)   # clean before the plant
     analysis = store.released(run, store.ANALYSIS)
     report = store.read_json(analysis)
+    metrics, samples = store.released(run, store.METRICS), store.released(run, store.SAMPLES_JSON)
     if plant == "undeclared file":
         open(os.path.join(run, "released", "client_metrics.csv"), "w").write("round,num_examples\n1,17\n")
     elif plant == "secret":
         report["debug"] = str(secret_lib.load(run).tf_seed("dp-noise")[0])
+    elif plant in ("client id in a CSV", "exact count in a CSV"):
+        open(metrics, "a").write(f"99,{client_ids[3] if 'id' in plant else counts[1]}\n")
+    elif plant in ("client id in the samples", "exact count in the samples"):
+        texts = store.read_json(samples)
+        texts["texts"].append(f"from {client_ids[5]} ok" if "id" in plant else f"{counts[0]} words")
+        store.write_json(samples, texts)
+    elif plant == "exact aggregate":
+        device_metrics = store.read_json(store.released(run, store.DEVICE_METRICS))
+        device_metrics["oov_rate"]["mean"] = exact[store.DEVICE_METRICS]["oov_rate.mean"]
+        store.write_json(store.released(run, store.DEVICE_METRICS), device_metrics)
     else:
         report["debug"] = {"client id": client_ids[3], "sentence": sentences[0], "exact count": counts[0]}[plant]
     store.write_json(analysis, report)
     with pytest.raises(AssertionError):
-        check_released(run, client_ids, sentences, exact_counts=counts)
+        check_released(run, client_ids, sentences, exact_counts=counts, noised=exact)
+
+
+def test_ids_count_as_named_only_as_whole_tokens():
+    from release_boundary import names_client, text_numbers
+
+    assert names_client("round,user_0003,4", "user_0003") and names_client("from user_0003.", "user_0003")
+    assert not names_client("user_00031", "user_0003") and not names_client("a-user_0003", "user_0003")
+    assert text_numbers("17 words, 0.25 share, r17x, 3e2, -4, /tmp/pytest-263/x") == {17.0, 0.25, 300.0, -4.0}
+
+
+@pytest.mark.parametrize("plant", ["exact copy", "near copy", "copy in a snapshot"])
+def test_the_walker_finds_a_clients_image_in_any_released_image_array(image_runs, tmp_path, plant):
+    import shutil
+
+    data = data_spec.load_client_data(IMAGES)
+    images = np.concatenate([cd.client_numpy(data, c)["pixels"] for c in data.client_ids])
+    run = str(tmp_path / "leaky")
+    shutil.copytree(image_runs["strict"], run)
+    check_released(run, images=images)
+    victim = images[-1]   # the last client's last image: a walker that looks at the first 200 misses it
+    if plant != "exact copy":
+        victim = np.clip(victim + np.random.default_rng(0).normal(0.0, 0.01, victim.shape), 0.0, 1.0)
+    (samples,) = store.load_arrays(store.released(run, store.SAMPLES_NPZ))
+    samples[7] = 2.0 * victim.reshape(samples.shape[1:]) - 1.0
+    target = store.released(run, store.SAMPLES_NPZ)
+    if plant == "copy in a snapshot":
+        target = os.path.join(run, store.RELEASED, store.SAMPLE_SNAPSHOTS, "round_000001.npz")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+    np.savez(target, samples)
+    with pytest.raises(AssertionError, match="within RMS"):
+        check_released(run, images=images)
 
 
 @pytest.fixture(scope="module")
