@@ -113,3 +113,14 @@ def test_a_counts_noise_keeps_the_relative_error_of_100_users_and_never_falls_be
         assert config.below_estimate_stddev / config.clients_per_round == pytest.approx(share)
     with pytest.raises(ValueError, match="population"):
         aggregates.scaled_noise(4.0, 0)
+
+
+def test_the_text_counts_keep_the_relative_error_of_the_demos_300_users():
+    from fedgen_debug.device import lm_data
+    from fedgen_debug.experiments.lm import qualified_count
+
+    assert lm_data.oov_rate_spec(50).noise_multiplier == 4.0 and lm_data.oov_rate_spec(300).noise_multiplier == 4.0
+    assert lm_data.oov_rate_spec(5000).noise_multiplier == pytest.approx(4.0 * 5000 / 300)
+    # the released mean's error (σ over N): 2/300 at 300 users and at 5,000
+    assert lm_data.oov_rate_spec(5000).stddev[0] / 5000 == pytest.approx(lm_data.oov_rate_spec(300).stddev[0] / 300)
+    assert qualified_count(6000).noise_multiplier == pytest.approx(80.0)

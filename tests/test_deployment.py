@@ -281,3 +281,31 @@ def test_a_t4_pair_on_the_papers_3400_writers_fits_epsilon_10_with_all_its_relea
     assert total == pytest.approx(accountant(True), rel=1e-9)
     assert others == pytest.approx(accountant(False), rel=1e-9)
     assert total <= 10.0 and others < 0.8
+
+
+def test_the_lm_storys_three_runs_on_5000_users_fit_epsilon_10_with_all_their_releases():
+    """Issue 56's real-ε LM story (`evaluation/real_epsilon.py --story concat`): before, after with the
+    bug, after without, word-LMs on 5,000 users with the public vocabulary at qN = 200, z = 3, 60
+    rounds, charged to one population. Their records (`experiments.lm.release_records`: the DP mean OOV
+    rate, training) against an accountant built here: the OOV rate at z = 4 × 5000/300 (σ/Δ = z/2)."""
+    from fedgen_debug.experiments import lm
+    from fedgen_debug.privacy.ledger import composed_guarantee
+    from fedgen_debug.runs.secret import RunSecret
+    from fedgen_debug.training import loop
+
+    n = 5000
+    everyone = loop.Population("users-test", tuple(f"u{i}" for i in range(n)))
+    records = []
+    for fraction, seed in ((0.0, 0), (0.1, 1), (0.0, 1)):
+        run = LMRun("word", f"synthetic-text:users={n}", fraction, seed=seed, clients_per_round=200,
+                    noise_multiplier=3.0, rounds=60)
+        records += lm.release_records(run, everyone, RunSecret(seed + int(10 * fraction)), "unused")
+    assert sorted(r.label for r in records) == ["DP aggregate oov_rate"] * 3 + ["word-LM"] * 3
+    acc = rdp.RdpAccountant(list(RDP_ORDERS), dp_accounting.NeighboringRelation.REPLACE_ONE)
+    for _ in range(3):
+        acc.compose(dp_accounting.GaussianDpEvent(4 * n / 300 / 2))
+        acc.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+            n, 200, dp_accounting.GaussianDpEvent(3 / 2)), 60))
+    total = composed_guarantee(records, 0.01 / n).epsilon
+    assert total == pytest.approx(acc.get_epsilon(0.01 / n), rel=1e-9)
+    assert total <= 10.0   # 4.32

@@ -4,7 +4,7 @@ Each device tokenizes its own sentences (with the tokenization bug, if its app h
 - word-LM examples: bos + token ids (+ eos), fixed length;
 - char-LM examples: its out-of-vocabulary tokens, selected with T3 (`OutOfVocabulary`), as bytes; a
   device without any trains on nothing (strict selection: it still sends its zero update).
-- its OOV rate (OOV tokens / tokens), released only as a DP mean over users (`OOV_RATE`).
+- its OOV rate (OOV tokens / tokens), released only as a DP mean over users (`oov_rate_spec`).
 
 The vocabulary is the production one, fixed before the bug shipped, and never the top-K of the
 private text (which would publish words a single user typed). It comes from the modeler's own
@@ -26,7 +26,7 @@ from fedgen_debug.device.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.text import Vocabulary
-from fedgen_debug.privacy.aggregates import BoundedSum
+from fedgen_debug.privacy.aggregates import BoundedSum, scaled_noise
 from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, user_top_words
 from fedgen_debug.runs import store
 from fedgen_debug.selectors.criteria import OutOfVocabulary
@@ -35,8 +35,15 @@ DP_VOCABULARY = "dp"
 PUBLIC_PREFIX = "public:"
 FILE_PREFIX = "file:"
 PUBLIC_STAND_IN_USERS = 1000
-# One DP mean of the users' OOV rates: σ/Δ = 2 (ε ≈ 2.4 at δ = 1e-5), error ±2/N.
-OOV_RATE = BoundedSum("oov_rate", (1.0,), noise_multiplier=4.0)
+# One DP mean of the users' OOV rates: σ/Δ = 2 up to the demo's 300 users (ε ≈ 2.4 at δ = 1e-5, error
+# ±2/N), then the error of 300 users' (±0.0067; `aggregates.scaled_noise`): at 5,000 users ε 0.14, not 2.3.
+OOV_RATE_NOISE = 4.0
+TEXT_REFERENCE_USERS = 300
+
+
+def oov_rate_spec(users: int) -> BoundedSum:
+    """The DP mean OOV rate's release over `users` devices."""
+    return BoundedSum("oov_rate", (1.0,), scaled_noise(OOV_RATE_NOISE, users, TEXT_REFERENCE_USERS))
 
 
 def default_vocabulary_source(data: str) -> str:
@@ -146,7 +153,7 @@ def device_oov_words(tokens: list[list[str]], vocab: Vocabulary, client_id: str)
 
 
 def device_oov_rate(tokens: list[list[str]], vocab: Vocabulary) -> float:
-    """The device's share of OOV tokens (0 without tokens): its record for `OOV_RATE`."""
+    """The device's share of OOV tokens (0 without tokens): its record for `oov_rate_spec`."""
     flat = [t for sentence in tokens for t in sentence]
     return sum(t not in vocab for t in flat) / len(flat) if flat else 0.0
 

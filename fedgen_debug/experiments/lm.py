@@ -48,8 +48,13 @@ SMALL_DP_VOCABULARY_WARNING = (
     "the char-LM learns them and glued words are a small share of its samples; pass the production vocabulary "
     "(vocab file:PATH, one word a line)")
 # Selection 'paper': the DP count of the users who qualified (char-LM: a device with OOV words; word-LM:
-# a device with any sentence), σ = 4 × 1/2 = 2 users.
-QUALIFIED_COUNT = aggregates.BoundedSum("qualified", (1.0,), noise_multiplier=4.0)
+# a device with any sentence), σ = 4 × 1/2 = 2 users up to 300 users, then 300 users' relative error.
+QUALIFIED_NOISE = 4.0
+
+
+def qualified_count(users: int) -> aggregates.BoundedSum:
+    return aggregates.BoundedSum("qualified", (1.0,), aggregates.scaled_noise(QUALIFIED_NOISE, users,
+                                                                              lm_data.TEXT_REFERENCE_USERS))
 
 def _vocabulary(run: LMRun, client_data, population: loop.Population, secret, out_dir: str):
     """The run's released vocabulary (built once; a resumed run reads it back)."""
@@ -106,13 +111,13 @@ def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str)
     the DP vocabulary (if from the private users), and training under strict selection; under the
     paper's, the DP count of qualified users (training is accounted with a lower bound computed from
     that count, so the training loop charges it once the count is out)."""
-    records = [aggregates.aggregate_record(lm_data.OOV_RATE, everyone.key, everyone.size, f"{secret.run_id}/oov-rate",
+    records = [aggregates.aggregate_record(lm_data.oov_rate_spec(everyone.size), everyone.key, everyone.size, f"{secret.run_id}/oov-rate",
                                            out_dir)]
     if run.vocab == lm_data.DP_VOCABULARY:
         records.append(heavy_hitters_record(lm_data.heavy_hitters_config(run.vocab_size, everyone.size), everyone.key,
                                             everyone.size, f"{secret.run_id}/vocabulary", out_dir))
     if run.selection == "paper":
-        records.append(aggregates.aggregate_record(QUALIFIED_COUNT, everyone.key, everyone.size,
+        records.append(aggregates.aggregate_record(qualified_count(everyone.size), everyone.key, everyone.size,
                                                    f"{secret.run_id}/qualified-count", out_dir))
     if run.selection == "strict":
         trained = training_population(run, everyone)
@@ -198,7 +203,7 @@ def _release_qualified_count(qualified: set, everyone: loop.Population, run: LMR
     path = store.released(out_dir, store.POPULATION)
     if os.path.exists(path):
         return store.read_json(path)
-    total = aggregates.compute(QUALIFIED_COUNT, [[1.0 if cid in qualified else 0.0] for cid in everyone.client_ids],
+    total = aggregates.compute(qualified_count(everyone.size), [[1.0 if cid in qualified else 0.0] for cid in everyone.client_ids],
                                secret)
     # Clamped to what is possible (post-processing: a noised count below 0 says "about none").
     users = min(max(float(total.values[0]), 0.0), float(everyone.size))
@@ -217,7 +222,7 @@ def _release_oov_rate(tokens: dict, vocab, out_dir: str, secret) -> None:
     except FileNotFoundError:
         pass
     rates = [[lm_data.device_oov_rate(t, vocab)] for t in tokens.values()]
-    total = aggregates.compute(lm_data.OOV_RATE, rates, secret)
+    total = aggregates.compute(lm_data.oov_rate_spec(len(rates)), rates, secret)
     store.write_json(path, {"oov_rate": {"mean": float(total.values[0]) / total.devices,
                                          "stddev": float(total.stddev[0]) / total.devices,
                                          "devices": total.devices, "dp": True,

@@ -38,15 +38,16 @@ from fedgen_debug.runs.secret import RunSecret
 from fedgen_debug.privacy.seeded_queries import SeededGaussianSumQuery
 from fedgen_debug.validation import check_at_least, check_one_of, check_positive
 
-REFERENCE_POPULATION = 100   # the demo's writers: where the counts' z were chosen
+REFERENCE_POPULATION = 100   # the demo's writers: where the image counts' z were chosen
 
 
-def scaled_noise(noise_multiplier: float, population: int) -> float:
+def scaled_noise(noise_multiplier: float, population: int, reference: int = REFERENCE_POPULATION) -> float:
     """The z of a count over `population` users with the relative error `noise_multiplier` gives at
-    `REFERENCE_POPULATION` users (never less noise than that)."""
+    `reference` users (the population it was chosen at; never less noise than that)."""
     check_positive("noise_multiplier", noise_multiplier)
     check_at_least("population", population, 1)
-    return noise_multiplier * max(1.0, population / REFERENCE_POPULATION)
+    check_at_least("reference", reference, 1)
+    return noise_multiplier * max(1.0, population / reference)
 
 
 def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise_seed) -> tuple[np.ndarray, dp_accounting.DpEvent]:
