@@ -3,7 +3,6 @@ fault's own family ranked first by `differences.rank` (a 90° rotation or transp
 nothing else significant; a clean split: nothing)."""
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -199,9 +198,10 @@ def test_small_rotations_move_orientation_significantly(glyph_halves):
         assert twist["significant"] and np.sign(twist["z"]) == -np.sign(degrees), degrees
 
 
-def test_two_thousand_images_take_well_under_two_seconds():
+def test_two_thousand_noise_images_give_every_property_and_a_json_safe_ranking():
+    # How long they take is benchmarks/diagnose.py's to measure (a wall clock under a loaded CI is no test).
     images = np.random.default_rng(0).random((2000, 28, 28))
-    start = time.perf_counter()
     values = ip.image_properties(images)
-    assert time.perf_counter() - start < 2.0
+    assert set(values) == {p.name for p in ip.IMAGE_PROPERTIES}
+    assert all(np.shape(v) == (2000,) for v in values.values())
     json.dumps(df.rank(df.compare_properties(ip.IMAGE_PROPERTIES, values, values)), allow_nan=False)
