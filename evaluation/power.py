@@ -46,7 +46,7 @@ def noise_settings(epsilon: float, deployment: str) -> dict:
 
 
 def run_config(story: str, kind: str, data: str, fraction: float, seed: int, epsilon: float, deployment: str,
-               select: str = "random", rounds: int | None = None, preset: str = "demo"):
+               select: str = "random", rounds: int | None = None, preset: str = "demo", init: str | None = None):
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.training.lm_run import LMRun
@@ -56,7 +56,7 @@ def run_config(story: str, kind: str, data: str, fraction: float, seed: int, eps
         bug = bug_settings(f"invert:{fraction}", "images") if fraction else {}
         return GANRun(data, select, preset=preset, seed=seed, **bug, **settings)
     bug = bug_settings(f"concat:{fraction}", "text") if fraction else {}
-    return LMRun(kind, data, preset=preset, seed=seed, **bug, **settings)
+    return LMRun(kind, data, preset=preset, seed=seed, init=init, **bug, **settings)
 
 
 def main() -> None:
@@ -72,6 +72,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="override the preset's rounds")
     parser.add_argument("--preset", default="demo", help="the runs' preset (test: a smoke run)")
     parser.add_argument("--samples", type=int, default=5000, help="samples per side for the named check")
+    parser.add_argument("--init", metavar="public:SPEC", help="concat: both LMs start from public pretraining "
+                        "(`train-lm --init`); run directories get an -init suffix")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -85,9 +87,10 @@ def main() -> None:
 
     def arm(name: str, epsilon: float, fraction: float, seed: int, select: str = "random") -> Arm:
         side = "" if select == "random" else f"-{select.rsplit(':', 1)[-1]}"
-        directory = os.path.join(args.out, f"{tag}-eps{epsilon:g}-{args.story}{fraction:g}-seed{seed}{side}")
+        directory = os.path.join(args.out, f"{tag}-eps{epsilon:g}-{args.story}{fraction:g}-seed{seed}{side}"
+                                 + ("-init" if args.init else ""))
         return Arm(name, directory, run_config(args.story, args.kind, data, fraction, seed, epsilon,
-                                               args.deployment, select, args.rounds, args.preset))
+                                               args.deployment, select, args.rounds, args.preset, args.init))
 
     comparisons = []
     for epsilon in epsilons:
@@ -116,7 +119,7 @@ def main() -> None:
             report = analyze_lm(dirs["b"], dirs["a"], samples=args.samples)
             detected = bool(report["tokenization_bug_suspected"])
         z = {side: store.read_config(d)["training"]["dp"]["noise_multiplier"] for side, d in dirs.items()}
-        out = {**comparison.about, "detected": detected, "z": report.get("evidence", {}).get("z"), "noise_multiplier": z}
+        out = {**comparison.about, "init": args.init, "detected": detected, "z": report.get("evidence", {}).get("z"), "noise_multiplier": z}
         print(json.dumps(out), flush=True)
         return out
 

@@ -22,6 +22,10 @@ def register(sub) -> None:
                             "file, one word a line, most frequent first; the first --vocab-size are used), or the "
                             "top words of public text (default: public:synthetic-text:users=1000,seed=S+1000 for "
                             "synthetic text, else dp)")
+    train.add_argument("--init", metavar="public:SPEC",
+                       help="start DP-FedAvg from a model trained centrally on public text (e.g. "
+                            "public:synthetic-text:users=1000,seed=1000); costs no ε. Default: a fresh model "
+                            "(docs/privacy.md: what pretraining does to a diagnosis)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert canaries for check-memorization: thakkar[:p_u=P,p_e=Q] (user-level insertion), "
@@ -51,7 +55,7 @@ def run_train(args) -> int:
     from fedgen_debug.experiments.sweep import train_run
 
     run = LMRun(kind=args.kind, data=args.data, preset=args.preset, seed=args.seed, vocab_size=args.vocab_size,
-                vocab=args.vocab, canaries=args.canaries, update_canaries=args.update_canaries,
+                vocab=args.vocab, canaries=args.canaries, update_canaries=args.update_canaries, init=args.init,
                 **bug_settings(args.bug, "text"), **privacy_settings(args))
     result = train_run(run, args.out)
     print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"

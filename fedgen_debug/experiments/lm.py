@@ -38,7 +38,7 @@ from fedgen_debug.privacy.subpopulation import PAPER_SELECTION_WARNING, Subpopul
 from fedgen_debug.runs import store
 from fedgen_debug.privacy.run_ledger import charge, open_run
 from fedgen_debug.device import lm_canaries, lm_data
-from fedgen_debug.training import dp_fedavg, loop, update_canaries
+from fedgen_debug.training import dp_fedavg, loop, public_init, update_canaries
 from fedgen_debug.training.lm_run import LMRun, model_spec
 
 logger = logging.getLogger(__name__)
@@ -193,8 +193,12 @@ def _train_lm(run: LMRun, out_dir: str, client_data, context, warm_start_from) -
                                      population.accounted_size) if run.update_canaries else None)
         return dp_fedavg.build_process(spec, config, secret.tf_seed("dp-noise"), plan)
 
+    def pretrained():   # called only when the run starts (a resume reads its checkpoint)
+        return public_init.pretrained_weights(run, spec, vocab, run.seed)
+
     return loop.train(build_process, population, client_dataset, config, out_dir, label=label,
-                      extra_config=extra, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
+                      extra_config=extra, secret=secret, delta=run.delta, warm_start_from=warm_start_from,
+                      initial_weights=pretrained if run.init is not None else None)
 
 
 def _release_qualified_count(qualified: set, everyone: loop.Population, run: LMRun, out_dir: str, secret) -> dict:

@@ -16,7 +16,7 @@ from fedgen_debug.device.catalog import parse_fault
 from fedgen_debug.device.tokenization import TokenizationBug
 from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm
 from fedgen_debug.runs import store
-from fedgen_debug.training import dp_fedavg, presets
+from fedgen_debug.training import dp_fedavg, presets, public_init
 from fedgen_debug.training import run_dir as rd
 from fedgen_debug.training.config import PrivacySettings, TrainingConfig
 from fedgen_debug.validation import check_at_least, check_fraction
@@ -39,6 +39,9 @@ class LMRun(PrivacySettings):
     # A pipeline fault of the device catalog on top of the paper's bug (`device.catalog`, e.g. "entities:0.5"):
     # a simulation, to see what a fault looks like in the samples.
     fault: str | None = None
+    # "public:SPEC": DP-FedAvg starts from weights trained centrally on that public text
+    # (`training.public_init`; no ε: nothing of the users enters them).
+    init: str | None = None
 
     def __post_init__(self):
         presets.check_lm_kind(self.kind)
@@ -53,6 +56,7 @@ class LMRun(PrivacySettings):
         lm_data.check_vocabulary_source(self.vocab, self.data)
         if self.canaries is not None:
             parse_canaries(self.canaries)
+        public_init.check_init(self.init)
         check_at_least("update_canaries", self.update_canaries, 0)
         if self.update_canaries and self.clip_quantile is not None:
             raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")
@@ -77,7 +81,7 @@ class LMRun(PrivacySettings):
         return self.override(presets.lm_training_config(self.preset, self.kind, self.seed), population)
 
     def to_json(self) -> dict:
-        return self.saved_json(("update_canaries", "fault"))
+        return self.saved_json(("update_canaries", "fault", "init"))
 
 
 def model_spec(run: LMRun, num_ids: int) -> dp_fedavg.ModelSpec:

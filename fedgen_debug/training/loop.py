@@ -164,7 +164,7 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
           config: TrainingConfig, run_dir: str, *, label: str = "", evaluate_fn: Callable | None = None,
           extra_config: dict | None = None, after_round: Callable[[int], None] | None = None,
           secret: RunSecret | None = None, delta: float | None = None, ledger: Ledger | None = None,
-          warm_start_from: str | None = None) -> TrainingResult:
+          warm_start_from: str | None = None, initial_weights: Callable[[], object] | None = None) -> TrainingResult:
     """Runs (or resumes) `config.rounds` rounds and writes `run_dir`.
 
     `build_process(secret)` builds the learning process (`initialize`, `next`, `get_model_weights`)
@@ -177,11 +177,13 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
     releases first (`privacy.run_ledger.open_run`); by default the saved one, or a fresh one.
     `warm_start_from`: a finished run directory of the same model (the previous monitoring period); a
     new run starts from its final state (`warm_started`), a resumed one from its own checkpoint.
+    `initial_weights()`: the model weights a new run starts from instead of its initialization (public
+    pretraining, `training.public_init`; called only when the run starts, not when it resumes).
     """
     with store.exclusive(run_dir):
         return _train(build_process, population, client_dataset_fn, config, run_dir, label=label,
                       evaluate_fn=evaluate_fn, extra_config=extra_config, after_round=after_round, secret=secret,
-                      delta=delta, ledger=ledger, warm_start_from=warm_start_from)
+                      delta=delta, ledger=ledger, warm_start_from=warm_start_from, initial_weights=initial_weights)
 
 
 def warm_started(process, fresh_state, previous_run_dir: str):
@@ -202,7 +204,7 @@ def warm_started(process, fresh_state, previous_run_dir: str):
 
 
 def _train(build_process, population, client_dataset_fn, config, run_dir, *, label, evaluate_fn, extra_config,
-           after_round, secret, delta, ledger, warm_start_from) -> TrainingResult:
+           after_round, secret, delta, ledger, warm_start_from, initial_weights) -> TrainingResult:
     config_json = run_config(config, population, label, extra_config)
     if config.dp.clients_per_round > population.size:
         raise ValueError(f"clients_per_round ({config.dp.clients_per_round}) exceeds the population "
@@ -230,6 +232,9 @@ def _train(build_process, population, client_dataset_fn, config, run_dir, *, lab
     elif warm_start_from is not None:
         state = warm_started(process, state, warm_start_from)
         logger.info("%s warm-started from %s", run_dir, warm_start_from)
+    elif initial_weights is not None:
+        state = process.set_model_weights(state, initial_weights())
+        logger.info("%s starts from publicly pretrained weights", run_dir)
     metrics_log = store.CsvLog(store.released(run_dir, store.METRICS), start)
     eval_log = store.CsvLog(store.released(run_dir, store.EVAL), start)
     timing_log = store.CsvLog(store.server(run_dir, store.TIMING), start, private=True)
