@@ -19,7 +19,8 @@ PUBLIC = "public:synthetic-text:users=30,seed=1061"
 
 
 @pytest.mark.parametrize("init, message", [("file:x.txt", "init must be 'public:DATA_SPEC'"),
-                                           ("public:synthetic-images:writers=3", "an LM pretrains on text")])
+                                           ("public:synthetic-images:writers=3", "an LM pretrains on text"),
+                                           ("public:synthetic-text:users=5,seed=61", "holds users of the private")])
 def test_a_bad_init_is_refused_with_what_to_give(init, message):
     with pytest.raises(ValueError, match=message):
         LMRun("word", DATA, preset="test", init=init)

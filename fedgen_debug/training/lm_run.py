@@ -56,7 +56,7 @@ class LMRun(PrivacySettings):
         lm_data.check_vocabulary_source(self.vocab, self.data)
         if self.canaries is not None:
             parse_canaries(self.canaries)
-        public_init.check_init(self.init)
+        public_init.check_init(self.init, self.data)
         check_at_least("update_canaries", self.update_canaries, 0)
         if self.update_canaries and self.clip_quantile is not None:
             raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")

@@ -27,8 +27,8 @@ BATCH_SIZE = 32
 LEARNING_RATE = 1e-3  # Adam: the pretraining is central, not federated
 
 
-def check_init(init: str | None) -> None:
-    """`None`, or `public:SPEC` naming text data; a clear error otherwise."""
+def check_init(init: str | None, data: str) -> None:
+    """`None`, or `public:SPEC` naming text other than the run's `data`; a clear error otherwise."""
     if init is None:
         return
     if not init.startswith(PUBLIC_PREFIX):
@@ -36,6 +36,9 @@ def check_init(init: str | None) -> None:
     spec = data_spec.parse_data_spec(init[len(PUBLIC_PREFIX):])
     if spec.modality != "text":
         raise ValueError(f"init: an LM pretrains on text. Found {init!r}.")
+    if data_spec.user_namespace(spec) == data_spec.user_namespace(data) and \
+            set(data_spec.client_ids(spec)) & set(data_spec.client_ids(data)):
+        raise ValueError(f"init: {spec} holds users of the private data; pretraining must use other, public text.")
 
 
 def pretraining_examples(run, vocab) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +47,7 @@ def pretraining_examples(run, vocab) -> tuple[np.ndarray, np.ndarray]:
     from fedgen_debug.experiments.lm import prepare_devices
 
     public = data_spec.load_client_data(run.init[len(PUBLIC_PREFIX):])
-    clean = dataclasses.replace(run, data=run.init[len(PUBLIC_PREFIX):], bug_fraction=0.0, fault=None, init=None)
+    clean = dataclasses.replace(run, bug_fraction=0.0, fault=None, init=None)   # how a device encodes
     devices = prepare_devices(clean, public, vocab)
     pairs = [pair for pair in devices.examples.values() if len(pair[0])]
     if not pairs:
