@@ -15,17 +15,19 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_cli
 from fedgen_debug.runs import store
 
 USERS = 6
 
 
-def _two_runs(tmp_path, *command):
+def _two_runs(tmp_path, run):
+    """Two runs of one config (`--seed 5` and every other public input equal), as `train-lm`/`train-gan`
+    train them (`experiments.sweep.train_run`, in this process: a CLI process each cost 8 s of imports)."""
+    from fedgen_debug.experiments.sweep import train_run
+
     dirs = [str(tmp_path / side) for side in "ab"]
     for run_dir in dirs:
-        result = run_cli(*command, "--seed", "5", "--out", run_dir)
-        assert result.returncode == 0, result.stderr[-2000:]
+        train_run(run, run_dir)
     return dirs
 
 
@@ -34,8 +36,10 @@ def _flat(arrays) -> np.ndarray:
 
 
 def test_attack_two_char_lms_with_one_seed_release_one_model_fails(tmp_path):
-    a, b = _two_runs(tmp_path, "train-lm", "--kind", "char", "--data", f"synthetic-text:users={USERS},seed=58",
-                     "--preset", "test", "--rounds", "1", "--clients-per-round", str(USERS))
+    from fedgen_debug.training.lm_run import LMRun
+
+    a, b = _two_runs(tmp_path, LMRun("char", f"synthetic-text:users={USERS},seed=58", preset="test", seed=5, rounds=1,
+                                     clients_per_round=USERS))
     config = store.read_config(a)["training"]
     assert store.read_config(b)["training"] == config and config["seed"] == 5   # all public inputs equal
     difference = _flat(store.load_arrays(store.released(a, store.MODEL_WEIGHTS))) - \
@@ -57,8 +61,10 @@ def _discriminator(run_dir) -> np.ndarray:
 
 
 def test_attack_two_gans_with_one_seed_draw_one_noise_fails(tmp_path):
-    a, b = _two_runs(tmp_path, "train-gan", "--data", "synthetic-images:writers=4,seed=58", "--select", "random",
-                     "--preset", "test", "--rounds", "1", "--clients-per-round", "4")
+    from fedgen_debug.training.gan_run import GANRun
+
+    a, b = _two_runs(tmp_path, GANRun("synthetic-images:writers=4,seed=58", "random", preset="test", seed=5, rounds=1,
+                                      clients_per_round=4))
     released = [_flat(store.load_arrays(store.released(d, store.MODEL_WEIGHTS))) for d in (a, b)]
     assert not np.allclose(*released)
     config = store.read_config(a)["gan_training"]["training"]
