@@ -102,6 +102,7 @@ def test_a_gan_run_with_canaries_releases_the_glyphs_and_its_check(tmp_path):
     import os
 
     from conftest import provision_secret, run_cli
+    from fedgen_debug.memorization.exposure import exposure_from_rank
     from fedgen_debug.runs import store
     from release_boundary import check_released
 
@@ -117,13 +118,16 @@ def test_a_gan_run_with_canaries_releases_the_glyphs_and_its_check(tmp_path):
     (training,) = [r for k, r in releases.items() if k.endswith("/training")]
     assert training["population_size"] == 6 + 2  # the synthetic devices count in N
     check = run_cli("check-memorization", run_dir, "--samples", "500", "--references", "300", "--json", timeout=600)
-    assert check.returncode in (0, 1), check.stderr
     report = json.loads(check.stdout)
+    assert check.returncode == (0 if report["verdict"]["passed"] else 1), check.stderr
     assert report["kind"] == "GAN" and len(report["canaries"]) == 12
     assert [t["n_u"] for t in report["ramaswamy"]] == [2] and [t["p_u"] for t in report["thakkar"]] == [0.5]
     for row in report["canaries"]:
         assert {"exposure", "rs_rank", "bs_found", "config", "nearest_sample_distance"} <= set(row)
-        assert 1 <= row["rs_rank"] <= 301
+        # the exposure is the one its rank among the 300 references implies, and the verdict counts it
+        assert row["exposure"] == pytest.approx(float(exposure_from_rank(row["rs_rank"], 300)[0]))
+    over = [r["id"] for r in report["canaries"] if r["inserted"] and r["exposure"] > report["verdict"]["max_exposure_bits"]]
+    assert report["verdict"]["over_threshold"] == over and report["verdict"]["passed"] is (not over)
     assert os.path.exists(store.released(run_dir, store.MEMORIZATION_GLYPHS_PNG))
     from fedgen_debug.data import spec as data_spec
 
