@@ -84,6 +84,8 @@ def _verdict(kind: str, analysis: dict | None) -> str:
             return "inversion suspected" if evidence["pixel_inversion_suspected"] else "no inversion"
         return ""
     if "tokenization_bug_suspected" in analysis:
+        if analysis.get("inconclusive"):
+            return "inconclusive"
         return "tokenization bug suspected" if analysis["tokenization_bug_suspected"] else "no tokenization bug"
     return ""
 

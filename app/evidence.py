@@ -71,6 +71,8 @@ def lm_evidence(analysis: dict) -> dict:
         against = f"{base_name}'s position-1 share of OOV" if baseline else "positions 2-8"
         meaning = ("Tokenization bug suspected: first words of sentences are out of vocabulary unusually often."
                    if analysis["tokenization_bug_suspected"] else "No excess of out-of-vocabulary first words.")
+        if analysis.get("inconclusive"):
+            meaning = f"Inconclusive: {evidence['why']}."
     return {"statistic": evidence["statistic"].replace("_", " "), "value": value, "against": against, "z": z,
             "threshold": threshold,
             "sentence": f"{value}; {against}. z = {z:.2f} {'>' if z > threshold else '≤'} {threshold:g}. {meaning}"}

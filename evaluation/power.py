@@ -117,7 +117,7 @@ def main() -> None:
             from fedgen_debug.analysis.lm_analysis import analyze_lm
 
             report = analyze_lm(dirs["b"], dirs["a"], samples=args.samples)
-            detected = bool(report["tokenization_bug_suspected"])
+            detected = bool(report["tokenization_bug_suspected"]) and not report.get("inconclusive")
         z = {side: store.read_config(d)["training"]["dp"]["noise_multiplier"] for side, d in dirs.items()}
         out = {**comparison.about, "init": args.init, "detected": detected, "z": report.get("evidence", {}).get("z"), "noise_multiplier": z}
         print(json.dumps(out), flush=True)

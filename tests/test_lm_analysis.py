@@ -96,3 +96,18 @@ def test_the_char_verdict_by_hand_against_a_baseline_and_against_the_noise_floor
     alone = lm_analysis.verdict("char", body(25), None)
     assert alone["z"] == pytest.approx(4.7673, abs=1e-4) and alone["suspected"] is True
     assert lm_analysis.verdict("char", body(12), None)["suspected"] is False   # z = 0.64
+
+
+def test_the_word_verdict_is_inconclusive_when_a_model_samples_too_few_oov_tokens():
+    """5 of 6 OOV tokens at position 1 against 1 of 30 is z = 4.5 by the formula, but six tokens say
+    nothing: under `MIN_OOV_TOKENS` a side the verdict is inconclusive and not suspected."""
+    from fedgen_debug.stats import z_two_proportions
+
+    few = _word_body([5, 1, 0, 0, 0, 0, 0, 0])
+    baseline = _word_body([1, 5, 4, 4, 4, 4, 4, 4])
+    evidence = lm_analysis.verdict("word", few, baseline)
+    assert z_two_proportions(5, 6, 1, 30) > 3 and evidence["z"] == pytest.approx(z_two_proportions(5, 6, 1, 30))
+    assert evidence["inconclusive"] is True and evidence["suspected"] is False and evidence["oov_sampled"] == [6, 30]
+    enough = _word_body([20, 1, 1, 1, 1, 1, 0, 0])   # 25 tokens: judged
+    judged = lm_analysis.verdict("word", enough, baseline)
+    assert "inconclusive" not in judged and judged["suspected"] is True

@@ -11,7 +11,7 @@ from fedgen_debug.device import lm_data
 from fedgen_debug.experiments.lm import train_lm
 from fedgen_debug.privacy.ledger import Ledger
 from fedgen_debug.runs import store
-from fedgen_debug.training import public_init
+from fedgen_debug.experiments import public_init
 from fedgen_debug.training.lm_run import LMRun, model_spec
 
 DATA = "synthetic-text:users=20,seed=61"

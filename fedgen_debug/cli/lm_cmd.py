@@ -113,6 +113,7 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
             lines.append("sampled phrases with UNK (paper Table 7):")
             lines.extend(f"  {p}" for p in current["phrases_with_unk"][:5])
     e = report["evidence"]
-    lines.append(f"tokenization bug suspected: {'YES' if report['tokenization_bug_suspected'] else 'no'} "
+    lines.append(f"tokenization bug suspected: {'YES' if report['tokenization_bug_suspected'] else 'no'}"
+                 f"{' (INCONCLUSIVE: ' + e['why'] + ')' if report.get('inconclusive') else ''} "
                  f"({e['test']}: z = {e['z']:.1f}, threshold {Z_THRESHOLD:g})")
     return lines

@@ -38,7 +38,8 @@ from fedgen_debug.privacy.subpopulation import PAPER_SELECTION_WARNING, Subpopul
 from fedgen_debug.runs import store
 from fedgen_debug.privacy.run_ledger import charge, open_run
 from fedgen_debug.device import lm_canaries, lm_data
-from fedgen_debug.training import dp_fedavg, loop, public_init, update_canaries
+from fedgen_debug.experiments import public_init
+from fedgen_debug.training import dp_fedavg, loop, update_canaries
 from fedgen_debug.training.lm_run import LMRun, model_spec
 
 logger = logging.getLogger(__name__)

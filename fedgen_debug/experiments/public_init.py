@@ -1,4 +1,4 @@
-"""Public pretraining of an LM auxiliary (`train-lm --init public:SPEC`, issue 56): before DP-FedAvg on the
+"""Public pretraining of an LM auxiliary (`train-lm --init public:SPEC`, issue 56; `LMRun.init` checks the spec): before DP-FedAvg on the
 private users, the model trains centrally on public stand-in text, with the run's own vocabulary and
 tokenization, and DP-FedAvg starts from those weights.
 
@@ -20,25 +20,11 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.data import spec as data_spec
+from fedgen_debug.training.lm_run import INIT_PREFIX as PUBLIC_PREFIX
 
-PUBLIC_PREFIX = "public:"
 EPOCHS = 2            # over every public sentence (or OOV word, for a char-LM)
 BATCH_SIZE = 32
 LEARNING_RATE = 1e-3  # Adam: the pretraining is central, not federated
-
-
-def check_init(init: str | None, data: str) -> None:
-    """`None`, or `public:SPEC` naming text other than the run's `data`; a clear error otherwise."""
-    if init is None:
-        return
-    if not init.startswith(PUBLIC_PREFIX):
-        raise ValueError(f"init must be 'public:DATA_SPEC' (public stand-in text to pretrain on). Found {init!r}.")
-    spec = data_spec.parse_data_spec(init[len(PUBLIC_PREFIX):])
-    if spec.modality != "text":
-        raise ValueError(f"init: an LM pretrains on text. Found {init!r}.")
-    if data_spec.user_namespace(spec) == data_spec.user_namespace(data) and \
-            set(data_spec.client_ids(spec)) & set(data_spec.client_ids(data)):
-        raise ValueError(f"init: {spec} holds users of the private data; pretraining must use other, public text.")
 
 
 def pretraining_examples(run, vocab) -> tuple[np.ndarray, np.ndarray]:
