@@ -16,6 +16,8 @@ from fedgen_debug.analysis import diagnose
 from fedgen_debug.runs import store
 
 from conftest import run_cli
+from fedgen_debug.experiments.sweep import train_run
+from fedgen_debug.training.lm_run import LMRun
 
 
 def _row(effect, error=0.0, name="p", kind="mean", family="stroke"):
@@ -167,9 +169,8 @@ def char_runs(tmp_path_factory):
     runs = []
     for seed in range(3):
         runs.append(str(root / f"clean{seed}"))
-        result = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=12,seed=3", "--preset", "test",
-                         "--rounds", "2", "--vocab-size", "200", "--seed", str(seed), "--out", runs[-1])
-        assert result.returncode == 0, result.stderr
+        train_run(LMRun("char", "synthetic-text:users=12,seed=3", preset="test", rounds=2, vocab_size=200, seed=seed),
+                  runs[-1])   # as train-lm trains it, in this process
     return runs
 
 

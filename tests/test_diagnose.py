@@ -135,10 +135,8 @@ def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
     assert printed.returncode == 0 and "differ:" in printed.stdout and "check tokenization_bug_suspected" in printed.stdout
 
 
-def test_diagnose_refuses_runs_of_two_kinds(lm_pair, tmp_path):
-    gan = str(tmp_path / "gan")
-    assert run_cli("train-gan", "--data", "synthetic-images:writers=6,seed=1", "--select", "random", "--preset", "test",
-                   "--rounds", "1", "--out", gan).returncode == 0
+def test_diagnose_refuses_runs_of_two_kinds(lm_pair, gan_pair, tmp_path):
+    gan = gan_pair["before"]
     result = run_cli("diagnose", gan, lm_pair["after"])
     assert result.returncode == 2 and "is a gan run" in result.stderr and "Traceback" not in result.stderr
     result = run_cli("diagnose", gan, str(tmp_path / "nothing"))
@@ -149,11 +147,14 @@ def test_diagnose_refuses_runs_of_two_kinds(lm_pair, tmp_path):
 def gan_pair(tmp_path_factory):
     root = tmp_path_factory.mktemp("diagnose-gan")
     runs = {}
-    for name, bug in (("before", []), ("after", ["--bug", "rotate:1.0"])):
+    from fedgen_debug.cli.bug_arg import bug_settings
+    from fedgen_debug.experiments.sweep import train_run
+    from fedgen_debug.training.gan_run import GANRun
+
+    for name, bug in (("before", None), ("after", "rotate:1.0")):   # `train-gan [--bug rotate:1.0]`, in process
         runs[name] = str(root / name)
-        result = run_cli("train-gan", "--data", "synthetic-images:writers=8,seed=2", "--select", "random", "--preset",
-                         "test", "--rounds", "2", *bug, "--out", runs[name])
-        assert result.returncode == 0, result.stderr
+        train_run(GANRun("synthetic-images:writers=8,seed=2", "random", preset="test", rounds=2,
+                         **(bug_settings(bug, "images") if bug else {})), runs[name])
     return runs
 
 

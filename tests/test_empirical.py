@@ -143,14 +143,15 @@ def test_plan_replays_the_loops_sampling():
 # ---- end to end: a word-LM with update canaries, without and with noise --------------------------
 
 def _train_with_update_canaries(tmp_path, z: str) -> str:
-    from conftest import provision_secret, run_cli
+    """`train-lm --update-canaries 30` as the CLI trains it (`experiments.sweep.train_run`), in this process."""
+    from conftest import provision_secret
+    from fedgen_debug.experiments.sweep import train_run
+    from fedgen_debug.training.lm_run import LMRun
 
     run_dir = str(tmp_path / f"z{z}")
     provision_secret(run_dir, f"test_empirical/z{z}")
-    result = run_cli("train-lm", "--kind", "word", "--data", "synthetic-text:users=20,seed=6", "--preset", "test",
-                     "--vocab-size", "200", "--rounds", "12", "--clients-per-round", "10", "--noise-multiplier", z,
-                     "--update-canaries", "30", "--out", run_dir, timeout=900)
-    assert result.returncode == 0, result.stderr
+    train_run(LMRun("word", "synthetic-text:users=20,seed=6", preset="test", vocab_size=200, rounds=12,
+                    clients_per_round=10, noise_multiplier=float(z), update_canaries=30), run_dir)
     return run_dir
 
 

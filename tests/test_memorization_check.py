@@ -69,11 +69,13 @@ def canary_run(tmp_path_factory):
     canary each, and a Thakkar canary nobody is likely to share (p_u = 0.01)."""
     run_dir = str(tmp_path_factory.mktemp("mem") / "word")
     provision_secret(run_dir, "test_memorization_check/word")
-    result = run_cli("train-lm", "--kind", "word", "--data", "synthetic-text:users=20,seed=5", "--preset", "test",
-                     "--vocab-size", "200", "--rounds", "40", "--clients-per-round", "10", "--noise-multiplier", "0",
-                     "--canaries", "ramaswamy:n_u=2,n_e=200,count=1+thakkar:p_u=0.01,p_e=0.1,count=1",
-                     "--out", run_dir, timeout=900)
-    assert result.returncode == 0, result.stderr
+    from fedgen_debug.experiments.sweep import train_run
+    from fedgen_debug.training.lm_run import LMRun
+
+    # `train-lm ... --canaries SPEC` as the CLI trains it, in this process (check-memorization below is the CLI)
+    train_run(LMRun("word", "synthetic-text:users=20,seed=5", preset="test", vocab_size=200, rounds=40,
+                    clients_per_round=10, noise_multiplier=0.0,
+                    canaries="ramaswamy:n_u=2,n_e=200,count=1+thakkar:p_u=0.01,p_e=0.1,count=1"), run_dir)
     return run_dir
 
 
