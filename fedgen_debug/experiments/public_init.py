@@ -1,6 +1,6 @@
-"""Public pretraining of an LM auxiliary (`train-lm --init public:SPEC`, issue 56; `LMRun.init` checks the spec): before DP-FedAvg on the
-private users, the model trains centrally on public stand-in text, with the run's own vocabulary and
-tokenization, and DP-FedAvg starts from those weights.
+"""Public pretraining of an LM auxiliary (`train-lm --init public:SPEC`, issue 56; `training.lm_run.check_init`
+checks the spec): before DP-FedAvg on the private users, the model trains centrally on public stand-in
+text, with the run's own vocabulary and tokenization, and DP-FedAvg starts from those weights.
 
 Why it costs no ε: the stand-in users are public (another seed of the generator, a public corpus), and
 the vocabulary the pretraining encodes with is itself a DP release of the run (or public). Nothing of

@@ -178,7 +178,7 @@ def train(build_process: Callable[[RunSecret], object], population: Population, 
     `warm_start_from`: a finished run directory of the same model (the previous monitoring period); a
     new run starts from its final state (`warm_started`), a resumed one from its own checkpoint.
     `initial_weights()`: the model weights a new run starts from instead of its initialization (public
-    pretraining, `training.public_init`; called only when the run starts, not when it resumes).
+    pretraining, `experiments.public_init`; called only when the run starts, not when it resumes).
     """
     with store.exclusive(run_dir):
         return _train(build_process, population, client_dataset_fn, config, run_dir, label=label,
