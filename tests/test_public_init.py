@@ -1,4 +1,4 @@
-"""Public pretraining of an LM auxiliary (`training.public_init`, `train-lm --init public:SPEC`)."""
+"""Public pretraining of an LM auxiliary (`experiments.public_init`, `train-lm --init public:SPEC`)."""
 
 import json
 import os
