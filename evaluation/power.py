@@ -119,7 +119,8 @@ def main() -> None:
             report = analyze_lm(dirs["b"], dirs["a"], samples=args.samples)
             detected = bool(report["tokenization_bug_suspected"]) and not report.get("inconclusive")
         z = {side: store.read_config(d)["training"]["dp"]["noise_multiplier"] for side, d in dirs.items()}
-        out = {**comparison.about, "init": args.init, "detected": detected, "z": report.get("evidence", {}).get("z"), "noise_multiplier": z}
+        out = {**comparison.about, "init": args.init, "detected": detected, "z": report.get("evidence", {}).get("z"),
+               "noise_multiplier": z}
         print(json.dumps(out), flush=True)
         return out
 

@@ -116,14 +116,15 @@ def concat_story(args, settings: dict) -> list[dict]:
     common = dict(preset="demo", vocab=args.vocab, clients_per_round=settings["clients_per_round"],
                   noise_multiplier=settings["noise_multiplier"], rounds=settings["rounds"])
     dirs, seconds = {}, {}
-    for name, fraction, seed in (("before", 0.0, 2 * args.seed), (f"after{settings['fraction']:g}", settings["fraction"],
-                                                                  2 * args.seed + 1), ("after0", 0.0, 2 * args.seed + 1)):
+    buggy = f"after{settings['fraction']:g}"
+    for name, fraction, seed in (("before", 0.0, 2 * args.seed), (buggy, settings["fraction"], 2 * args.seed + 1),
+                                 ("after0", 0.0, 2 * args.seed + 1)):
         bug = bug_settings(f"concat:{fraction}", "text") if fraction else {}
         run = LMRun("word", settings["data"], seed=seed, **bug, **common)
         dirs[name] = os.path.join(args.out, name)
         seconds[name] = timed(train_run, run, dirs[name])
     rows = []
-    for after in (f"after{settings['fraction']:g}", "after0"):
+    for after in (buggy, "after0"):
         report = analyze_lm(dirs[after], dirs["before"], samples=args.samples)
         diagnosis = brief(diagnose(dirs["before"], dirs[after], samples=args.samples, named_report=report))
         rows.append({"world": after, "settings": settings, "train_seconds": {k: seconds[k] for k in ("before", after)},

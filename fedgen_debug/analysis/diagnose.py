@@ -268,7 +268,8 @@ def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int, nam
         _check_named_report(report, run_a, run_b, samples, "baseline", report["current"]["samples"])
     evidence = report["evidence"]
     return {"name": "tokenization_bug_suspected", "family": "spacing", "suspected": bool(evidence["suspected"]),
-            "inconclusive": bool(evidence.get("inconclusive")), "z": evidence["z"], "z_threshold": evidence["z_threshold"],
+            "inconclusive": bool(evidence.get("inconclusive")), "z": evidence["z"],
+            "z_threshold": evidence["z_threshold"],
             "statistic": evidence["statistic"]}
 
 

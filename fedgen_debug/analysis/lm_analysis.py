@@ -252,8 +252,8 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
         for t, log_prob in zip(current["top_k"], scored):
             t["baseline_probability"] = float(np.exp(log_prob))
     evidence = verdict(current["kind"], current, baseline)
-    report = {"tokenization_bug_suspected": bool(evidence["suspected"]), "inconclusive": bool(evidence.get("inconclusive")),
-              "evidence": evidence, **reports}
+    report = {"tokenization_bug_suspected": bool(evidence["suspected"]),
+              "inconclusive": bool(evidence.get("inconclusive")), "evidence": evidence, **reports}
     store.write_json(store.released(run_dir, store.ANALYSIS), report)
     _plot(report, store.released(run_dir, store.ANALYSIS_PNG))
     if current["kind"] == "char":

@@ -2,8 +2,8 @@
 
 Each device reports which of the primary model's classes it holds (a 0/1 vector, on the
 device), the server releases the noised number of devices per class (`LABELS_PRESENT_NOISE` at 100
-devices, scaled with their number: `aggregates.scaled_noise`; one Gaussian release charged to the ledger), and a class counts as present when its noised count is over
-`PRESENT_SDS` standard deviations (a class nobody holds is counted with probability 0.13%). With
+devices, scaled with their number: `aggregates.scaled_noise`; one Gaussian release charged to the
+ledger), and a class counts as present when its noised count is over `PRESENT_SDS` standard deviations (a class nobody holds is counted with probability 0.13%). With
 too few devices for the noise (fewer than 12·√K), K is the primary model's number of outputs,
 and the report says so.
 """
@@ -39,7 +39,8 @@ def label_presence(client_data, client_ids, classes: int) -> np.ndarray:
 def classes_present(noised_counts, stddev, devices: int) -> int | None:
     """The classes whose noised device count is over `PRESENT_SDS` standard deviations (at least 2).
     None when the noise could hide a class that every one of the `devices` holds (fewer devices than
-    2·`PRESENT_SDS` σ = 12·√K at z = 4, the same share of them at any number): a partial count would understate K and so overstate chance."""
+    2·`PRESENT_SDS` σ = 12·√K at z = 4, the same share of them at any number): a partial count would
+    understate K and so overstate chance."""
     counts, stddev = np.asarray(noised_counts, np.float64), np.broadcast_to(stddev, np.shape(noised_counts))
     if devices < 2 * PRESENT_SDS * float(np.max(stddev)):
         return None

@@ -177,8 +177,8 @@ def release_records(run: GANRun, everyone: loop.Population, secret, out_dir: str
     if _counts_labels(run):
         # The event of a BoundedSum does not depend on its dimension (z·clip over 2·clip), so the
         # record is known before the primary model says how many classes it has.
-        records.append(aggregates.aggregate_record(label_presence.labels_present_spec(2, everyone.size), everyone.key, everyone.size,
-                                                   f"{secret.run_id}/labels-present", out_dir))
+        records.append(aggregates.aggregate_record(label_presence.labels_present_spec(2, everyone.size), everyone.key,
+                                                   everyone.size, f"{secret.run_id}/labels-present", out_dir))
     records.append(aggregates.aggregate_record(selection_counts(everyone.size), everyone.key, everyone.size,
                                                f"{secret.run_id}/selection-counts", out_dir))
     if run.selection == "strict":

@@ -112,8 +112,8 @@ def release_records(run: LMRun, everyone: loop.Population, secret, out_dir: str)
     the DP vocabulary (if from the private users), and training under strict selection; under the
     paper's, the DP count of qualified users (training is accounted with a lower bound computed from
     that count, so the training loop charges it once the count is out)."""
-    records = [aggregates.aggregate_record(lm_data.oov_rate_spec(everyone.size), everyone.key, everyone.size, f"{secret.run_id}/oov-rate",
-                                           out_dir)]
+    records = [aggregates.aggregate_record(lm_data.oov_rate_spec(everyone.size), everyone.key, everyone.size,
+                                           f"{secret.run_id}/oov-rate", out_dir)]
     if run.vocab == lm_data.DP_VOCABULARY:
         records.append(heavy_hitters_record(lm_data.heavy_hitters_config(run.vocab_size, everyone.size), everyone.key,
                                             everyone.size, f"{secret.run_id}/vocabulary", out_dir))
@@ -208,8 +208,8 @@ def _release_qualified_count(qualified: set, everyone: loop.Population, run: LMR
     path = store.released(out_dir, store.POPULATION)
     if os.path.exists(path):
         return store.read_json(path)
-    total = aggregates.compute(qualified_count(everyone.size), [[1.0 if cid in qualified else 0.0] for cid in everyone.client_ids],
-                               secret)
+    total = aggregates.compute(qualified_count(everyone.size),
+                               [[1.0 if cid in qualified else 0.0] for cid in everyone.client_ids], secret)
     # Clamped to what is possible (post-processing: a noised count below 0 says "about none").
     users = min(max(float(total.values[0]), 0.0), float(everyone.size))
     counts = {"users": users, "users_stddev": float(total.stddev[0]), "users_total": everyone.size,

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.data import spec as data_spec
-from fedgen_debug.training.lm_run import INIT_PREFIX as PUBLIC_PREFIX
+from fedgen_debug.device.lm_data import PUBLIC_PREFIX
 
 EPOCHS = 2            # over every public sentence (or OOV word, for a char-LM)
 BATCH_SIZE = 32

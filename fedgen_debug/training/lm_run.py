@@ -22,16 +22,13 @@ from fedgen_debug.training.config import PrivacySettings, TrainingConfig
 from fedgen_debug.validation import check_at_least, check_fraction
 
 
-INIT_PREFIX = "public:"
-
-
 def check_init(init: str | None, data: str) -> None:
     """`None`, or `public:SPEC` naming text other than the run's `data`; a clear error otherwise."""
     if init is None:
         return
-    if not init.startswith(INIT_PREFIX):
+    if not init.startswith(lm_data.PUBLIC_PREFIX):
         raise ValueError(f"init must be 'public:DATA_SPEC' (public stand-in text to pretrain on). Found {init!r}.")
-    spec = data_spec.parse_data_spec(init[len(INIT_PREFIX):])
+    spec = data_spec.parse_data_spec(init[len(lm_data.PUBLIC_PREFIX):])
     if spec.modality != "text":
         raise ValueError(f"init: an LM pretrains on text. Found {init!r}.")
     if data_spec.user_namespace(spec) == data_spec.user_namespace(data) and \
