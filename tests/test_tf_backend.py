@@ -96,6 +96,33 @@ def test_the_thread_count_does_not_change_a_bit(monkeypatch):
         fedavg_rounds("tf", config, data, 1)
 
 
+def test_client_workers_run_first_calls_one_at_a_time_then_in_parallel():
+    """A worker's first call traces its tf.function; TF 2.14 segfaults when that overlaps another thread's
+    call. So no two calls overlap until every worker has run once; afterwards they do (the threads' point)."""
+    import threading
+    import time
+
+    lock, active, overlaps = threading.Lock(), [0], []
+
+    def make_update_fn():
+        def update(i):
+            with lock:
+                active[0] += 1
+                overlaps.append((i, active[0]))
+            time.sleep(0.05)
+            with lock:
+                active[0] -= 1
+            return i
+        return update
+
+    workers = tf_backend.ClientWorkers(make_update_fn, count=2)
+    assert list(workers.map([(0,), (1,)])) == [0, 1]     # each worker's first call
+    assert max(n for _, n in overlaps) == 1
+    overlaps.clear()
+    assert list(workers.map([(i,) for i in range(6)])) == list(range(6))
+    assert max(n for _, n in overlaps) == 2
+
+
 def test_the_backend_comes_from_the_environment_when_not_given(monkeypatch):
     monkeypatch.setenv(BACKEND_ENV, "tff")
     assert isinstance(dp_fedavg.build_process(toy_training.SPEC, toy_training.train_config(), (1, 2)),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -138,7 +139,11 @@ def client_threads() -> int:
 class ClientWorkers:
     """Runs client updates on `count` threads, each with its own models and traced function
     (`make_update_fn()` builds one; a client assigns the broadcast weights to its worker's variables).
-    Results come back in client order, so the DP sum adds them in the same order on any thread count."""
+    Results come back in client order, so the DP sum adds them in the same order on any thread count.
+
+    Until every worker's function has run once (traced), calls run one at a time: TF 2.14 crashes the
+    process (a segfault in `tf_stack.extract_stack`) when one thread traces a function while another
+    runs one, seen once in `make test` on a T6 auxiliary's first round."""
 
     def __init__(self, make_update_fn, count: int | None = None):
         count = count or client_threads()
@@ -146,11 +151,20 @@ class ClientWorkers:
         for _ in range(count):
             self._free.put(make_update_fn())
         self._pool = ThreadPoolExecutor(count, thread_name_prefix="fedgen-client") if count > 1 else None
+        self._untraced, self._traced = count, set()
+        self._tracing = threading.Lock()
 
     def _run(self, args):
         update_fn = self._free.get()
         try:
-            return update_fn(*args)
+            if not self._untraced:   # only ever falls to 0: afterwards nothing traces
+                return update_fn(*args)
+            with self._tracing:
+                result = update_fn(*args)
+                if id(update_fn) not in self._traced:
+                    self._traced.add(id(update_fn))
+                    self._untraced -= 1
+                return result
         finally:
             self._free.put(update_fn)
 
