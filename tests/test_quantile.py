@@ -33,6 +33,23 @@ def test_dp_quantile_at_paper_scale_is_within_tolerance(target):
     assert abs(len(chosen) / len(USERS) - 0.25) <= 0.05  # ~850 users, as in the paper's Table 11
 
 
+def test_a_round_accumulated_at_once_is_tf_privacys_record_by_record_sum():
+    """`dp_quantile` accumulates a round's records in one call; tf-privacy's per-record path (clip, sum)
+    must give the same sample state bit for bit, NaN (no value) and ties with the estimate included."""
+    import tensorflow as tf
+
+    from fedgen_debug.privacy.quantile import SeededQuantileEstimatorQuery
+
+    query = SeededQuantileEstimatorQuery(QuantileConfig(0.3, clients_per_round=7), (1, 2))
+    params = query.derive_sample_params(query.initial_global_state())   # estimate 0.5
+    records = np.array([0.2, 0.5, 0.9, np.nan, 0.51, 0.0, 1.0], np.float32)
+    one_by_one = query.initial_sample_state()
+    for r in records:
+        one_by_one = query.accumulate_record(params, one_by_one, tf.constant(r))
+    at_once = query.accumulate_records(params, query.initial_sample_state(), records)
+    assert float(one_by_one) == float(at_once) == 0.5 * 3 - 0.5 * 3   # 3 at or below, 3 above, NaN 0
+
+
 def test_the_quantile_event_uses_sensitivity_1_of_its_plus_minus_half_records():
     config = QuantileConfig(0.25, clients_per_round=100, rounds=150, noise_multiplier=1.0)
     (event,) = quantile_record(config, "p", 3400, "r", "T4").events

@@ -25,7 +25,6 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-import tensorflow as tf
 
 from fedgen_debug.privacy.accounting import ACCOUNTINGS, REPLACE_ONE, DPFedAvgPrivacy
 from fedgen_debug.validation import check_at_least, check_in_range, check_positive
@@ -111,10 +110,8 @@ def dp_quantile(client_ids, user_values: Mapping[str, float], config: QuantileCo
         sampled = sample_clients(ids, config.clients_per_round, secret.rng("quantile-sampling", config.stream_key,
                                                                              round_num))
         params = query.derive_sample_params(state)
-        sample_state = query.initial_sample_state()
-        for cid in sampled:
-            value = np.float32(user_values.get(cid, np.nan))
-            sample_state = query.accumulate_record(params, sample_state, tf.constant(value))
+        values = np.array([user_values.get(cid, np.nan) for cid in sampled], np.float32)
+        sample_state = query.accumulate_records(params, query.initial_sample_state(), values)
         estimate, state, _ = query.get_noised_result(sample_state, state)
         trajectory.append(float(estimate))
     return QuantileEstimate(float(np.mean(trajectory[-config.averaged_rounds:])), tuple(trajectory))
