@@ -9,7 +9,7 @@ from fedgen_debug.experiments import t6_topic
 
 def test_t6_auxiliary_generates_the_missing_topic_more_often_than_t1(tmp_path, fresh_ledger):
     fresh_ledger.set_budget("*", float("inf"), reason="z = 0.3 at N = 120: large ε")
-    config = t6_topic.T6Config(users=120, public_users=150, rounds=20, clients_per_round=20, client_epochs=3,
+    config = t6_topic.T6Config(users=120, public_users=150, rounds=12, clients_per_round=20, client_epochs=3,
                                samples=800)
     for name in ("vocabulary", "t1", "t6"):  # measured across secrets: see the privacy issue's note
         provision_secret(str(tmp_path / name), f"test_t6_end_to_end/{name}")
