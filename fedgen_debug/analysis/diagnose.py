@@ -214,13 +214,13 @@ def _chart(ranked: list[dict], path: str, top: int = 12) -> None:
         threshold = rows[0]["z_threshold"] if rows else 0.0
         for x in (-threshold, threshold):
             ax.axvline(x, color="gray", linestyle="--", linewidth=0.8)
-        ax.set_xlabel("B vs A in units of the training noise (calibrated z; dashed: threshold); outlined: significant")
+        ax.set_xlabel("B vs A in units of the training noise (calibrated z)\ndashed: threshold; outlined: significant")
     else:
         ax.barh(range(len(rows)), [c["effect"] for c in rows], xerr=[1.96 * c["standard_error"] for c in rows],
                 color=[colours[c["family"]] for c in rows],
                 edgecolor=["black" if c["significant"] else "none" for c in rows])
         ax.set_xlim(-1.05, 1.05)
-        ax.set_xlabel("effect of B vs A (Cliff's delta, 95% interval; samples' noise only); outlined: significant")
+        ax.set_xlabel("effect of B vs A (Cliff's delta, 95% interval; samples' noise only)\noutlined: significant")
     ax.set_yticks(range(len(rows)), [f"{c['property']} ({c['family']})" for c in rows], fontsize=8)
     ax.axvline(0.0, color="gray", linewidth=0.8)
     fig.tight_layout()
