@@ -81,7 +81,7 @@ class SeededQuantileEstimator(tfp.QuantileEstimatorQuery):
     def accumulate_records(self, params, sample_state, records):
         """`accumulate_record` of each of a vector of records, in one call: each is preprocessed as above
         (its ±0.5 or 0 clipped to norm 0.5, a no-op) and the sum is the same float32 value, since sums of
-        halves are exact. A round of 100 records eagerly one by one took 0.1 s, most of T4's quantile."""
+        halves are exact. A round of 100 records eagerly one by one took 0.08 s, most of T4's quantile."""
         records = tf.convert_to_tensor(records, tf.float32)
         below = tf.cast(records <= params.current_estimate, tf.float32) - 0.5
         below = tf.clip_by_value(tf.where(tf.math.is_nan(records), 0.0, below), -0.5, 0.5)
