@@ -46,9 +46,10 @@ app: install
 
 # The default run excludes tests marked `slow`; `make test-all` runs them too. Both run on TEST_WORKERS
 # xdist workers, a test file (or the files sharing the demo and monitor stores) per worker at a time
-# (tests/conftest.py); TEST_WORKERS=0 runs in one process.
+# (tests/conftest.py); TEST_WORKERS=0 runs in one process. A worker that crashes ends the run, failed:
+# restarted, one crashed worker left the session hanging (xdist 3.8, loadgroup) until CI's time cap.
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --max-worker-restart=0)
 test: install
 	$(BIN)/pytest $(XDIST)
 
