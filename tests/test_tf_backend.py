@@ -346,29 +346,6 @@ def test_a_run_started_on_tff_resumes_on_tf_with_the_weights_of_an_uninterrupted
     assert rd.latest_checkpoint(str(tmp_path / "b"))[0] == 4
 
 
-def test_stacks_of_any_size_sum_in_power_of_two_pieces_to_the_client_by_client_sum():
-    """A T4 round's cohort size changes every round; the stacked sum traces one graph per power of two
-    (not per size) and adds the same clipped records as client by client, to float32 rounding (TF's graph
-    optimizer may group an unrolled graph's additions: 2 ulps seen)."""
-    assert tf_backend.power_of_two_pieces(45) == [(0, 32), (32, 8), (40, 4), (44, 1)]
-    assert tf_backend.power_of_two_pieces(64) == [(0, 64)] and tf_backend.power_of_two_pieces(0) == []
-    config = DPConfig(clients_per_round=7, noise_multiplier=0.5, clip=0.3)
-    specs = [tf.TensorSpec([5], tf.float32), tf.TensorSpec([2, 3], tf.float32)]
-    rng = np.random.default_rng(3)
-    by_client, by_stack = DPSum(dp_query(config, (4, 5)), specs), DPSum(dp_query(config, (4, 5)), specs)
-    state_a, state_b = by_client.initialize(), by_stack.initialize()
-    for cohort in (7, 5, 6, 3, 7, 2):
-        updates = [[rng.normal(size=(5,)).astype(np.float32), rng.normal(size=(2, 3)).astype(np.float32)]
-                   for _ in range(cohort)]
-        chunks = [updates[:4], updates[4:]] if cohort > 4 else [updates]   # chunks of 4, as CLIENT_CHUNK
-        stacks = [[np.stack([u[i] for u in chunk]) for i in range(2)] for chunk in chunks]
-        a, state_a = by_client.next(state_a, [[tf.constant(x) for x in u] for u in updates])
-        b, state_b = by_stack.next(state_b, stacks=stacks)
-        for x, y in zip(a, b):
-            np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-6, atol=1e-8)
-    assert by_stack._sum_stacked.experimental_get_tracing_count() <= 3   # sizes 4, 2, 1 (in one stack each: 4, 3, 1, 2)
-
-
 def test_the_dp_sum_cannot_be_denoised_with_a_seed_guessed_from_the_public_seed():
     """The attack: a modeler who knows the public --seed and the released mean tries to subtract the
     noise. The noise seed comes from the run secret, so the guessed noise leaves an error of the

@@ -77,20 +77,6 @@ def _event_state(event):
     return convert(event.to_named_tuple())
 
 
-def power_of_two_pieces(count: int) -> list[tuple[int, int]]:
-    """(start, size) pieces of `count` clients, largest first, each size a power of two (45: 32, 8, 4, 1).
-    `DPSum` unrolls a stack's clients into one graph per stack size; a T4 round's cohort size changes
-    with the selection, and each new size cost a trace (2 s for 45 demo critics; most T4 rounds). In
-    pieces a run traces at most one graph per power of two; the records are still clipped one by one
-    and summed in client order (to float32 rounding: TF's graph optimizer may group the additions)."""
-    pieces, start = [], 0
-    for bit in reversed(range(count.bit_length())):
-        if count >> bit & 1:
-            pieces.append((start, 1 << bit))
-            start += 1 << bit
-    return pieces
-
-
 class DPSum:
     """One DP aggregation round of `query` over client updates shaped like `specs` (a list of TensorSpec)."""
 
@@ -126,8 +112,7 @@ class DPSum:
         total = self._query.initial_sample_state(self._specs)  # zeros (and an adaptive clip's count)
         if stacks is not None:
             for stacked in stacks:
-                for start, size in power_of_two_pieces(int(stacked[0].shape[0])):
-                    total = self._sum_stacked(params, total, [u[start:start + size] for u in stacked])
+                total = self._sum_stacked(params, total, list(stacked))
         else:
             for update in updates:
                 total = self._accumulate(params, total, list(update))
