@@ -74,15 +74,17 @@ class SeededQuantileEstimator(tfp.QuantileEstimatorQuery):
         return self._below_estimate_query._numerator.round_event  # noqa: SLF001
 
     def preprocess_record(self, params, record):
-        below = tf.cast(record <= params.current_estimate, tf.float32) - 0.5
-        below = tf.where(tf.math.is_nan(record), 0.0, below)
-        return self._below_estimate_query.preprocess_record(params.below_estimate_params, below)
+        return self._below_estimate_query.preprocess_record(params.below_estimate_params, _below(params, record))
 
     def accumulate_records(self, params, sample_state, records):
         """`accumulate_record` of each of a vector of records, in one call: each is preprocessed as above
         (its ±0.5 or 0 clipped to norm 0.5, a no-op) and the sum is the same float32 value, since sums of
         halves are exact. A round of 100 records eagerly one by one took 0.08 s, most of T4's quantile."""
-        records = tf.convert_to_tensor(records, tf.float32)
-        below = tf.cast(records <= params.current_estimate, tf.float32) - 0.5
-        below = tf.clip_by_value(tf.where(tf.math.is_nan(records), 0.0, below), -0.5, 0.5)
+        below = tf.clip_by_value(_below(params, tf.convert_to_tensor(records, tf.float32)), -0.5, 0.5)
         return self.accumulate_preprocessed_record(sample_state, tf.reduce_sum(below))
+
+
+def _below(params, record):
+    """+0.5 for a record at or below the current estimate, -0.5 above it, 0 for NaN (no value)."""
+    below = tf.cast(record <= params.current_estimate, tf.float32) - 0.5
+    return tf.where(tf.math.is_nan(record), 0.0, below)
