@@ -151,19 +151,17 @@ class ClientWorkers:
         for _ in range(count):
             self._free.put(make_update_fn())
         self._pool = ThreadPoolExecutor(count, thread_name_prefix="fedgen-client") if count > 1 else None
-        self._untraced, self._traced = count, set()
+        self._count, self._traced = count, set()   # ids of the functions that have run (traced)
         self._tracing = threading.Lock()
 
     def _run(self, args):
         update_fn = self._free.get()
         try:
-            if not self._untraced:   # only ever falls to 0: afterwards nothing traces
+            if len(self._traced) == self._count:   # only ever grows to count: afterwards nothing traces
                 return update_fn(*args)
             with self._tracing:
                 result = update_fn(*args)
-                if id(update_fn) not in self._traced:
-                    self._traced.add(id(update_fn))
-                    self._untraced -= 1
+                self._traced.add(id(update_fn))
                 return result
         finally:
             self._free.put(update_fn)
