@@ -20,6 +20,7 @@ import shlex
 
 import streamlit as st
 
+from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of
 from fedgen_debug.app import analyses
 from fedgen_debug.runs import store
 
@@ -120,10 +121,11 @@ def difference_rows(report: dict) -> tuple[list[dict], str]:
 
 def verdict_line(report: dict) -> str:
     calibration = report["calibration"]
-    answer = "YES" if report["differ"] else "no"
     noise = "" if calibration.get("calibrated") else ", not training noise"
-    return (f"differ: {answer} — a property beyond |z| {calibration['z_threshold']:.2f}, calibrated against "
+    threshold = "-" if calibration.get("z_threshold") is None else f"{calibration['z_threshold']:.2f}"
+    line = (f"differ: {ANSWER_WORDS[answer_of(report)]} — a property beyond |z| {threshold}, calibrated against "
             f"{calibration['against']}{noise}")
+    return line + (f"; {report['answer_reason']}" if report.get("answer_reason") else "")
 
 
 def calibration_caption(calibration: dict) -> str:
@@ -217,7 +219,7 @@ def render(root: str, left, right) -> None:
     for side, reason in (report.get("unhealthy") or {}).items():
         st.warning(f"⚠ Auxiliary {side.upper()} (`{sides.get(side, side)}`) is unhealthy: {reason}; its "
                    "differences say little about the data.")
-    (st.error if report["differ"] else st.success)(verdict_line(report))
+    {"yes": st.error, "cannot tell": st.warning, "no": st.success}[answer_of(report)](verdict_line(report))
     caption = calibration_caption(report["calibration"])
     if caption:
         st.caption(caption)

@@ -195,6 +195,21 @@ def test_compare_shows_a_word_lm_pairs_diagnosis_with_lists_and_distinctive_term
     assert _images(at) == ["the effects, ranked"]
 
 
+def test_compare_shows_cannot_tell_as_a_warning_not_as_a_difference(store):
+    """Schema /3, uncalibrated, only the samples' noise exceeded: neither the red YES of /1 nor a green no."""
+    path = os.path.join(store, "lm/word-after/released/diagnosis.json")
+    report = {**_word_report("runs/lm/word-before", "runs/lm/word-after"), "schema": "fedgen-debug/diagnosis/3",
+              "answer": "cannot tell", "answer_reason": "2 properties beyond the samples' noise, but clean pairs "
+                                                        "of trainings differ that much too", "differ": False}
+    with open(path, "w") as f:
+        json.dump(report, f)
+    at = _compare(store, "lm/word-before", "lm/word-after")
+    expected = ("differ: CANNOT TELL — a property beyond |z| 3.96, calibrated against sampling noise of the two "
+                "sample sets, not training noise; 2 properties beyond the samples' noise, but clean pairs of "
+                "trainings differ that much too")
+    assert [w.value for w in at.warning if w.value.startswith("differ:")] == [expected] == _verdicts(at)
+
+
 def test_a_pair_without_a_diagnosis_shows_the_command_and_never_another_pairs(store):
     """gan/low and gan/other each hold a diagnosis, of each against gan/high: neither is this pair's."""
     at = _compare(store, "gan/low", "gan/other")

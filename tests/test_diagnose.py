@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from fedgen_debug.analysis import diagnose, differences
+from fedgen_debug.analysis import diagnose, diagnosis_summary, differences
 from fedgen_debug.cli.diagnose_cmd import format_report
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
@@ -69,7 +69,9 @@ def _report(kind="char", differ=True):
     row = {"property": "has_space", "family": "spacing", "a": 0.01, "b": 0.2, "effect": 0.19, "standard_error": 0.02,
            "z": 9.5, "significant": True, "direction": "more often", "rank": 1, "z_threshold": 4.0}
     return {"schema": diagnose.SCHEMA, "kind": kind, "runs": {"a": "A", "b": "B"}, "samples": 100, "seed": 0,
-            "health": {"a": {"healthy": True}, "b": {"healthy": True}}, "differ": differ, "families": ["spacing"],
+            "health": {"a": {"healthy": True}, "b": {"healthy": True}}, "answer": "yes" if differ else "no",
+            "answer_reason": "the named check tokenization_bug_suspected found its bug" if differ else "nothing found",
+            "differ": differ, "families": ["spacing"],
             "calibration": {"calibrated": False, "against": "sampling noise of the two sample sets", "z_threshold": 4.0},
             "differences": [row],
             "checks": [{"name": "tokenization_bug_suspected", "suspected": True, "z": 12.0, "z_threshold": 3.0}],
@@ -168,7 +170,9 @@ def test_a_gan_pair_with_a_fault_gets_a_full_report(gan_pair):
     assert os.path.exists(report["evidence"]["a_png"]) and os.path.exists(report["evidence"]["b_png"])
     # An unhealthy auxiliary's differences are no evidence about the data: `differ` needs both healthy.
     healthy = all(h["healthy"] for h in report["health"].values())
-    assert report["differ"] == (healthy and bool(report["families"]))
+    assert (report["answer"], report["answer_reason"]) == diagnose.answer(report["checks"], report["differences"],
+                                                                          healthy, report["calibration"]["calibrated"])
+    assert report["differ"] == (report["answer"] == "yes")
     assert ("unhealthy" in report) == (not healthy)
     assert parse_bug("rotate:1.0", "images").fraction == 1.0
 
@@ -182,6 +186,42 @@ def test_a_named_check_that_found_its_bug_names_its_family_first():
     assert diagnose.report_families([{**found, "suspected": False}], ranked) == ["length", "case"]
     assert diagnose.report_families([{**found, "inconclusive": True}], ranked) == ["length", "case"]
     assert diagnose.report_families([found], []) == ["spacing"]
+
+
+def test_the_answer_says_cannot_tell_where_only_the_samples_noise_is_exceeded():
+    """A clean pair of trainings differs beyond the samples' noise (issue 56's real-ε clean pairs both did):
+    uncalibrated, such a difference is "cannot tell", never "yes"; a named check, with its own threshold,
+    still answers; an unhealthy side is "cannot tell" whatever it shows."""
+    significant = [{"property": "mean_length", "family": "length", "significant": True}]
+    quiet = [{"property": "mean_length", "family": "length", "significant": False}]
+    found = [{"name": "tokenization_bug_suspected", "suspected": True, "inconclusive": False}]
+    not_found = [{**found[0], "suspected": False}]
+    inconclusive = [{**found[0], "inconclusive": True}]
+
+    def said(checks, ranked, healthy=True, calibrated=False):
+        return diagnose.answer(checks, ranked, healthy, calibrated)[0]
+
+    assert said(not_found, significant) == "cannot tell"
+    assert said(inconclusive, significant) == "cannot tell"
+    assert said(not_found, significant, calibrated=True) == "yes"
+    assert said(found, quiet) == said(found, significant) == "yes"
+    assert said(not_found, quiet) == said(not_found, quiet, calibrated=True) == "no"
+    assert said(found, significant, healthy=False) == said(not_found, quiet, healthy=False) == "cannot tell"
+    assert "no calibration" in diagnose.answer(not_found, significant, True, False)[1]
+
+
+def test_an_uncalibrated_clean_looking_difference_prints_cannot_tell_everywhere():
+    report = {**_report(differ=False), "answer": "cannot tell", "answer_reason": "1 properties beyond the samples' noise",
+              "checks": [{"name": "tokenization_bug_suspected", "suspected": False, "z": 0.5, "z_threshold": 3.0}]}
+    text = "\n".join(format_report(report))
+    assert "differ: CANNOT TELL" in text and "because: 1 properties beyond" in text and "differ: YES" not in text
+    assert "families, most significant first (candidates: beyond the samples' noise only): spacing" in text
+    summary = diagnosis_summary.summarize(report, "B/released/diagnosis.json")
+    assert summary["answer"] == "cannot tell" and summary["differ"] is False
+    assert diagnosis_summary.headline(summary).startswith("what changed: cannot tell against training noise")
+    assert "spacing — has_space more often" in diagnosis_summary.headline(summary)
+    # A report written before "cannot tell" (schema /2) answers by its differ.
+    assert diagnosis_summary.answer_of({"differ": True}) == "yes" and diagnosis_summary.answer_of({}) == "no"
 
 
 def _named_check_refused(*_, **__):

@@ -19,8 +19,10 @@ of DP releases: no ε.
    replicate (or selection) pairs at the runs' training settings (`calibration`, `calibration_store`;
    `fedgen-debug calibrate`), and is significant beyond the Bonferroni threshold over all properties.
    Without a calibration for the runs' settings, against the samples' noise only, and the report says
-   so (`calibration.calibrated: false`). B differs when a property is significant or a named check
-   found its bug (`report_families`), and both auxiliaries are healthy.
+   so (`calibration.calibrated: false`). The answer (`answer`): "yes" when a named check found its bug
+   or, calibrated, a property is significant; "cannot tell" when an auxiliary is unhealthy or,
+   uncalibrated, properties exceed only the samples' noise (clean pairs of trainings do that too); else
+   "no". `differ` is `answer == "yes"`.
 4. **Named checks.** The two verdicts the tool had (`pixel_inversion_suspected`, `tokenization_bug_suspected`)
    with their own statistics and thresholds, unchanged.
 5. **Evidence.** The samples of each side most unlike the other, along the significant properties (a
@@ -37,7 +39,7 @@ from fedgen_debug.analysis import calibration as calibration_module
 from fedgen_debug.analysis import differences, gan_analysis, image_properties, text_properties
 from fedgen_debug.runs import store
 
-SCHEMA = "fedgen-debug/diagnosis/2"
+SCHEMA = "fedgen-debug/diagnosis/3"
 # The report's JSON Schema (draft 2020-12), shipped with the package for whoever reads diagnosis.json.
 SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "diagnosis.schema.json")
 EVIDENCE_SAMPLES = 16     # per side
@@ -282,6 +284,27 @@ def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
     return list(dict.fromkeys(found + differences.significant_families(ranked)))
 
 
+def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bool) -> tuple[str, str]:
+    """("yes" | "no" | "cannot tell", why). A named check keeps its own statistic and threshold, so it
+    answers without a calibration. A property beyond the samples' noise alone is no answer: two trainings
+    of the same users with other secrets differ by more than that (both clean pairs of the real-ε runs of
+    issue 56 were "different" by it), so uncalibrated, it says "cannot tell" and leaves the ranking as
+    candidates; nothing beyond even the samples' noise is a "no" either way."""
+    if not healthy:
+        return "cannot tell", "an auxiliary is unhealthy: its samples are no evidence about the data"
+    found = [c["name"] for c in checks if c["suspected"] and not c.get("inconclusive")]
+    if found:
+        return "yes", f"the named check {', '.join(found)} found its bug"
+    significant = [c["property"] for c in ranked if c["significant"]]
+    if not significant:
+        return "no", "no property beyond the threshold and no named check found its bug"
+    if calibrated:
+        return "yes", f"{len(significant)} properties beyond the training noise of clean pairs"
+    return "cannot tell", (f"{len(significant)} properties beyond the samples' noise, but clean pairs of "
+                           "trainings differ that much too and no calibration covers these runs "
+                           "(`fedgen-debug calibrate`)")
+
+
 def pair_type(kind: str, run_a: str, run_b: str) -> str:
     """"selection" when the two sides are different users by construction (a GAN pair of two selections,
     e.g. T4 low vs high accuracy), else "replicate" (before vs after, two populations of one kind)."""
@@ -334,10 +357,13 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
         report["distinctive_terms"] = text_properties.distinctive_terms(texts["a"], texts["b"], top=10)
     healthy = all(h["healthy"] for h in health.values())
     families = report_families(checks, ranked)
+    said, why = answer(checks, ranked, healthy, chosen is not None)
     report.update(
         health=health,
         calibration=_calibration_report(chosen, pair, note, ranked[0]["z_threshold"] if ranked else None),
-        differ=bool(families) and healthy,
+        answer=said,
+        answer_reason=why,
+        differ=said == "yes",
         families=families,
         differences=ranked,
         checks=checks)

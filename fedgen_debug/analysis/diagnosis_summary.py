@@ -1,4 +1,4 @@
-"""A diagnosis report (`analysis.diagnose`, schemas "fedgen-debug/diagnosis/1" and "/2") in a few fields and
+"""A diagnosis report (`analysis.diagnose`, schemas "fedgen-debug/diagnosis/1" to "/3") in a few fields and
 one line: what a monitor's alert carries and the app's Monitoring page shows, so an alert says *what*
 changed (issue 55).
 
@@ -17,6 +17,15 @@ TOP_FAMILIES = 3
 TEXT_EVIDENCE = 8          # samples per side kept for text auxiliaries (the PNGs are kept by path)
 UNHEALTHY = "unhealthy auxiliary (mostly blank/noise samples)"
 SIDES = {"a": "the reference", "b": "the diagnosed run"}
+
+
+ANSWER_WORDS = {"yes": "YES", "no": "no", "cannot tell": "CANNOT TELL"}
+
+
+def answer_of(report: dict) -> str:
+    """"yes", "no" or "cannot tell" of a report or its summary; a report of schema /1 or /2 (before
+    "cannot tell") answered by its `differ` alone."""
+    return report.get("answer") or ("yes" if report.get("differ") else "no")
 
 
 def _relative(path: str, relative_to: str | None) -> str:
@@ -42,7 +51,7 @@ def summarize(report: dict, report_path: str, relative_to: str | None = None) ->
         if side in evidence:
             kept[side] = list(evidence[side][:TEXT_EVIDENCE])
     calibration = report.get("calibration", {})
-    return {"kind": report.get("kind"), "differ": bool(report.get("differ")),
+    return {"kind": report.get("kind"), "differ": bool(report.get("differ")), "answer": answer_of(report),
             "families": list(report.get("families", []))[:TOP_FAMILIES], "top": top,
             "unhealthy": dict(report.get("unhealthy", {})),
             "calibrated": bool(calibration.get("calibrated")),
@@ -52,7 +61,8 @@ def summarize(report: dict, report_path: str, relative_to: str | None = None) ->
 
 def headline(summary: dict, sides: dict | None = None) -> str:
     """One line: "what changed: polarity — background_level darker, ..."; for an unhealthy side, that
-    it is an unhealthy auxiliary and not a data change; else that nothing differs beyond the noise.
+    it is an unhealthy auxiliary and not a data change; uncalibrated, that it cannot tell, with what exceeds
+    the samples' noise; else that nothing differs beyond the noise.
     `sides` names "a" and "b" ("period 2", ...) in the unhealthy case."""
     if summary.get("unavailable"):
         return f"no diagnosis: {summary['unavailable']}"
@@ -62,14 +72,21 @@ def headline(summary: dict, sides: dict | None = None) -> str:
         reasons = "; ".join(f"{names.get(side, side)}: {reason}" for side, reason in sorted(unhealthy.items()))
         return f"{UNHEALTHY} — {reasons}; its differences are no evidence of a data change"
     significant = [row for row in summary.get("top", []) if row.get("significant")]
+    if answer_of(summary) == "cannot tell" and significant:
+        return ("what changed: cannot tell against training noise (no calibration for these runs); beyond the "
+                "samples' noise only: " + _by_family(significant))
     if not summary.get("differ") or not significant:
         largest = summary.get("top", [])[:1]
         tail = f" (largest: {_phrase(largest[0])})" if largest else ""
         return f"what changed: nothing beyond the {summary.get('against') or 'noise'}{tail}"
+    return "what changed: " + _by_family(significant)
+
+
+def _by_family(rows: list[dict]) -> str:
     by_family: dict[str, list[str]] = {}
-    for row in significant:   # families in the order of their first (most important) difference
+    for row in rows:   # families in the order of their first (most important) difference
         by_family.setdefault(row["family"], []).append(_phrase(row))
-    return "what changed: " + "; ".join(f"{family} — {', '.join(rows)}" for family, rows in by_family.items())
+    return "; ".join(f"{family} — {', '.join(phrases)}" for family, phrases in by_family.items())
 
 
 def _phrase(row: dict) -> str:

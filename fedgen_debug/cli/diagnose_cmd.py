@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of
+
 
 def register(sub) -> None:
     diagnose = sub.add_parser("diagnose", help="how two auxiliaries' samples differ, ranked by property with its "
@@ -37,16 +39,19 @@ def format_report(report: dict, top: int = 8) -> list[str]:
         for side, reason in report["unhealthy"].items():
             lines.append(f"  UNHEALTHY auxiliary {side.upper()}: {reason}; its differences say little about the data")
     calibration = report["calibration"]
-    answer = "YES" if report["differ"] else "no"
-    lines.append(f"  differ: {answer} (a property beyond |z| = {calibration['z_threshold']:.2f}; calibrated against "
-                 f"{calibration['against']}{'' if calibration['calibrated'] else ', not training noise'})")
+    threshold = "-" if calibration["z_threshold"] is None else f"{calibration['z_threshold']:.2f}"
+    lines.append(f"  differ: {ANSWER_WORDS[answer_of(report)]} (a property beyond |z| = {threshold}; calibrated "
+                 f"against {calibration['against']}{'' if calibration['calibrated'] else ', not training noise'})")
+    if report.get("answer_reason"):
+        lines.append(f"  because: {report['answer_reason']}")
     alarms = calibration.get("false_alarms")
     if alarms:
         lines.append(f"  calibration: {alarms['alarms']} false alarms in {alarms['pairs']} clean pairs left out")
     if calibration.get("note"):
         lines.append(f"  note: {calibration['note']}")
     if report["families"]:
-        lines.append(f"  families, most significant first: {', '.join(report['families'])}")
+        candidates = " (candidates: beyond the samples' noise only)" if answer_of(report) == "cannot tell" else ""
+        lines.append(f"  families, most significant first{candidates}: {', '.join(report['families'])}")
     z_name = "calib. z" if calibration["calibrated"] else "z"
     lines.append(f"  {'property':<20} {'family':<12} {'A':>9} {'B':>9} {'effect':>14}  {z_name:>8}  B is ...")
     for c in report["differences"][:top]:
@@ -94,17 +99,18 @@ def brief(report: dict) -> dict:
         c = report["differences"][0]
         first = {"property": c["property"], "family": c["family"], "direction": c["direction"], "effect": c["effect"],
                  "z": c["z"], "calibrated_z": c.get("calibrated_z"), "significant": c["significant"]}
-    return {"differ": report["differ"], "calibrated": calibration["calibrated"], "against": calibration["against"],
+    return {"differ": report["differ"], "answer": answer_of(report), "calibrated": calibration["calibrated"],
+            "against": calibration["against"],
             "z_threshold": calibration["z_threshold"], "families": report["families"], "first": first,
             "unhealthy": report.get("unhealthy", {}), "report": store.released(report["runs"]["b"], store.DIAGNOSIS)}
 
 
 def brief_lines(summary: dict, pair: str) -> list[str]:
-    """`brief`'s summary in 2-3 lines: differ YES/no and against which noise, where the report is; the
+    """`brief`'s summary in 2-3 lines: differ YES/no/CANNOT TELL and against which noise, where the report is; the
     families and the first difference (property, family, direction, z); an unhealthy side. `pair`: which
     B against which A, in words."""
     against = summary["against"] + ("" if summary["calibrated"] else ", not training noise")
-    lines = [f"diagnosis, {pair}: differ {'YES' if summary['differ'] else 'no'} (calibrated against {against}); "
+    lines = [f"diagnosis, {pair}: differ {ANSWER_WORDS[answer_of(summary)]} (calibrated against {against}); "
              f"{summary['report']}"]
     families = ", ".join(summary["families"][:4]) + (", ..." if len(summary["families"]) > 4 else "")
     first = summary["first"]
@@ -121,12 +127,12 @@ def brief_lines(summary: dict, pair: str) -> list[str]:
 
 
 def brief_line(summary: dict) -> str:
-    """`brief`'s summary in one line: differ YES/no, against which noise, the first difference."""
+    """`brief`'s summary in one line: differ YES/no/CANNOT TELL, against which noise, the first difference."""
     first = summary["first"]
     z_name, z = _shown_z(first, summary) if first else ("z", None)
     noise = "" if summary["calibrated"] else " (sampling noise only)"
     unhealthy = "".join(f", {side.upper()} UNHEALTHY" for side in summary["unhealthy"])
-    return (f"differ {'YES' if summary['differ'] else 'no'}{noise}{unhealthy}"
+    return (f"differ {ANSWER_WORDS[answer_of(summary)]}{noise}{unhealthy}"
             + ("" if first is None else f"; first: {first['property']} ({first['family']}), "
                                         f"{z_name} = {'-' if z is None else f'{z:.1f}'}"))
 
