@@ -132,10 +132,13 @@ def test_composition_equals_dp_accountings_own_accountant(relation, events):
             by_hand.get_epsilon(1e-6), rel=1e-12)
 
 
-def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch):
+def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch, tmp_path):
     """The app's ε-over-time curve recomposes every prefix of a population's releases, and every release
     check recomposes the ledger: a subsampled Gaussian's RDP (~0.3 s) must not be recomputed each time
-    (a 21-release ledger took > 60 s on the Privacy page)."""
+    (a 21-release ledger took > 60 s on the Privacy page), nor by the next process (the disk cache)."""
+    from fedgen_debug.privacy import rdp_cache
+
+    monkeypatch.setenv(rdp_cache.CACHE_ENV, str(tmp_path))   # empty: nothing computed before
     built = []
 
     class CountingAccountant(rdp.RdpAccountant):
@@ -149,6 +152,9 @@ def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch)
     curve = [epsilon_of_events(releases[:i + 1], 1e-6).epsilon for i in range(len(releases))]
     assert len(built) == 2
     assert curve == sorted(curve) and curve[0] < curve[-1]
+    accounting._cached_rdp_of_event.cache_clear()   # as a new process: the events come from the disk
+    assert [epsilon_of_events(releases[:i + 1], 1e-6).epsilon for i in range(len(releases))] == curve
+    assert len(built) == 2
     cached = accounting.rdp_of_event(SAMPLED)
     with pytest.raises(ValueError):  # callers share the cached array: it cannot be changed in place
         cached += 1.0

@@ -38,6 +38,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting import rdp
 
+from fedgen_debug.privacy import rdp_cache
 from fedgen_debug.validation import check_at_least, check_in_range, check_non_negative, check_one_of, check_positive
 
 WITHOUT_REPLACEMENT = "without-replacement"
@@ -165,20 +166,25 @@ class PrivacyGuarantee:
         return {**dataclasses.asdict(self), "above_warning": self.above_warning}
 
 
-@functools.lru_cache(maxsize=4096)
-def _cached_rdp_of_event(event, accounting: str) -> np.ndarray:
+def _computed_rdp_of_event(event, accounting: str) -> np.ndarray:
     accountant = rdp.RdpAccountant(list(RDP_ORDERS), neighboring_relation(accounting))
     accountant.compose(event)
-    values = accountant.rdp
+    return accountant.rdp
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_rdp_of_event(event, accounting: str) -> np.ndarray:
+    values = rdp_cache.rdp_values(event, accounting, RDP_ORDERS, lambda: _computed_rdp_of_event(event, accounting))
     values.setflags(write=False)  # shared by every caller of the cache
     return values
 
 
 def rdp_of_event(event, accounting: str = REPLACE_ONE) -> np.ndarray:
-    """RDP of one event at `RDP_ORDERS`. Cached per (event, accounting): a sampled Gaussian's RDP is
-    slow to compute (docs/performance.md), and a ledger recomposes the same few events over and over
-    (every release check, every prefix of the app's ε-over-time curve). RDP composes by addition, so
-    caching changes no value."""
+    """RDP of one event at `RDP_ORDERS`. Cached per (event, accounting), in the process and on disk
+    (`rdp_cache`, for every later process): a sampled Gaussian's RDP is slow to compute
+    (docs/performance.md), and a ledger recomposes the same events over and over (every release check,
+    every command, every prefix of the app's ε-over-time curve). RDP composes by addition, so caching
+    changes no value."""
     try:
         return _cached_rdp_of_event(event, accounting)
     except TypeError:  # an unhashable event (ComposedDpEvent holds a list): computed, not cached
