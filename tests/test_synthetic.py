@@ -130,6 +130,25 @@ def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
     assert len(rendered) == 6
 
 
+def test_a_process_writes_each_text_user_once_for_any_population_size_and_keeps_it_read_only(monkeypatch):
+    written = []
+    original = st.generate_user
+    monkeypatch.setattr(st, "generate_user", lambda config, u: written.append((config.seed, u)) or original(config, u))
+    monkeypatch.setattr(st, "_users", KeptArrays(lambda: st.USER_CACHE_BYTES))
+    small, large = st.SyntheticTextConfig(users=2, seed=43), st.SyntheticTextConfig(users=3, seed=43)
+    first, again = st.generate(small), st.generate(large)   # users 0 and 1 are the same users in both
+    assert written == [(43, 0), (43, 1), (43, 2)]
+    for cid in first.client_ids:
+        text = cd.client_numpy(again, cid)["text"]
+        assert list(text) == list(cd.client_numpy(first, cid)["text"])
+        assert [t.decode() for t in text] == original(small, int(cid.split("_")[1]))
+        with pytest.raises(ValueError, match="read-only"):
+            text[0] = b"changed"
+    other = st.generate(st.SyntheticTextConfig(users=2, seed=43, rich=0.04))   # another field: other users
+    assert written[3:] == [(43, 0), (43, 1)] and list(cd.client_numpy(other, "user_000000")["text"]) != list(
+        cd.client_numpy(first, "user_000000")["text"])
+
+
 def test_rich_text_holds_what_every_text_fault_acts_on_and_rich_zero_is_the_default_text():
     """`rich`: numbers, quoted code, "&" and accented words, so that each text fault of the catalog changes
     some sentences (on the default text entities, mojibake, number_format, strip_accents and smart_quotes

@@ -19,6 +19,7 @@ import itertools
 
 import numpy as np
 from fedgen_debug import rng_streams
+from fedgen_debug.kept import KeptArrays
 from fedgen_debug.progress import progress
 
 from fedgen_debug.data import client_data as cd
@@ -246,10 +247,25 @@ def generate_user(config: SyntheticTextConfig, user: int) -> list[str]:
     return _UserWriter(config, user).sentences()
 
 
+# A process often loads the same users again (a test file's runs, an evaluation's replicates): a user's
+# sentences are kept, read-only, as `synthetic_images` keeps its writers. The budget counts the arrays'
+# nbytes, 8 bytes a sentence (object arrays hold pointers): 4 MiB is about half a million sentences,
+# some 50 MB with the strings.
+USER_CACHE_BYTES = 4 << 20
+_users = KeptArrays(lambda: USER_CACHE_BYTES)
+
+
+def _kept_user(config: SyntheticTextConfig, user: int):
+    """`text_examples` of `generate_user`, read-only, generated once per process within `USER_CACHE_BYTES`."""
+    key = (dataclasses.replace(config, users=1), user)   # every field but the population's size
+    # The array is kept, not the dict: a caller may change its own dict, never the shared array.
+    return {"text": _users.get(key, lambda: cd.text_examples(generate_user(config, user))["text"])}
+
+
 def generate(config: SyntheticTextConfig) -> cd.ArrayClientData:
     examples = {}
     for u in progress(range(config.users), desc="synthesizing text", unit="user"):
-        examples[user_id(u)] = cd.text_examples(generate_user(config, u))
+        examples[user_id(u)] = _kept_user(config, u)
     return cd.ArrayClientData(examples)
 
 
