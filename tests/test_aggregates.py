@@ -124,3 +124,20 @@ def test_the_text_counts_keep_the_relative_error_of_the_demos_300_users():
     # the released mean's error (σ over N): 2/300 at 300 users and at 5,000
     assert lm_data.oov_rate_spec(5000).stddev[0] / 5000 == pytest.approx(lm_data.oov_rate_spec(300).stddev[0] / 300)
     assert qualified_count(6000).noise_multiplier == pytest.approx(80.0)
+
+
+def test_the_sum_traced_once_per_clip_and_width_is_the_record_by_record_query_bit_for_bit():
+    """`noised_sum` clips and adds in one graph traced once per (clip, width) for any number of records:
+    the same float32 sum as tf-privacy's accumulate_record called eagerly, one record at a time, in order."""
+    rng = np.random.default_rng(5)
+    for n, dim, clip in ((1, 3, 1.0), (37, 3, 1.0), (120, 3, 1.0), (64, 10, math.sqrt(2.0)), (9, 1, 0.5)):
+        records = (rng.normal(size=(n, dim)) * rng.choice([0.1, 3.0], size=(n, 1))).astype(np.float32)
+        query = SeededGaussianSumQuery(clip, 0.0, (0, 0), None)
+        params = query.derive_sample_params(query.initial_global_state())
+        state = query.initial_sample_state(tf.TensorSpec([dim], tf.float32))
+        for record in records:
+            state = query.accumulate_record(params, state, tf.constant(record))
+        total, event = aggregates.noised_sum(records, clip, 0.0, 2.0, (1, 2))
+        assert total.astype(np.float32).tobytes() == state.numpy().tobytes(), (n, dim, clip)
+        assert event == dp_accounting.NonPrivateDpEvent()
+    assert aggregates._clipped_sum(1.0, 3).experimental_get_tracing_count() == 1   # n = 1, 37, 120: one graph

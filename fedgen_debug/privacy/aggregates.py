@@ -26,6 +26,7 @@ scaled, 0.11 (issue 56: every release counts).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import dp_accounting
@@ -56,15 +57,27 @@ def noised_sum(records, clip: float, stddev: float, l2_sensitivity: float, noise
     if records.ndim != 2 or len(records) == 0:
         raise ValueError(f"records must be a non-empty [n, d] array. Found shape {records.shape}.")
     query = SeededGaussianSumQuery(clip, stddev, noise_seed, l2_sensitivity)
-    global_state = query.initial_global_state()
-    params = query.derive_sample_params(global_state)
-    sample_state = query.initial_sample_state(tf.TensorSpec(records.shape[1:], tf.float32))
-    # The query's own accumulate_record, one record at a time in order, inside one graph: a Python loop
-    # of eager calls was about ten times slower a record, with bit-identical sums (docs/performance.md).
-    sample_state = tf.data.Dataset.from_tensor_slices(records).reduce(
-        sample_state, lambda state, record: query.accumulate_record(params, state, record))
-    result, _, event = query.get_noised_result(sample_state, global_state)
+    sample_state = _clipped_sum(float(clip), records.shape[1])(records)
+    result, _, event = query.get_noised_result(sample_state, query.initial_global_state())
     return result.numpy().astype(np.float64), event
+
+
+@functools.lru_cache(maxsize=64)
+def _clipped_sum(clip: float, dim: int):
+    """Σ clip(record) over an [n, dim] float32 array by the query's own accumulate_record, one record at a
+    time in order, inside one graph (a Python loop of eager calls was about ten times slower a record,
+    with bit-identical sums, docs/performance.md). Traced once per (clip, dim) for any n: a dataset's
+    reduce traced at each call was half a second of every release. Clipping needs no noise or seed."""
+    query = SeededGaussianSumQuery(clip, 0.0, (0, 0), None)
+    params = query.derive_sample_params(query.initial_global_state())
+
+    @tf.function(input_signature=[tf.TensorSpec([None, dim], tf.float32)])
+    def clipped_sum(records):
+        initial = query.initial_sample_state(tf.TensorSpec([dim], tf.float32))
+        return tf.data.Dataset.from_tensor_slices(records).reduce(
+            initial, lambda state, record: query.accumulate_record(params, state, record))
+
+    return clipped_sum
 
 
 def _check(name: str, noise_multiplier: float, accounting: str) -> None:
