@@ -74,7 +74,7 @@ def test_python311_is_found_on_path(tmp_path):
 # - device/ sits above models/ and selectors/: on-device selection runs the primary model and a criterion;
 # - analysis/ may use training/ only to rebuild a released model (NARROW below), never to train.
 FLOORS = (
-    ("util", "seeding progress kept spec_grammar stats log_setup validation rng_streams runtime tff_workers "
+    ("util", "seeding progress kept disk_cache spec_grammar stats log_setup validation rng_streams runtime tff_workers "
              "tff_forwarder"),
     ("data", "data"),
     ("runs", "runs"),

@@ -5,6 +5,7 @@ import pytest
 
 from fedgen_debug.data import client_data as cd, synthetic_images as si, synthetic_text as st
 from fedgen_debug.data.text import Vocabulary, oov_rate, tokenize
+from fedgen_debug import disk_cache
 from fedgen_debug.kept import KeptArrays
 
 
@@ -108,7 +109,8 @@ def test_text_users_have_different_topic_mixtures():
     assert len(dominant) >= 4
 
 
-def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
+def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch, tmp_path):
+    monkeypatch.setenv(disk_cache.CACHE_ENV, disk_cache.OFF)   # the process alone (the disk: below)
     rendered = []
     original = si.generate_writer
     monkeypatch.setattr(si, "generate_writer", lambda *a: rendered.append(a[:2]) or original(*a))
@@ -131,6 +133,7 @@ def test_a_process_renders_each_writer_once_and_keeps_it_read_only(monkeypatch):
 
 
 def test_a_process_writes_each_text_user_once_for_any_population_size_and_keeps_it_read_only(monkeypatch):
+    monkeypatch.setenv(disk_cache.CACHE_ENV, disk_cache.OFF)
     written = []
     original = st.generate_user
     monkeypatch.setattr(st, "generate_user", lambda config, u: written.append((config.seed, u)) or original(config, u))
@@ -147,6 +150,36 @@ def test_a_process_writes_each_text_user_once_for_any_population_size_and_keeps_
     other = st.generate(st.SyntheticTextConfig(users=2, seed=43, rich=0.04))   # another field: other users
     assert written[3:] == [(43, 0), (43, 1)] and list(cd.client_numpy(other, "user_000000")["text"]) != list(
         cd.client_numpy(first, "user_000000")["text"])
+
+
+def test_a_later_process_reads_the_users_from_the_disk_bit_for_bit(monkeypatch, tmp_path):
+    """`disk_cache`: what one process generated, the next reads instead of generating (each process's own
+    cache emptied here stands for a new process); the same pixels, labels and sentences, byte for byte,
+    as generating them; a changed generator (its version) is another file."""
+    monkeypatch.setenv(disk_cache.CACHE_ENV, str(tmp_path))
+    calls = []
+    render, write = si.generate_writer, st.generate_user
+    monkeypatch.setattr(si, "generate_writer", lambda *a: calls.append("image") or render(*a))
+    monkeypatch.setattr(st, "generate_user", lambda *a: calls.append("text") or write(*a))
+    images, text = si.SyntheticImagesConfig(writers=2, seed=44), st.SyntheticTextConfig(users=2, seed=44, rich=0.2)
+    loaded = []
+    for _ in range(2):
+        monkeypatch.setattr(si, "_writers", KeptArrays(lambda: si.WRITER_CACHE_BYTES))
+        monkeypatch.setattr(st, "_users", KeptArrays(lambda: st.USER_CACHE_BYTES))
+        loaded.append((si.generate(images), st.generate(text)))
+    assert calls == ["image", "image", "text", "text"]     # the second "process" generated nothing
+    again_images, again_text = loaded[1]
+    for w in range(2):
+        for name, array in zip(("pixels", "label"), render(44, w, images)):
+            assert cd.client_numpy(again_images, si.writer_id(w))[name].tobytes() == array.tobytes()
+    for u in range(2):
+        assert [t.decode() for t in cd.client_numpy(again_text, st.user_id(u))["text"]] == write(text, u)
+    assert any("&" in t.decode() or not t.decode().isascii() for u in range(2)
+               for t in cd.client_numpy(loaded[1][1], st.user_id(u))["text"])   # rich: beyond ASCII kept too
+    monkeypatch.setattr(si, "_writers", KeptArrays(lambda: si.WRITER_CACHE_BYTES))
+    monkeypatch.setattr(si, "generator_version", lambda: "another generator")
+    si.generate(images)
+    assert calls[4:] == ["image", "image"]
 
 
 def test_rich_text_holds_what_every_text_fault_acts_on_and_rich_zero_is_the_default_text():

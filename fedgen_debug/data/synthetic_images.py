@@ -23,6 +23,7 @@ from PIL import Image, ImageDraw, ImageFont
 from scipy import ndimage
 from fedgen_debug.progress import progress
 
+from fedgen_debug import disk_cache
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.kept import KeptArrays
 
@@ -160,9 +161,30 @@ _writers = KeptArrays(lambda: WRITER_CACHE_BYTES)
 
 
 def _kept_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple[np.ndarray, np.ndarray]:
-    """`generate_writer`'s arrays, read-only, rendered once per process within `WRITER_CACHE_BYTES`."""
+    """`generate_writer`'s arrays, read-only, rendered once per process within `WRITER_CACHE_BYTES` and,
+    across processes, once per machine (`disk_cache`)."""
     key = (seed, writer, config.min_examples, config.max_examples, config.median_examples)
-    return _writers.get(key, lambda: generate_writer(seed, writer, config))
+    return _writers.get(key, lambda: _stored_writer(*key, config))
+
+
+@functools.cache
+def generator_version() -> str:
+    """What a rendered writer depends on besides its arguments: this module's code, the fonts'
+    matplotlib, and the libraries that draw, warp and add."""
+    from importlib import metadata
+
+    libraries = ",".join(f"{p}=={metadata.version(p)}" for p in ("numpy", "scipy", "pillow", "matplotlib"))
+    return f"{disk_cache.source_digest(__file__)}:{libraries}"
+
+
+def _stored_writer(seed, writer, min_examples, max_examples, median_examples, config):
+    key = disk_cache.digest("synthetic-images writer", generator_version(), seed, writer, min_examples,
+                            max_examples, median_examples)
+    arrays = disk_cache.cached_arrays(
+        "synthetic", key, lambda: dict(zip(("pixels", "labels"), generate_writer(seed, writer, config))),
+        valid=lambda a: set(a) == {"pixels", "labels"} and a["pixels"].dtype == np.float32
+        and a["labels"].dtype == np.int32 and a["pixels"].shape == (len(a["labels"]), 28, 28))
+    return arrays["pixels"], arrays["labels"]
 
 
 def generate(config: SyntheticImagesConfig) -> cd.ArrayClientData:

@@ -18,7 +18,7 @@ import functools
 import itertools
 
 import numpy as np
-from fedgen_debug import rng_streams
+from fedgen_debug import disk_cache, rng_streams
 from fedgen_debug.kept import KeptArrays
 from fedgen_debug.progress import progress
 
@@ -259,7 +259,31 @@ def _kept_user(config: SyntheticTextConfig, user: int):
     """`text_examples` of `generate_user`, read-only, generated once per process within `USER_CACHE_BYTES`."""
     key = (dataclasses.replace(config, users=1), user)   # every field but the population's size
     # The array is kept, not the dict: a caller may change its own dict, never the shared array.
-    return {"text": _users.get(key, lambda: cd.text_examples(generate_user(config, user))["text"])}
+    return {"text": _users.get(key, lambda: cd.text_examples(_stored_user(*key))["text"])}
+
+
+@functools.cache
+def generator_version() -> str:
+    """What a user's sentences depend on besides the config: this module's code and numpy's streams."""
+    from importlib import metadata
+
+    return f"{disk_cache.source_digest(__file__)}:numpy=={metadata.version('numpy')}"
+
+
+def _stored_user(config: SyntheticTextConfig, user: int) -> list[str]:
+    """`generate_user`, generated once per machine (`disk_cache`): the sentences' UTF-8 bytes end to end
+    and where each ends (a unicode array would drop trailing NULs)."""
+    def arrays():
+        encoded = [s.encode("utf-8") for s in generate_user(config, user)]
+        return {"utf8": np.frombuffer(b"".join(encoded), np.uint8),
+                "ends": np.cumsum([len(e) for e in encoded], dtype=np.int64)}
+
+    key = disk_cache.digest("synthetic-text user", generator_version(), config, user)
+    stored = disk_cache.cached_arrays("synthetic", key, arrays,
+                                      valid=lambda a: set(a) == {"utf8", "ends"} and a["ends"].dtype == np.int64
+                                      and (len(a["ends"]) == 0 or a["ends"][-1] == len(a["utf8"])))
+    data, ends = stored["utf8"].tobytes(), stored["ends"].tolist()
+    return [data[start:end].decode("utf-8") for start, end in zip([0] + ends[:-1], ends)]
 
 
 def generate(config: SyntheticTextConfig) -> cd.ArrayClientData:
