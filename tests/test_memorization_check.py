@@ -157,24 +157,17 @@ def test_check_memorization_refuses_a_run_without_canaries(tmp_path):
     assert result.returncode == 2 and "train it with --canaries" in result.stderr
 
 
-def test_at_default_size_dp_noise_stops_the_memorization_training_without_it_shows(tmp_path, monkeypatch):
+def test_at_default_size_dp_noise_stops_the_memorization_training_without_it_shows(tmp_path):
     """The default suite's version of the slow test below (60 rounds, 2,000 references, in process,
     pinned secrets): without noise the canary two users repeat stands out of its controls by bits; with
     z = 3 its exposure is among theirs and its rank among the references drops by an order of magnitude.
     Why z = 3, not the slow test's 1: at z = 1 this small a run (qN = 10 of 20) still memorized the canary
     under this test's pinned secret (exposure 11.0 bits, rank 1), while a fresh secret gave 4.9 bits: at
     N = 20 no z that lets a model learn is a meaningful ε, and the noise on the mean, zS/qN, is what
-    decides. Pinned: 7.0 bits without noise (controls ≤ 4.2), 0.6 at z = 3 (controls ≤ 3.0).
-
-    On one client thread: with two, the same secret trained different models now and then (1 of 4 fresh
-    runs of the no-noise LM on 2026-12-03; 60 rounds without noise amplify a last-bit difference into
-    4.2-7.0 bits), and `make test` failed on it."""
+    decides. Pinned: 7.0 bits without noise (controls ≤ 4.2), 0.6 at z = 3 (controls ≤ 3.0)."""
     from fedgen_debug.experiments.lm import train_lm
     from fedgen_debug.memorization.check import check_lm_run
     from fedgen_debug.training.lm_run import LMRun
-    from fedgen_debug.training.tf_backend import CLIENT_THREADS_ENV
-
-    monkeypatch.setenv(CLIENT_THREADS_ENV, "1")
 
     found = {}
     for z in (0.0, 3.0):
