@@ -164,7 +164,7 @@ def _kept_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple
     """`generate_writer`'s arrays, read-only, rendered once per process within `WRITER_CACHE_BYTES` and,
     across processes, once per machine (`disk_cache`)."""
     key = (seed, writer, config.min_examples, config.max_examples, config.median_examples)
-    return _writers.get(key, lambda: _stored_writer(*key, config))
+    return _writers.get(key, lambda: _stored_writer(seed, writer, config))
 
 
 @functools.cache
@@ -177,9 +177,10 @@ def generator_version() -> str:
     return f"{disk_cache.source_digest(__file__)}:{libraries}"
 
 
-def _stored_writer(seed, writer, min_examples, max_examples, median_examples, config):
-    key = disk_cache.digest("synthetic-images writer", generator_version(), seed, writer, min_examples,
-                            max_examples, median_examples)
+def _stored_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple[np.ndarray, np.ndarray]:
+    """`generate_writer`'s arrays, rendered once per machine (`disk_cache`)."""
+    key = disk_cache.digest("synthetic-images writer", generator_version(), seed, writer, config.min_examples,
+                            config.max_examples, config.median_examples)
     arrays = disk_cache.cached_arrays(
         "synthetic", key, lambda: dict(zip(("pixels", "labels"), generate_writer(seed, writer, config))),
         valid=lambda a: set(a) == {"pixels", "labels"} and a["pixels"].dtype == np.float32
