@@ -15,11 +15,13 @@ read-only home costs time, never a result).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import tempfile
 import zipfile
+from importlib import metadata
 from typing import Callable, Mapping
 
 import numpy as np
@@ -42,13 +44,16 @@ def digest(*parts) -> str:
     return hashlib.sha256("|".join(repr(p) for p in parts).encode()).hexdigest()
 
 
-def source_digest(*paths: str) -> str:
-    """A digest of source files: a value computed by code that changed since is another value."""
+@functools.cache
+def code_version(sources: tuple[str, ...], distributions: tuple[str, ...]) -> str:
+    """What a value depends on besides its arguments: a digest of the source files that compute it and the
+    installed versions of the distributions it uses (a value computed by other code is another value).
+    Once per process."""
     h = hashlib.sha256()
-    for path in paths:
+    for path in sources:
         with open(path, "rb") as f:
             h.update(f.read())
-    return h.hexdigest()[:16]
+    return h.hexdigest()[:16] + ":" + ",".join(f"{d}=={metadata.version(d)}" for d in distributions)
 
 
 def cached_arrays(namespace: str, key: str, compute: Callable[[], Mapping[str, np.ndarray]],

@@ -22,7 +22,7 @@ import pytest
 
 import fedgen_debug
 from fedgen_debug import runtime
-from fedgen_debug.privacy import rdp_cache
+from fedgen_debug import disk_cache
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
 from fedgen_debug.runs import secret as secret_lib
 
@@ -34,13 +34,13 @@ atexit.register(shutil.rmtree, SUITE_LEDGER, ignore_errors=True)   # each proces
 os.environ[LEDGER_ENV] = SUITE_LEDGER
 Ledger(SUITE_LEDGER).set_budget("*", math.inf, reason="test suite")
 
-# Values kept on disk (`privacy.rdp_cache`, `FEDGEN_DEBUG_CACHE`): one directory for the whole run, made by
+# Values kept on disk (`disk_cache`, `FEDGEN_DEBUG_CACHE`): one directory for the whole run, made by
 # the first process (pytest, or xdist's controller before it starts its workers) and inherited by the
 # workers and every CLI subprocess; never the user's ~/.cache, never a previous run's.
 _inherited = os.environ.get("FEDGEN_DEBUG_TEST_CACHE")
-if not _inherited or _inherited != os.environ.get(rdp_cache.CACHE_ENV):
-    os.environ[rdp_cache.CACHE_ENV] = os.environ["FEDGEN_DEBUG_TEST_CACHE"] = tempfile.mkdtemp(prefix="fedgen-test-cache-")
-    atexit.register(shutil.rmtree, os.environ[rdp_cache.CACHE_ENV], ignore_errors=True)
+if not _inherited or _inherited != os.environ.get(disk_cache.CACHE_ENV):
+    os.environ[disk_cache.CACHE_ENV] = os.environ["FEDGEN_DEBUG_TEST_CACHE"] = tempfile.mkdtemp(prefix="fedgen-test-cache-")
+    atexit.register(shutil.rmtree, os.environ[disk_cache.CACHE_ENV], ignore_errors=True)
 
 # The suite runs TFF computations in-process too: the same exit hooks as the CLI.
 runtime.install_shutdown_hooks()

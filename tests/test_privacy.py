@@ -136,9 +136,9 @@ def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch,
     """The app's ε-over-time curve recomposes every prefix of a population's releases, and every release
     check recomposes the ledger: a subsampled Gaussian's RDP (~0.3 s) must not be recomputed each time
     (a 21-release ledger took > 60 s on the Privacy page), nor by the next process (the disk cache)."""
-    from fedgen_debug.privacy import rdp_cache
+    from fedgen_debug import disk_cache
 
-    monkeypatch.setenv(rdp_cache.CACHE_ENV, str(tmp_path))   # empty: nothing computed before
+    monkeypatch.setenv(disk_cache.CACHE_ENV, str(tmp_path))   # empty: nothing computed before
     built = []
 
     class CountingAccountant(rdp.RdpAccountant):

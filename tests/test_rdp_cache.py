@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from dp_accounting import rdp
 
+from fedgen_debug import disk_cache
 from fedgen_debug.privacy import accounting, rdp_cache
 
 
@@ -26,7 +27,7 @@ def _dp_accountings_own(event, relation=accounting.REPLACE_ONE) -> np.ndarray:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(rdp_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(disk_cache.CACHE_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache" / "rdp"
 
 
@@ -75,12 +76,12 @@ def test_a_broken_file_is_computed_again_and_replaced(cache, damage):
 
 def test_off_or_an_unwritable_directory_computes_and_keeps_nothing(tmp_path, monkeypatch):
     event = _event()
-    monkeypatch.setenv(rdp_cache.CACHE_ENV, rdp_cache.OFF)
+    monkeypatch.setenv(disk_cache.CACHE_ENV, disk_cache.OFF)
     assert rdp_cache.cache_dir() is None
     assert rdp_cache.rdp_values(event, "replace-one", accounting.RDP_ORDERS, lambda: np.arange(3.0)).tolist() == [0, 1, 2]
     blocked = tmp_path / "file"
     blocked.write_text("")     # a file where the directory would be
-    monkeypatch.setenv(rdp_cache.CACHE_ENV, str(blocked))
+    monkeypatch.setenv(disk_cache.CACHE_ENV, str(blocked))
     values = rdp_cache.rdp_values(event, "replace-one", accounting.RDP_ORDERS, lambda: _dp_accountings_own(event))
     assert values.tobytes() == _dp_accountings_own(event).tobytes() and not list(tmp_path.glob("**/*.tmp"))
 
@@ -98,7 +99,7 @@ event = dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacemen
     500, 25, dp_accounting.GaussianDpEvent(0.9)), 60)
 print(repr(accounting.epsilon_of_events([event], 1e-5).epsilon))
 """
-    env = {**os.environ, rdp_cache.CACHE_ENV: str(cache.parent)}
+    env = {**os.environ, disk_cache.CACHE_ENV: str(cache.parent)}
     runs = [subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env, timeout=120)
             for mode in ("compute", "refuse")]
     assert [r.returncode for r in runs] == [0, 0], [r.stderr[-2000:] for r in runs]

@@ -167,14 +167,10 @@ def _kept_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple
     return _writers.get(key, lambda: _stored_writer(seed, writer, config))
 
 
-@functools.cache
 def generator_version() -> str:
     """What a rendered writer depends on besides its arguments: this module's code, the fonts'
     matplotlib, and the libraries that draw, warp and add."""
-    from importlib import metadata
-
-    libraries = ",".join(f"{p}=={metadata.version(p)}" for p in ("numpy", "scipy", "pillow", "matplotlib"))
-    return f"{disk_cache.source_digest(__file__)}:{libraries}"
+    return disk_cache.code_version((__file__,), ("numpy", "scipy", "pillow", "matplotlib"))
 
 
 def _stored_writer(seed: int, writer: int, config: SyntheticImagesConfig) -> tuple[np.ndarray, np.ndarray]:

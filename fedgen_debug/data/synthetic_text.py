@@ -262,12 +262,9 @@ def _kept_user(config: SyntheticTextConfig, user: int):
     return {"text": _users.get(key, lambda: cd.text_examples(_stored_user(*key))["text"])}
 
 
-@functools.cache
 def generator_version() -> str:
     """What a user's sentences depend on besides the config: this module's code and numpy's streams."""
-    from importlib import metadata
-
-    return f"{disk_cache.source_digest(__file__)}:numpy=={metadata.version('numpy')}"
+    return disk_cache.code_version((__file__,), ("numpy",))
 
 
 def _stored_user(config: SyntheticTextConfig, user: int) -> list[str]:

@@ -13,14 +13,11 @@ boundary shows anyway), never data.
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Callable, Sequence
 
 import numpy as np
 
 from fedgen_debug import disk_cache
-
-CACHE_ENV, OFF = disk_cache.CACHE_ENV, disk_cache.OFF   # the setting, for callers and tests
 
 NAMESPACE = "rdp"
 
@@ -30,7 +27,7 @@ def cache_dir() -> str | None:
 
 
 def key(event, accounting: str, orders: Sequence[float]) -> str:
-    return disk_cache.digest(f"dp_accounting=={metadata.version('dp-accounting')}", tuple(orders), accounting, event)
+    return disk_cache.digest(disk_cache.code_version((), ("dp-accounting",)), tuple(orders), accounting, event)
 
 
 def rdp_values(event, accounting: str, orders: Sequence[float], compute: Callable[[], np.ndarray]) -> np.ndarray:
