@@ -221,6 +221,39 @@ def test_client_update_on_an_embedding_model_matches_keras_sgd():
     assert np.all(out.update[0][4:] == 0)  # rows 4 and 5 are never looked up
 
 
+def test_an_embedding_update_with_repeated_rows_is_the_same_on_every_run_and_equals_the_dense_step():
+    """A batch of 64 × 32 tokens looks up 20 rows, each about 100 times. TF's CPU scatter applies 1,024
+    or more rows on threads, so subtracting each repeat on its own added them in a scheduling-dependent
+    order (87 distinct results in 200 identical scatters on 2 cores; the same run secret trained
+    different word-LMs). Summed first, every run is one result: the dense gradient's SGD step."""
+    def model_fn():
+        embedding = tf.keras.layers.Embedding(50, 16, embeddings_initializer=tf.keras.initializers.RandomUniform(seed=1))
+        return tf.keras.Sequential([embedding, tf.keras.layers.GlobalAveragePooling1D(),
+                                    tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))])
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 20, (64, 32)).astype(np.int32)
+    y = rng.normal(size=(64, 1)).astype(np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+    model = model_fn()
+    model.build((None, 32))
+    initial = [tf.identity(v) for v in model.trainable_variables]
+    loss = tf.keras.losses.MeanSquaredError()
+    update = tf.function(lambda ds: dp_fedavg.client_update(model, loss, ds, initial, 0.1).update)
+    results = {b"".join(u.numpy().tobytes() for u in update(dataset)) for _ in range(40)}
+    assert len(results) == 1
+    reference = model_fn()
+    reference.build((None, 32))
+    with tf.GradientTape() as tape:
+        value = loss(y, reference(x, training=True))
+    grads = tape.gradient(value, reference.trainable_variables)
+    assert isinstance(grads[0], tf.IndexedSlices)
+    # The dense gradient (unsorted_segment_sum: each row's repeats in order), one SGD step, the update θ⁰ − θ.
+    steps = [w0 - (w0 - 0.1 * tf.convert_to_tensor(g)) for w0, g in zip(initial, grads)]
+    for u, step in zip(update(dataset), steps):
+        np.testing.assert_array_equal(u.numpy(), step.numpy())
+
+
 def _steps_match_keras(optimizer, keras_opt, rtol):
     weights = [tf.constant([1.0, -2.0]), tf.constant([0.5])]
     grads = [[tf.constant([0.1, 0.3]), tf.constant([-0.2])], [tf.constant([-0.4, 0.1]), tf.constant([0.05])]]

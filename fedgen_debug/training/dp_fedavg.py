@@ -91,6 +91,16 @@ def round_examples(examples: tuple, max_examples: int | None, rng: np.random.Gen
 ClientOutput = collections.namedtuple("ClientOutput", ["update", "num_examples", "mean_loss"])
 
 
+def unique_rows(grad: tf.IndexedSlices, scale: float) -> tf.IndexedSlices:
+    """`scale · grad` with each looked-up row once, its repeats summed in the order they came (as the
+    dense gradient sums them). Why: TF's CPU scatter applies 1,024 or more rows on threads under locks,
+    so rows that repeat were added in a scheduling-dependent order, and the same secret trained
+    different models in different processes (87 distinct results in 200 identical scatters)."""
+    rows, position = tf.unique(grad.indices)
+    summed = tf.math.unsorted_segment_sum(grad.values, position, tf.shape(rows)[0])
+    return tf.IndexedSlices(scale * summed, rows, grad.dense_shape)
+
+
 def client_update(model: tf.keras.Model, loss_fn, dataset: tf.data.Dataset, initial_weights, learning_rate: float):
     """Local SGD from `initial_weights`; returns the update `initial − final` (TFF's sign convention:
     the server treats the averaged update as a pseudo-gradient)."""
@@ -108,7 +118,7 @@ def client_update(model: tf.keras.Model, loss_fn, dataset: tf.data.Dataset, init
         grads = tape.gradient(loss, model.trainable_variables)
         for variable, grad in zip(model.trainable_variables, grads):
             if isinstance(grad, tf.IndexedSlices):  # embeddings: update only the rows looked up
-                variable.scatter_sub(tf.IndexedSlices(learning_rate * grad.values, grad.indices, grad.dense_shape))
+                variable.scatter_sub(unique_rows(grad, learning_rate))
             else:
                 variable.assign_sub(learning_rate * grad)
         num_examples += tf.shape(y, out_type=tf.int64)[0]
