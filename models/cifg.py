@@ -53,7 +53,11 @@ class CIFGCell(tf.keras.layers.AbstractRNNCell):
 
     def call(self, inputs, states):
         c_prev, h_prev = states
-        gates = tf.matmul(inputs, self.kernel) + tf.matmul(h_prev, self.recurrent_kernel) + self.bias
+        # `bias_add`, not `+`: the bias's gradient is then BiasAddGrad's own fresh tensor each step. With `+`, a
+        # 1-row batch's gradient was a view of the step's gate gradient, so TF's AddN over the time steps
+        # found it reusable at times and not at others and summed the steps in another order: one client's
+        # update differed in 3% of identical calls, and runs from one secret trained different models.
+        gates = tf.nn.bias_add(tf.matmul(inputs, self.kernel) + tf.matmul(h_prev, self.recurrent_kernel), self.bias)
         i_pre, z_pre, o_pre = tf.split(gates, 3, axis=-1)
         i = tf.sigmoid(i_pre)
         c = (1.0 - i) * c_prev + i * tf.tanh(z_pre)
