@@ -164,7 +164,8 @@ def test_at_default_size_dp_noise_stops_the_memorization_training_without_it_sho
     Why z = 3, not the slow test's 1: at z = 1 this small a run (qN = 10 of 20) still memorized the canary
     under this test's pinned secret (exposure 11.0 bits, rank 1), while a fresh secret gave 4.9 bits: at
     N = 20 no z that lets a model learn is a meaningful ε, and the noise on the mean, zS/qN, is what
-    decides. Pinned: 7.0 bits without noise (controls ≤ 4.2), 0.6 at z = 3 (controls ≤ 3.0)."""
+    decides. Pinned: 8.2 bits without noise (controls ≤ 4.0), 1.6 at z = 3 (controls ≤ 3.9); the same in every process since
+    training is deterministic (it was not: 4.2-7.0 bits, `models/cifg.py`, `dp_fedavg.unique_rows`)."""
     from fedgen_debug.experiments.lm import train_lm
     from fedgen_debug.memorization.check import check_lm_run
     from fedgen_debug.training.lm_run import LMRun
