@@ -58,6 +58,21 @@ def test_health_flags_blank_and_empty_auxiliaries():
     assert not diagnose.text_health(["", " ", "a"])["healthy"] and diagnose.text_health(["ab", "c", ""])["healthy"]
 
 
+def test_health_names_faint_samples_among_the_blank_ones_and_decides_as_before():
+    """Thin strokes 0.3 below the paper never reach half contrast: blank, as before (an undertrained GAN draws
+    such samples too), but the reason names them faint; a flat field is blank without ink."""
+    faint = np.ones((50, 28, 28))
+    faint[:, 8:20, 13] = 0.7
+    faint[:20] = 1.0                                        # 20 of 50 with no ink at all
+    health = diagnose.image_health(faint)
+    assert not health["healthy"] and health["shares"]["blank"] == 1.0 and health["shares"]["faint"] == 0.6
+    assert health["reason"] == ("mostly blank samples (40% without ink, 60% with faint ink only: a GAN still"
+                                " learning draws faint samples, and so does one of data whose strokes are faint"
+                                " or thin)")
+    flat = diagnose.image_health(np.ones((50, 28, 28)))
+    assert flat["shares"]["faint"] == 0.0 and flat["reason"] == "mostly blank samples"
+
+
 def test_the_text_report_names_spacing_for_glued_words():
     words = [f"w{i % 37}x" for i in range(400)]
     glued = [w if i % 2 else f"{w} {w}" for i, w in enumerate(words)]

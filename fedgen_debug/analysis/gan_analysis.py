@@ -23,7 +23,8 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
 - Blank samples: an image with ink (pixels further than 0.5 from its background) on under 1% of its
   pixels shows no character. A GAN drawing mostly blanks has not learned its data (seen with demo
   presets: collapses to uniform white or black), so its dark share is no evidence either way: the
-  verdict is then flagged `inconclusive`, whatever its z.
+  verdict is then flagged `inconclusive`, whatever its z. Such a "blank" may still hold faint ink (under
+  half-ink, `FAINT_INK_CONTRAST` or more from the background): `diagnose` names those samples faint.
 - Noise samples: an image whose neighbouring pixels differ by more than 0.3 on average is salt and
   pepper, not handwriting (handwriting: 0.03-0.08; learned demo GANs: 0.11-0.15; GANs whose noisy
   discriminator taught G nothing: 0.44-0.52, measured). Mostly noise is `inconclusive` too: such a
@@ -62,6 +63,7 @@ DARK_NOISE_FLOOR = 0.05
 DARK_BELOW = 0.5
 FRAME = 3
 INK_CONTRAST = 0.5
+FAINT_INK_CONTRAST = 0.1
 BLANK_INK_BELOW = 0.01
 NOISE_SPECKLE_ABOVE = 0.3
 FLAT_FRAME_WITHIN = 0.25
@@ -112,10 +114,11 @@ def dark_background(images) -> dict:
     return _flagged(background < DARK_BELOW, "dark", median_background=float(np.median(background)))
 
 
-def blank_samples(images) -> dict:
-    """How many images show no character: ink on under `BLANK_INK_BELOW` of their pixels."""
+def blank_samples(images, contrast: float = INK_CONTRAST) -> dict:
+    """How many images show no character: ink (pixels further than `contrast` from the background) on
+    under `BLANK_INK_BELOW` of their pixels."""
     unit = _per_image(to_unit(images))
-    ink = np.mean(np.abs(unit - background_intensity(images)[:, None, None]) > INK_CONTRAST, axis=(1, 2))
+    ink = np.mean(np.abs(unit - background_intensity(images)[:, None, None]) > contrast, axis=(1, 2))
     return _flagged(ink < BLANK_INK_BELOW, "blank")
 
 
