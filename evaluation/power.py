@@ -54,7 +54,7 @@ def run_config(story: str, kind: str, data: str, fraction: float, seed: int, eps
     settings = {**noise_settings(epsilon, deployment), "rounds": rounds}
     if story == "invert":
         bug = bug_settings(f"invert:{fraction}", "images") if fraction else {}
-        return GANRun(data, select, preset=preset, seed=seed, **bug, **settings)
+        return GANRun(data, select, preset=preset, seed=seed, init=init, **bug, **settings)
     bug = bug_settings(f"concat:{fraction}", "text") if fraction else {}
     return LMRun(kind, data, preset=preset, seed=seed, init=init, **bug, **settings)
 
@@ -72,8 +72,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="override the preset's rounds")
     parser.add_argument("--preset", default="demo", help="the runs' preset (test: a smoke run)")
     parser.add_argument("--samples", type=int, default=5000, help="samples per side for the named check")
-    parser.add_argument("--init", metavar="public:SPEC", help="concat: both LMs start from public pretraining "
-                        "(`train-lm --init`); run directories get an -init suffix")
+    parser.add_argument("--init", metavar="public:SPEC", help="both auxiliaries start from public pretraining "
+                        "(`train-lm --init`, `train-gan --init`); run directories get an -init suffix")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()

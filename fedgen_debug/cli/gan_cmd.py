@@ -43,6 +43,10 @@ def register(sub) -> None:
                             "samples: a small subpopulation, e.g. a 5th-percentile cut, trains as fast as a large "
                             "one; same ε)")
     add_sample_quality_flags(train)
+    train.add_argument("--init", metavar="public:SPEC",
+                       help="start DP-FedAvg from a GAN trained centrally on public images (e.g. "
+                            "public:synthetic-images:writers=100,seed=1000); costs no ε. Default: fresh networks "
+                            "(docs/privacy.md: what pretraining does to a diagnosis)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "
@@ -93,7 +97,7 @@ def run_train(args) -> int:
                  preset=args.preset, seed=args.seed, primary=args.primary, primary_classes=args.primary_classes,
                  primary_background=args.primary_background, primary_output=args.primary_output,
                  primary_scale=args.primary_scale,
-                 canaries=args.canaries, classes=args.classes, d_step=args.d_step,
+                 canaries=args.canaries, classes=args.classes, d_step=args.d_step, init=args.init,
                  **sample_quality_settings(args), **bug_settings(args.bug, "images"), **privacy_settings(args))
     result = train_run(run, args.out)
     print(f"GAN trained for {result.rounds_completed} rounds"

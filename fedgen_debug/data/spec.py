@@ -11,6 +11,7 @@ from fedgen_debug.spec_grammar import split_spec
 
 IMAGES = "images"  # == client_data.IMAGES, repeated so that parsing does not import TensorFlow
 TEXT = "text"
+PUBLIC_PREFIX = "public:"  # before a spec: public stand-in data (a vocabulary, pretraining), charged nothing
 
 _SOURCES = {
     # source: (modality, positional argument, {option: (type, default)})

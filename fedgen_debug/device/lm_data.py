@@ -32,7 +32,7 @@ from fedgen_debug.runs import store
 from fedgen_debug.selectors.criteria import OutOfVocabulary
 
 DP_VOCABULARY = "dp"
-PUBLIC_PREFIX = "public:"
+PUBLIC_PREFIX = data_spec.PUBLIC_PREFIX
 FILE_PREFIX = "file:"
 PUBLIC_STAND_IN_USERS = 1000
 # One DP mean of the users' OOV rates: σ/Δ = 2 up to the demo's 300 users (ε ≈ 2.4 at δ = 1e-5, error

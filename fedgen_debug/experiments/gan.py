@@ -54,6 +54,7 @@ from fedgen_debug.seeding import client_rng
 from fedgen_debug.selectors import registry
 from fedgen_debug.selectors.base import AllOf, Selector
 from fedgen_debug.selectors.criteria import ByUserMetric
+from fedgen_debug.experiments import public_init
 from fedgen_debug.training import dp_fedavg_gan, loop, presets
 from fedgen_debug.training.gan_run import GANRun
 
@@ -294,8 +295,12 @@ def _train_gan(run: GANRun, out_dir: str, client_data, app_update, context, warm
 
     snapshot = gan_snapshots.snapshot_fn(lambda: build_generator(gan, run.seed), run.seed, out_dir,
                                          gan_analysis.snapshot_statistics)
+    def pretrained():   # called only when the run starts (a resume reads its checkpoint)
+        return public_init.pretrained_gan_weights(run.init, gan, run.seed)
+
     result = loop.train(build, population, client_examples, config.training, out_dir, label=label, extra_config=extra,
-                        evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from)
+                        evaluate_fn=snapshot, secret=secret, delta=run.delta, warm_start_from=warm_start_from,
+                        initial_weights=pretrained if run.init is not None else None)
     store.publish_snapshots(out_dir)
     return result
 

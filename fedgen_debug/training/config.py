@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from fedgen_debug.data import spec as data_spec
 from fedgen_debug.privacy.accounting import (ACCOUNTINGS, REPLACE_ONE, SAMPLINGS, WITHOUT_REPLACEMENT,
                                              check_accounting)
 from fedgen_debug.validation import (check_at_least, check_in_range, check_non_negative, check_one_of,
@@ -220,3 +221,18 @@ class PrivacySettings:
             clip=dp.clip if self.clip is None else self.clip, accounting=default_accounting(self.sampling),
             clip_quantile=dp.clip_quantile if self.clip_quantile is None else self.clip_quantile)
         return dataclasses.replace(preset, rounds=rounds, dp=dp, sampling=self.sampling)
+
+
+def check_public_init(init: str | None, data: str, modality: str) -> None:
+    """`None`, or `public:SPEC` naming `modality` data other than the run's `data`; a clear error otherwise."""
+    if init is None:
+        return
+    what = {"text": "text", "images": "images"}[modality]
+    if not init.startswith(data_spec.PUBLIC_PREFIX):
+        raise ValueError(f"init must be 'public:DATA_SPEC' (public stand-in {what} to pretrain on). Found {init!r}.")
+    spec = data_spec.parse_data_spec(init[len(data_spec.PUBLIC_PREFIX):])
+    if spec.modality != modality:
+        raise ValueError(f"init: {'an LM' if modality == 'text' else 'a GAN'} pretrains on {what}. Found {init!r}.")
+    if data_spec.user_namespace(spec) == data_spec.user_namespace(data) and \
+            set(data_spec.client_ids(spec)) & set(data_spec.client_ids(data)):
+        raise ValueError(f"init: {spec} holds users of the private data; pretraining must use other, public {what}.")

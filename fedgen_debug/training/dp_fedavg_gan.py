@@ -316,6 +316,19 @@ class GANProcess:
                 "generator_average", previous_state["server"]["generator"]["trainable"])
         return collections.OrderedDict(fresh_state, server=server)
 
+    def set_model_weights(self, state, weights: dict):
+        """`state` with G and D from `weights` ({"generator": ModelWeights, "discriminator": [arrays]}:
+        public pretraining, `experiments.public_init`), G's moving average starting at G; the optimizers,
+        seeds, round counter and DP aggregator stay fresh."""
+        server = collections.OrderedDict(state["server"])
+        generator = weights["generator"]
+        server["generator"] = collections.OrderedDict(trainable=list(generator.trainable),
+                                                      non_trainable=list(generator.non_trainable))
+        server["discriminator"] = list(weights["discriminator"])
+        if "generator_average" in server:
+            server["generator_average"] = list(generator.trainable)
+        return collections.OrderedDict(state, server=server)
+
     def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
         """The released generator: its moving average when the config keeps one (with G's current BN
         statistics), else G."""

@@ -21,7 +21,7 @@ from fedgen_debug.runs import store
 from fedgen_debug.selectors import registry
 from fedgen_debug.training import dp_fedavg_gan, presets
 from fedgen_debug.training import run_dir as rd
-from fedgen_debug.training.config import PrivacySettings
+from fedgen_debug.training.config import PrivacySettings, check_public_init
 from fedgen_debug.validation import check_fraction, check_at_least, check_in_range, check_one_of
 
 # D's server step under strict selection. "fixed": the noised sum over the fixed qN (Algorithm 1), so k
@@ -55,6 +55,9 @@ class GANRun(PrivacySettings):
     # A pipeline fault of the device catalog on top of the paper's bug (`device.catalog`, e.g. "rotate:0.5"):
     # a simulation, to see what a fault looks like in the samples.
     fault: str | None = None
+    # `public:SPEC`: G and D start from a WGAN-GP trained centrally on public stand-in images
+    # (`experiments.public_init.pretrained_gan_weights`; no ε: nothing of the users enters them).
+    init: str | None = None
 
     def __post_init__(self):
         presets.check_preset(self.preset)
@@ -64,6 +67,7 @@ class GANRun(PrivacySettings):
         registry.parse_selector(self.select)  # validates
         check_fraction(self.bug_fraction, "bug_fraction")
         self.device_fault()
+        check_public_init(self.init, self.data, "images")
         if self.canaries is not None:
             parse_canaries(self.canaries)
         if self.classes is not None:
@@ -102,7 +106,7 @@ class GANRun(PrivacySettings):
 
     def to_json(self) -> dict:
         return self.saved_json(("canaries", "classes", "d_step", "cycle_client_data", "gen_ema", "gen_upsample",
-                                "primary_background", "primary_output", "primary_scale", "fault"))
+                                "primary_background", "primary_output", "primary_scale", "fault", "init"))
 
 
 def released_d_step(run_dir: str) -> dict:

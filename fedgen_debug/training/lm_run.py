@@ -18,22 +18,8 @@ from fedgen_debug.models.lm import CHAR_VOCAB, TokenCrossentropy, build_lm
 from fedgen_debug.runs import store
 from fedgen_debug.training import dp_fedavg, presets
 from fedgen_debug.training import run_dir as rd
-from fedgen_debug.training.config import PrivacySettings, TrainingConfig
+from fedgen_debug.training.config import PrivacySettings, TrainingConfig, check_public_init
 from fedgen_debug.validation import check_at_least, check_fraction
-
-
-def check_init(init: str | None, data: str) -> None:
-    """`None`, or `public:SPEC` naming text other than the run's `data`; a clear error otherwise."""
-    if init is None:
-        return
-    if not init.startswith(lm_data.PUBLIC_PREFIX):
-        raise ValueError(f"init must be 'public:DATA_SPEC' (public stand-in text to pretrain on). Found {init!r}.")
-    spec = data_spec.parse_data_spec(init[len(lm_data.PUBLIC_PREFIX):])
-    if spec.modality != "text":
-        raise ValueError(f"init: an LM pretrains on text. Found {init!r}.")
-    if data_spec.user_namespace(spec) == data_spec.user_namespace(data) and \
-            set(data_spec.client_ids(spec)) & set(data_spec.client_ids(data)):
-        raise ValueError(f"init: {spec} holds users of the private data; pretraining must use other, public text.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +56,7 @@ class LMRun(PrivacySettings):
         lm_data.check_vocabulary_source(self.vocab, self.data)
         if self.canaries is not None:
             parse_canaries(self.canaries)
-        check_init(self.init, self.data)
+        check_public_init(self.init, self.data, "text")
         check_at_least("update_canaries", self.update_canaries, 0)
         if self.update_canaries and self.clip_quantile is not None:
             raise ValueError("update canaries are inserted at a fixed clip S: drop --adaptive-clip to plant them.")
