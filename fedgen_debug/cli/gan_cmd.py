@@ -45,8 +45,9 @@ def register(sub) -> None:
     add_sample_quality_flags(train)
     train.add_argument("--init", metavar="public:SPEC",
                        help="start DP-FedAvg from a GAN trained centrally on public images (e.g. "
-                            "public:synthetic-images:writers=100,seed=1000); costs no ε. Default: fresh networks "
-                            "(docs/privacy.md: what pretraining does to a diagnosis)")
+                            "public:synthetic-images:writers=100,seed=1000); costs no ε. It can hide a bug: pretrained "
+                            "GANs kept drawing light paper on 50%%-inverted devices, even without noise. Default: "
+                            "fresh networks (docs/privacy.md)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert glyph canaries for check-memorization (the same SPEC as train-lm --canaries: "

@@ -24,8 +24,9 @@ def register(sub) -> None:
                             "synthetic text, else dp)")
     train.add_argument("--init", metavar="public:SPEC",
                        help="start DP-FedAvg from a model trained centrally on public text (e.g. "
-                            "public:synthetic-text:users=1000,seed=1000); costs no ε. Default: a fresh model "
-                            "(docs/privacy.md: what pretraining does to a diagnosis)")
+                            "public:synthetic-text:users=1000,seed=1000); costs no ε. It can hide a bug: a "
+                            "pretrained word-LM sampled too few OOV words to check at ε = 0.5. Default: a fresh "
+                            "model (docs/privacy.md)")
     train.add_argument("--seed", type=int, default=0, help="public randomness only: model init, simulated bug")
     train.add_argument("--canaries", nargs="?", const="default", default=None, metavar="SPEC",
                        help="insert canaries for check-memorization: thakkar[:p_u=P,p_e=Q] (user-level insertion), "
