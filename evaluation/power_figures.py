@@ -6,7 +6,8 @@ Draws, against the deployment-equivalent ε (ε = inf at the right):
 - `power_word_z_DATE.png`: the word-LM's named check z per fraction (its threshold drawn), so a cell
   that missed shows by how much, and the clean pair's z shows the noise the check runs against;
 - `power_gan_DATE.png`: each GAN pair's answer per fraction (detected, not detected, inconclusive), rows
-  with an `init` (public pretraining) as a line of their own, the lines set slightly apart to stay visible.
+  with an `init` (public pretraining) or a `data` (other than the default synthetic data) as lines of
+  their own, set slightly apart to stay visible.
 """
 
 from __future__ import annotations
@@ -35,14 +36,17 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
 
     where = positions(r["epsilon"] for r in rows)
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    series = sorted({(r["fraction"], r.get("init") or "") for r in rows}, key=lambda s: (-s[0], s[1]))
-    for i, (fraction, init) in enumerate(series):
-        cells = sorted((r for r in rows if (r["fraction"], r.get("init") or "") == (fraction, init)),
-                       key=lambda r: where[r["epsilon"]])
-        label = "clean vs clean" if fraction == 0 else f"{fraction:g} of devices"
-        ax.plot([where[r["epsilon"]] for r in cells], [value(r) + jitter * (i - (len(series) - 1) / 2) for r in cells], marker="s" if init else "o",
-                label=label + (", pretrained (--init)" if init else ""),
-                linestyle="--" if fraction == 0 or init else "-")
+    def key(r):
+        return r["fraction"], r.get("init") or "", r.get("data") or ""
+
+    series = sorted({key(r) for r in rows}, key=lambda s: (-s[0], s[1], s[2]))
+    for i, (fraction, init, data) in enumerate(series):
+        cells = sorted((r for r in rows if key(r) == (fraction, init, data)), key=lambda r: where[r["epsilon"]])
+        label = ("clean vs clean" if fraction == 0 else f"{fraction:g} of devices") + \
+            (", pretrained (--init)" if init else "") + (f", {os.path.basename(data)}" if data else "")
+        ax.plot([where[r["epsilon"]] for r in cells], [value(r) + jitter * (i - (len(series) - 1) / 2) for r in cells],
+                marker="s" if init else ("^" if data else "o"), label=label,
+                linestyle="--" if fraction == 0 or init else (":" if data else "-"))
     if threshold is not None:
         ax.axhline(threshold, color="grey", linewidth=0.8)
         ax.text(len(where) - 1, threshold, "threshold ", ha="right", va="bottom", fontsize=7, color="grey")
