@@ -2,6 +2,7 @@
 estimates on hand-built clean pairs, the calibrated z, a statistical check of the false-alarm rate and the
 power on simulated runs, the store's choice of calibration, and `fedgen-debug calibrate` end to end."""
 
+import dataclasses
 import itertools
 import json
 import math
@@ -161,6 +162,39 @@ def test_every_shipped_calibration_loads_and_is_measured_on_enough_runs():
         assert c.degrees_of_freedom >= 9 and c.false_alarms["pairs"] >= (20 if c.pair_type == "replicate" else 10)
         assert c.false_alarms["alarms"] <= c.false_alarms["pairs"] / 20      # the issue's ≤ 1 in 20
         assert set(c.source["settings"]) == {"preset", "rounds", "clients_per_round", "noise_multiplier", "clip"}
+        assert c.source["data"].startswith("synthetic-") and c.source["data"].split(":")[0] in c.source["description"]
+
+
+def test_a_calibration_measured_on_other_data_says_so_and_on_the_same_source_does_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration_store, "SHIPPED_DIR", str(tmp_path / "shipped"))
+    (tmp_path / "shipped").mkdir()
+
+    def run(name, data):
+        config = {"gan": {"select": "random", "preset": "demo", "data": data},
+                  "training": {"rounds": 200, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
+        store.write_json(store.released(str(tmp_path / name), "config.json"), config)
+        return str(tmp_path / name)
+
+    synthetic_a, synthetic_b = run("s1", "synthetic-images:writers=30,seed=5"), run("s2", "synthetic-images:writers=30,seed=5")
+    real_a, real_b = run("r1", "npz:/data/digits.npz"), run("r2", "npz:/data/digits.npz")
+    settings = calibration_store.training_settings(real_a)
+    noise = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10)}
+    calibration = C.Calibration("rep", "gan", "demo", "replicate", noise, 9, 3.0,
+                                {"settings": settings, "data": "synthetic-images:writers=100,seed=0"})
+    calibration_store.save(calibration, str(tmp_path / "shipped" / "rep.json"))
+    # Another synthetic population at the same settings: the calibration's own kind of data, no note.
+    assert calibration_store.choose(None, "gan", "replicate", synthetic_a, synthetic_b) == (calibration, None)
+    chosen, note = calibration_store.choose(None, "gan", "replicate", real_a, real_b)
+    assert chosen == calibration          # still used: on FEMNIST it held (docs/analysis.md)
+    assert "measured on synthetic-images:writers=100,seed=0" in note and "npz:/data/digits.npz" in note
+    assert "fedgen-debug calibrate" in note
+    # A calibration file passed by hand is checked the same way, beside the settings' note.
+    chosen, note = calibration_store.choose(str(tmp_path / "shipped" / "rep.json"), "gan", "replicate", real_a, real_b)
+    assert chosen == calibration and "npz:/data/digits.npz" in note
+    # One that does not say what it was measured on (made before 2026-12-04): no note, no error.
+    calibration_store.save(dataclasses.replace(calibration, source={"settings": settings}),
+                           str(tmp_path / "shipped" / "rep.json"))
+    assert calibration_store.choose(None, "gan", "replicate", real_a, real_b)[1] is None
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +215,10 @@ def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs,
     assert "2 degrees of freedom" in result.stdout and "false alarms" in result.stdout
     calibration = calibration_store.load(path)
     assert calibration.kind == "char" and calibration.pair_type == "replicate" and calibration.false_alarms["pairs"] == 0
+    assert calibration.source["data"] == "synthetic-text:users=12,seed=3"     # what it was measured on
     report = diagnose.diagnose(char_runs[0], char_runs[1], samples=100, calibration=path)
     assert report["calibration"]["calibrated"] and report["calibration"]["name"] == "char"
+    assert report["calibration"]["note"] is None          # same settings, same source of data: nothing to say
     assert all("calibrated_z" in c for c in report["differences"])
     assert store.read_json(store.released(char_runs[1], store.DIAGNOSIS))["calibration"]["calibrated"]
     off = diagnose.diagnose(char_runs[0], char_runs[1], samples=100, calibration="none")

@@ -53,7 +53,9 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     return calibration_module.Calibration(
         name=name, kind=kind, preset=settings[0]["preset"], pair_type=pair_type, properties=noise,
         degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(rows[0])),
-        source={"settings": settings[0], "runs": len(run_dirs), "pairs": len(pairs), "samples": samples,
+        source={"settings": settings[0], "data": ", ".join(sorted({d for d in map(calibration_store.run_data, run_dirs)
+                                                                      if d})) or None,
+                "runs": len(run_dirs), "pairs": len(pairs), "samples": samples,
                 "seed": seed, "description": description,
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms)
