@@ -46,7 +46,8 @@ def noise_settings(epsilon: float, deployment: str) -> dict:
 
 
 def run_config(story: str, kind: str, data: str, fraction: float, seed: int, epsilon: float, deployment: str,
-               select: str = "random", rounds: int | None = None, preset: str = "demo", init: str | None = None):
+               select: str = "random", rounds: int | None = None, preset: str = "demo", init: str | None = None,
+               vocab: str | None = None):
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.training.lm_run import LMRun
@@ -56,7 +57,7 @@ def run_config(story: str, kind: str, data: str, fraction: float, seed: int, eps
         bug = bug_settings(f"invert:{fraction}", "images") if fraction else {}
         return GANRun(data, select, preset=preset, seed=seed, init=init, **bug, **settings)
     bug = bug_settings(f"concat:{fraction}", "text") if fraction else {}
-    return LMRun(kind, data, preset=preset, seed=seed, init=init, **bug, **settings)
+    return LMRun(kind, data, preset=preset, seed=seed, init=init, vocab=vocab, **bug, **settings)
 
 
 def main() -> None:
@@ -74,6 +75,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=5000, help="samples per side for the named check")
     parser.add_argument("--init", metavar="public:SPEC", help="both auxiliaries start from public pretraining "
                         "(`train-lm --init`, `train-gan --init`); run directories get an -init suffix")
+    parser.add_argument("--vocab", help="concat: the LMs' vocabulary (file:PATH, public:SPEC or dp; default: the "
+                        "run's own default), e.g. a play's production-like vocabulary from split_play.py")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runtime.install_shutdown_hooks()
@@ -90,7 +93,8 @@ def main() -> None:
         directory = os.path.join(args.out, f"{tag}-eps{epsilon:g}-{args.story}{fraction:g}-seed{seed}{side}"
                                  + ("-init" if args.init else ""))
         return Arm(name, directory, run_config(args.story, args.kind, data, fraction, seed, epsilon,
-                                               args.deployment, select, args.rounds, args.preset, args.init))
+                                               args.deployment, select, args.rounds, args.preset, args.init,
+                                               args.vocab))
 
     comparisons = []
     for epsilon in epsilons:
@@ -130,6 +134,7 @@ def main() -> None:
         cells[(r["epsilon"], r["fraction"])].append(r["detected"])
     table = [{"epsilon": e, "fraction": f, "detected": sum(v), "seeds": len(v)} for (e, f), v in sorted(cells.items())]
     write_json(os.path.join(args.out, "summary.json"), {"story": args.story, "kind": args.kind, "data": data,
+                                                        "vocab": args.vocab,
                                                         "deployment": args.deployment, "rows": rows, "table": table})
     for cell in table:
         print(f"ε = {cell['epsilon']:g}, fraction {cell['fraction']:g}: detected {cell['detected']} of {cell['seeds']}")
