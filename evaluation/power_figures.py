@@ -35,7 +35,7 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
     import matplotlib.pyplot as plt
 
     where = positions(r["epsilon"] for r in rows)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(8.5, 3.5))
     def key(r):
         return r["fraction"], r.get("init") or "", r.get("data") or ""
 
@@ -43,7 +43,7 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
     for i, (fraction, init, data) in enumerate(series):
         cells = sorted((r for r in rows if key(r) == (fraction, init, data)), key=lambda r: where[r["epsilon"]])
         label = ("clean vs clean" if fraction == 0 else f"{fraction:g} of devices") + \
-            (", pretrained (--init)" if init else "") + (f", {os.path.basename(data)}" if data else "")
+            (", pretrained (--init)" if init else "") + (f", {data.split(':')[0]}: {os.path.basename(data.split(':', 1)[-1])}" if data else "")
         ax.plot([where[r["epsilon"]] for r in cells], [value(r) + jitter * (i - (len(series) - 1) / 2) for r in cells],
                 marker="s" if init else ("^" if data else "o"), label=label,
                 linestyle="--" if fraction == 0 or init else (":" if data else "-"))
@@ -57,7 +57,7 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
     if yticks:
         ax.set_yticks(list(yticks.values()), list(yticks))
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
