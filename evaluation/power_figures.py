@@ -42,8 +42,9 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
     series = sorted({key(r) for r in rows}, key=lambda s: (-s[0], s[1], s[2]))
     for i, (fraction, init, data) in enumerate(series):
         cells = sorted((r for r in rows if key(r) == (fraction, init, data)), key=lambda r: where[r["epsilon"]])
+        source, _, data_path = data.partition(":")
         label = ("clean vs clean" if fraction == 0 else f"{fraction:g} of devices") + \
-            (", pretrained (--init)" if init else "") + (f", {data.split(':')[0]}: {os.path.basename(data.split(':', 1)[-1])}" if data else "")
+            (", pretrained (--init)" if init else "") + (f", {source}: {os.path.basename(data_path)}" if data else "")
         ax.plot([where[r["epsilon"]] for r in cells], [value(r) + jitter * (i - (len(series) - 1) / 2) for r in cells],
                 marker="s" if init else ("^" if data else "o"), label=label,
                 linestyle="--" if fraction == 0 or init else (":" if data else "-"))

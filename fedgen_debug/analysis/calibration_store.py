@@ -7,8 +7,8 @@ own settings for its kind and pair type. The tool ships calibrations for its pre
 measured by `evaluation/any_bug.py` and `fedgen-debug calibrate`, see docs/analysis.md); a modeler with
 other settings makes one from their own replicate runs (`fedgen-debug calibrate RUN RUN RUN ... --out F`) and
 passes it with `--calibration F`; a calibration names the data it was measured on (`source["data"]`) and a
-diagnosis of runs on another source of data says so in its note. Without one, a diagnosis is calibrated against the samples' noise only
-and says so (`calibrated: false`).
+diagnosis of runs on another source of data says so in its note. Without one, a diagnosis is calibrated
+against the samples' noise only and says so (`calibrated: false`).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def data_note(calibration: Calibration, run_dirs) -> str | None:
         return None
     return (f"calibration measured on {measured}, these runs train on {', '.join(used)}: training noise depends "
             "on the data too (a synthetic one held on real FEMNIST but missed faults on Tiny Shakespeare, "
-            "docs/analysis.md); for one that fits, "
-            "`fedgen-debug calibrate` 3 or more clean replicate runs of this data")
+            "docs/analysis.md); for one that fits, `fedgen-debug calibrate` 3 or more clean replicate runs of "
+            "this data")
 
 
 def _source(data_spec: str) -> str:
