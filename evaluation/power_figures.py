@@ -36,7 +36,8 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
 
     where = positions(r["epsilon"] for r in rows)
     fig, ax = plt.subplots(figsize=(8.5, 3.5))
-    def key(r):
+
+    def key(r):   # a line per fraction, public init and data source
         return r["fraction"], r.get("init") or "", r.get("data") or ""
 
     series = sorted({key(r) for r in rows}, key=lambda s: (-s[0], s[1], s[2]))
