@@ -9,7 +9,9 @@ Polarity first, then everything else on the *polarity-normalized* image: an imag
 differ more from its background than its darkest ones (light ink) is flipped (1 − x), so that an inverted
 set differs from a clean one in `light_ink` alone and not also in brightness, contrast, ... The ink is then
 `darkness` = background − pixel (≥ 0); the *ink mask* holds the pixels darker than half the image's peak
-darkness (relative, so that faint or blurred ink is still ink). An image without ink (peak darkness under
+darkness (relative, so that faint or blurred ink is still ink), less its specks: pieces of fewer than
+`MIN_INK_PIECE` pixels (8-connected) are noise, not strokes, unless nothing else is ink (a speck far from
+the glyph would otherwise widen its extent and box, and its edges count as the glyph's). An image without ink (peak darkness under
 `MIN_INK_DARKNESS`: blank) has no geometric properties: nan, which `differences.compare` leaves out.
 
 Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
@@ -18,7 +20,8 @@ Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
   it; a contrast change about mid-gray does not.
 - contrast: `michelson_contrast` = (background − ink)/(background + ink): a contrast change moves it; a
   multiplicative darkening (x·k) does not.
-- sharpness: `edge_width` (pixels in the 20-80% darkness transition per ink pixel) and `edge_steepness`
+- sharpness: `edge_width` (pixels in the 20-80% darkness transition, within `BACKGROUND_CLEARANCE` pixels
+  of the ink, per ink-boundary pixel: the background beyond is the noise family's) and `edge_steepness`
   (the gradient at the ink's edge over the ink's darkness): blur widens edges and flattens them.
 - position: `centre_x`, `centre_y`: the ink's bounding-box centre, pixels from the image centre (a box,
   not the ink's centre of mass, which orientation measures: mirroring a "7" moves its mass, not its box).
@@ -45,6 +48,7 @@ compared with `differences.compare_categories`) and `confidence` (max softmax).
 from __future__ import annotations
 
 import numpy as np
+from scipy import ndimage
 
 from fedgen_debug.analysis.differences import Property
 
@@ -54,6 +58,7 @@ INK_OF_PEAK = 0.5          # ink: darker than this share of the image's peak dar
 INK_CORE = 0.05           # the ink level: the mean of this darkest share of the ink pixels
 EDGE_BAND = (0.2, 0.8)     # the transition band of an edge, in shares of the peak darkness
 BACKGROUND_CLEARANCE = 3   # background speckle is read this many pixels (city block) away from ink
+MIN_INK_PIECE = 3          # 8-connected ink pieces smaller than this are specks (noise), not strokes
 _SIZE = 28
 
 IMAGE_PROPERTIES = (
@@ -64,7 +69,7 @@ IMAGE_PROPERTIES = (
     Property("michelson_contrast", "contrast", "lower contrast", "higher contrast",
              "(background − ink) / (background + ink), after undoing inversion"),
     Property("edge_width", "sharpness", "sharper", "blurrier",
-             "pixels in the 20-80% darkness transition per ink pixel"),
+             "pixels in the 20-80% darkness transition near the ink, per ink-boundary pixel"),
     Property("edge_steepness", "sharpness", "blurrier", "sharper",
              "90th percentile of the gradient on the ink's edge over the peak darkness"),
     Property("centre_x", "position", "further left", "further right",
@@ -158,6 +163,25 @@ def _ratio(numerator, denominator) -> np.ndarray:
     return out
 
 
+def _without_specks(ink: np.ndarray) -> np.ndarray:
+    """[n, H, W] ink masks less their 8-connected pieces of under `MIN_INK_PIECE` pixels; an image whose
+    ink is all specks keeps it (it is then measured as it is, not called blank)."""
+    in_plane = np.zeros((3, 3, 3), bool)
+    in_plane[1] = True                       # 8-connected within an image, never across images
+    labels, count = ndimage.label(ink, structure=in_plane)
+    sizes = np.bincount(labels.ravel(), minlength=count + 1)
+    sizes[0] = 0
+    kept = sizes[labels] >= MIN_INK_PIECE
+    return np.where(kept.any(axis=(1, 2))[:, None, None], kept, ink)
+
+
+def _within(mask: np.ndarray, pixels: int) -> np.ndarray:
+    """The pixels at most `pixels` (city block) from `mask`."""
+    for _ in range(pixels):
+        mask = _dilate(mask)
+    return mask
+
+
 def _blockiness(image: np.ndarray) -> np.ndarray:
     """(across − inside) / (across + inside) of 2-pixel-block neighbour differences, best phase."""
     dx = np.abs(np.diff(image, axis=2))  # dx[..., j]: columns j, j+1
@@ -183,18 +207,19 @@ def image_properties(images) -> dict[str, np.ndarray]:
     peak = darkness.max(axis=(1, 2))
     has_ink = peak >= MIN_INK_DARKNESS
     relative = _ratio(darkness, peak[:, None, None])
-    ink = relative > INK_OF_PEAK
+    ink = _without_specks(relative > INK_OF_PEAK)
     ink_pixels = ink.sum(axis=(1, 2))
     # The ink level is read from the core of the strokes (the darkest `INK_CORE` of the ink pixels): any
     # resampling (a rotation, a resize) softens stroke edges, which is sharpness, not contrast.
-    ranked = -np.sort(-darkness.reshape(n, -1), axis=1)
+    ranked = -np.sort(-np.where(ink, darkness, 0.0).reshape(n, -1), axis=1)   # a speck is not the ink's level
     core = np.maximum((ink_pixels * INK_CORE).astype(np.int64), 1)
     ink_level = background - np.take_along_axis(np.cumsum(ranked, axis=1), core[:, None] - 1, axis=1)[:, 0] / core
     out = {"light_ink": light_ink.astype(np.float64),
            "mid_level": (background + np.where(has_ink, ink_level, background)) / 2.0}
     out["michelson_contrast"] = np.where(has_ink, _ratio(background - ink_level, background + ink_level), 0.0)
 
-    transition = (relative > EDGE_BAND[0]) & (relative < EDGE_BAND[1])
+    near_ink = _within(ink, BACKGROUND_CLEARANCE)
+    transition = (relative > EDGE_BAND[0]) & (relative < EDGE_BAND[1]) & near_ink
     boundary = ink & ~_erode(ink)
     out["edge_width"] = _ratio(transition.sum(axis=(1, 2)), boundary.sum(axis=(1, 2)))
     gx, gy = _gradients(darkness)
@@ -238,9 +263,7 @@ def image_properties(images) -> dict[str, np.ndarray]:
     out["stroke_width"] = 2.0 * _ratio(depth, ink_pixels)
     out["blockiness"] = _blockiness(upright)
 
-    clear = ~ink
-    for _ in range(BACKGROUND_CLEARANCE):
-        clear = _erode(clear)
+    clear = ~near_ink
     pairs_x = clear[:, :, 1:] & clear[:, :, :-1]
     pairs_y = clear[:, 1:, :] & clear[:, :-1, :]
     speckle_sum = (np.abs(np.diff(upright, axis=2)) * pairs_x).sum(axis=(1, 2)) + \
