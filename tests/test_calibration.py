@@ -235,6 +235,36 @@ def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path):
     assert result.returncode == 2 and "A:B" in result.stderr
 
 
+def test_calibrate_leaves_an_unhealthy_run_out_and_refuses_when_too_few_are_left(char_runs, tmp_path, monkeypatch):
+    """A diverged auxiliary is not training noise (diagnose answers "cannot tell" for it): its run leaves
+    the calibration, and the source says how many left."""
+    import shutil
+
+    from fedgen_debug.analysis import calibrate
+
+    fourth = str(tmp_path / "clean3")
+    shutil.copytree(char_runs[2], fourth)
+    drawn = diagnose.lm_samples
+    monkeypatch.setattr(diagnose, "lm_samples", lambda run, n, seed: [""] * n if run == char_runs[1] else drawn(run, n, seed))
+    calibration = calibrate.build([*char_runs, fourth], None, "replicate", "c", samples=50)
+    assert calibration.source["runs"] == 3 and calibration.source["left_out_unhealthy"] == 1
+    assert calibration.degrees_of_freedom == 2 and calibration.source["pairs"] == 3
+    with pytest.raises(ValueError, match="3 or more healthy replicate runs. Found 2: 1 of 3 runs are unhealthy"):
+        calibrate.build(list(char_runs), None, "replicate", "c", samples=50)
+    # Selection pairs: a pair with an unhealthy side leaves whole.
+    with pytest.raises(ValueError, match="3 or more healthy selection pairs. Found 2"):
+        calibrate.build([char_runs[0], char_runs[1], char_runs[2], fourth, char_runs[0], fourth],
+                        [(0, 1), (2, 3), (4, 5)], "selection", "c", samples=50)
+
+
+def test_healthy_only_reindexes_the_pairs_that_are_left():
+    from fedgen_debug.analysis.calibrate import _healthy_only
+
+    runs, values = ["r0", "r1", "r2", "r3", "r4", "r5"], ["v0", "v1", "v2", "v3", "v4", "v5"]
+    kept = _healthy_only(runs, values, [(0, 1), (2, 3), (4, 5), (1, 4)], {3}, "selection")
+    assert kept == (["r0", "r1", "r4", "r5"], ["v0", "v1", "v4", "v5"], [(0, 1), (2, 3), (1, 2)])
+
+
 def _fake_gan_run(root, name, select, rounds=150):
     config = {"gan": {"select": select, "preset": "demo"},
               "training": {"rounds": rounds, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}

@@ -38,8 +38,12 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     sides = {tuple(calibration_store.selections(run_dirs[a], run_dirs[b]) or ()) for a, b in pairs}
     if pair_type == "selection" and len(sides) != 1:
         raise ValueError(f"selection pairs must all compare the same two selections (A:B). Found {sorted(sides)}.")
-    values = [diagnose.run_values(kind, d, samples, seed)[0]
-              for d in progress(run_dirs, desc="sampling runs", unit="run")]
+    drawn = [diagnose.run_values(kind, d, samples, seed) for d in progress(run_dirs, desc="sampling runs", unit="run")]
+    unhealthy = {i: _unhealthy(kind, run_samples) for i, (_, run_samples) in enumerate(drawn)}
+    unhealthy = {i: reason for i, reason in unhealthy.items() if reason}
+    for i, reason in unhealthy.items():
+        log.warning("calibrate: %s left out, its auxiliary is unhealthy (%s)", run_dirs[i], reason)
+    run_dirs, values, pairs = _healthy_only(run_dirs, [v for v, _ in drawn], pairs, set(unhealthy), pair_type)
 
     def compare_pair(values_a, values_b):
         return diagnose.compare_values(kind, values_a, values_b)
@@ -56,6 +60,29 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
         source={"settings": settings[0], "data": ", ".join(sorted({d for d in map(calibration_store.run_data, run_dirs)
                                                                       if d})) or None,
                 "runs": len(run_dirs), "pairs": len(pairs), "samples": samples,
+                **({"left_out_unhealthy": len(unhealthy)} if unhealthy else {}),
                 "seed": seed, "description": description,
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms)
+
+
+def _unhealthy(kind: str, samples) -> str | None:
+    """Why `diagnose` would call this run's auxiliary unhealthy (its answer is then "cannot tell"), or None."""
+    health = diagnose.image_health(samples) if kind == "gan" else diagnose.text_health(samples)
+    return None if health["healthy"] else health["reason"]
+
+
+def _healthy_only(run_dirs: list[str], values: list, pairs: list[tuple[int, int]], unhealthy: set[int],
+                  pair_type: str) -> tuple[list[str], list, list[tuple[int, int]]]:
+    """The runs and pairs without an unhealthy run. A GAN that diverged (no background, noise) is not training
+    noise: `diagnose` never compares it (it answers "cannot tell"), and its properties would inflate τ
+    for every pair (2 of 20 T4 GANs of 2026-12-04 made τ of the background speckle 10× the healthy runs')."""
+    pairs = [p for p in pairs if not set(p) & unhealthy]
+    kept = sorted({i for p in pairs for i in p})
+    index = {old: new for new, old in enumerate(kept)}
+    pairs = [(index[a], index[b]) for a, b in pairs]
+    what, count = ("replicate runs", len(kept)) if pair_type == "replicate" else ("selection pairs", len(pairs))
+    if count < 3:
+        raise ValueError(f"calibrate needs 3 or more healthy {what}. Found {count}: {len(unhealthy)} of "
+                         f"{len(run_dirs)} runs are unhealthy (`diagnose` says why). Train more clean runs.")
+    return [run_dirs[i] for i in kept], [values[i] for i in kept], pairs
