@@ -9,7 +9,10 @@ Honest protocol: each pair is diagnosed with a calibration estimated from the cl
 runs are replicates, every pair among them is a clean pair; a fault run `...-FAULT-FRACTION-seedN` is
 compared with the clean run `...-clean-seed(N-1)`. Selection pairs (`--pair-type selection`, T4): clean
 pairs `...-clean-seed(2S)-high` / `...-clean-seed(2S+1)-low`, fault pairs likewise. Property values are
-computed once per run (1,000 samples, seed 0, as `diagnose` draws them) and cached beside the runs.
+computed once per run (1,000 samples, seed 0, as `diagnose` draws them) and cached beside the runs with
+the run's health, under a digest of the property code. As `fedgen-debug calibrate` and `diagnose` do, an
+unhealthy clean run calibrates nothing, and a fault pair with an unhealthy side is not a detection
+(diagnose answers "cannot tell"; the row says why).
 Named checks are not recomputed here: `any_bug.py`'s own rows carry them.
 """
 
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
+import inspect
 import itertools
 import json
 import os
@@ -27,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from any_bug import expected_families  # noqa: E402
 from fedgen_debug.analysis import calibration as C  # noqa: E402
-from fedgen_debug.analysis import diagnose  # noqa: E402
+from fedgen_debug.analysis import diagnose, image_properties, text_properties  # noqa: E402
 
 _NAME = re.compile(r"-(?P<fault>[a-z_]+)-(?P<fraction>[0-9.]+)-seed(?P<seed>\d+)(?P<side>-low|-high)?$")
 _CLEAN_HIGH = re.compile(r"-clean-seed(?P<seed>\d+)-high$")
@@ -37,15 +42,24 @@ def _finished(run_dir: str) -> bool:
     return os.path.exists(os.path.join(run_dir, "released", "model_weights.npz"))
 
 
-def values_of(kind: str, run_dir: str, samples: int) -> dict:
-    cache = os.path.join(run_dir, f"diagnose_values_{samples}.pkl")
+def _properties_version(kind: str) -> str:
+    """A digest of the property code, so that cached values of an older definition are not reused."""
+    module = image_properties if kind == "gan" else text_properties
+    return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:12]
+
+
+def values_of(kind: str, run_dir: str, samples: int) -> tuple[dict, str | None]:
+    """(property values, why the run's auxiliary is unhealthy or None), computed once per property version."""
+    cache = os.path.join(run_dir, f"diagnose_values_{samples}_{_properties_version(kind)}.pkl")
     if os.path.exists(cache):
         with open(cache, "rb") as f:
             return pickle.load(f)
-    values, _ = diagnose.run_values(kind, run_dir, samples, 0)
+    values, drawn = diagnose.run_values(kind, run_dir, samples, 0)
+    health = diagnose.image_health(drawn) if kind == "gan" else diagnose.text_health(drawn)
+    out = (values, None if health["healthy"] else health["reason"])
     with open(cache, "wb") as f:
-        pickle.dump(values, f)
-    return values
+        pickle.dump(out, f)
+    return out
 
 
 def _outcome(kind, fault, ranked) -> dict:
@@ -70,7 +84,13 @@ def main() -> None:
 
     clean = sorted({d for g in args.clean for d in glob.glob(g) if _finished(d)})
     by_name = {os.path.basename(d): d for d in clean}
-    values = {d: values_of(args.kind, d, args.samples) for d in clean}
+    values, unhealthy = {}, {}
+    for d in clean:
+        values[d], reason = values_of(args.kind, d, args.samples)
+        if reason:   # as `fedgen-debug calibrate` does: a diverged auxiliary is not training noise
+            unhealthy[d] = reason
+            print(f"{os.path.basename(d)}: left out of the calibrations, unhealthy ({reason})", flush=True)
+    clean = [d for d in clean if d not in unhealthy]
 
     def compare(a, b):
         return diagnose.compare_values(args.kind, values[a], values[b])
@@ -82,7 +102,7 @@ def main() -> None:
         for d in clean:
             m = _CLEAN_HIGH.search(d)
             low = m and re.sub(r"seed\d+-high$", f"seed{int(m.group('seed')) + 1}-low", d)
-            if low in values:
+            if low in clean:
                 clean_pairs.append((d, low))
     rows_by_pair = {p: compare(*p) for p in clean_pairs}
 
@@ -113,16 +133,19 @@ def main() -> None:
         if a is None or m.group("side") == "-high":
             continue
         if a not in values:
-            values[a] = values_of(args.kind, a, args.samples)
-        values[b] = values_of(args.kind, b, args.samples)
+            values[a], unhealthy[a] = values_of(args.kind, a, args.samples)
+        values[b], unhealthy[b] = values_of(args.kind, b, args.samples)
         calibration = left_out({a})
         row = _outcome(args.kind, m.group("fault"), C.apply(compare(a, b), calibration))
+        if unhealthy.get(a) or unhealthy.get(b):   # diagnose answers "cannot tell": nothing detected
+            row = {**row, "detected": False, "expected_rank": 0, "unhealthy": unhealthy.get(b) or unhealthy.get(a)}
         table.append({"fault": m.group("fault"), "fraction": float(m.group("fraction")), "seed": seed,
                       "a": os.path.basename(a), "b": os.path.basename(b),
                       "calibration_dof": calibration.degrees_of_freedom, **row})
         print(json.dumps(table[-1]), flush=True)
     clean_rows = [r for r in table if r["fault"] == "clean"]
     summary = {"kind": args.kind, "pair_type": args.pair_type, "samples": args.samples,
+               "unhealthy_clean_runs": sorted(os.path.basename(d) for d in unhealthy if unhealthy[d] and d in by_name.values()),
                "clean_pairs": len(clean_rows), "false_alarms": sum(r["detected"] for r in clean_rows), "rows": table}
     with open(args.out, "w") as f:
         json.dump(summary, f, indent=1)
