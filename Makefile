@@ -6,7 +6,9 @@ BIN := $(VENV)/bin
 RUNS ?= runs
 PIP_QUIET ?= -q
 
-PROJECT_SOURCES := $(shell find fedgen_debug models selectors app -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
+# The package's data too (setup.cfg package_data: the shipped calibrations, the diagnosis schema): a changed
+# calibration must reinstall, or the tests read the old one.
+PROJECT_SOURCES := $(shell find fedgen_debug models selectors app -name '*.py' -o -name '*.json' 2>/dev/null) setup.cfg pyproject.toml
 
 .PHONY: venv install demo app test test-all test-browser lock clean
 
