@@ -74,3 +74,17 @@ def test_gan_quality_combines_configs_left_to_right():
     assert model.disc_dense == 32 and stepped.training.server.learning_rate == 4.0
     with pytest.raises(SystemExit, match="nope"):   # an unknown part stops the run, naming it
         script.configs("cycle+nope", 0)
+
+
+def test_property_faults_on_data_ranks_salt_and_pepper_as_noise_and_the_clean_halves_as_nothing(tmp_path, monkeypatch, capsys):
+    """`evaluation/property_faults_on_data.py` on a small npz of synthetic writers (the npz contract)."""
+    script = _load("property_faults_on_data")
+    config = si.SyntheticImagesConfig(writers=40, min_examples=10, max_examples=10, median_examples=10)
+    pixels = np.concatenate([si.generate_writer(0, w, config)[0] for w in range(40)])
+    path = str(tmp_path / "w.npz")
+    np.savez(path, pixels=np.round(pixels * 255).astype(np.uint8), writer_index=np.repeat(np.arange(40), 10))
+    monkeypatch.setattr(sys, "argv", ["x", "--npz", path, "--images", "150"])
+    script.main()
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert lines["clean"].startswith("families [];")
+    assert lines["salt and pepper 5%"].startswith("families ['noise'")
