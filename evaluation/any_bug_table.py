@@ -55,7 +55,7 @@ def values_of(kind: str, run_dir: str, samples: int) -> tuple[dict, str | None]:
         with open(cache, "rb") as f:
             return pickle.load(f)
     values, drawn = diagnose.run_values(kind, run_dir, samples, 0)
-    health = diagnose.image_health(drawn) if kind == "gan" else diagnose.text_health(drawn)
+    health = diagnose.health(kind, drawn)
     out = (values, None if health["healthy"] else health["reason"])
     with open(cache, "wb") as f:
         pickle.dump(out, f)

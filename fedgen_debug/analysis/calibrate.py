@@ -68,7 +68,7 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
 
 def _unhealthy(kind: str, samples) -> str | None:
     """Why `diagnose` would call this run's auxiliary unhealthy (its answer is then "cannot tell"), or None."""
-    health = diagnose.image_health(samples) if kind == "gan" else diagnose.text_health(samples)
+    health = diagnose.health(kind, samples)
     return None if health["healthy"] else health["reason"]
 
 

@@ -120,6 +120,11 @@ def image_health(images: np.ndarray) -> dict:
     return {"healthy": not bad, "shares": shares, "reason": reason}
 
 
+def health(kind: str, samples) -> dict:
+    """`image_health` of a GAN's images or `text_health` of an LM's texts (`kind`: "gan", "char", "word")."""
+    return image_health(samples) if kind == "gan" else text_health(samples)
+
+
 def text_health(samples: list[str]) -> dict:
     empty = float(np.mean([not s.strip() for s in samples])) if samples else 1.0
     bad = empty > UNHEALTHY_SHARE
