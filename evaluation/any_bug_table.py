@@ -90,6 +90,7 @@ def main() -> None:
         if reason:   # as `fedgen-debug calibrate` does: a diverged auxiliary is not training noise
             unhealthy[d] = reason
             print(f"{os.path.basename(d)}: left out of the calibrations, unhealthy ({reason})", flush=True)
+    unhealthy_clean = sorted(os.path.basename(d) for d in unhealthy)
     clean = [d for d in clean if d not in unhealthy]
 
     def compare(a, b):
@@ -145,7 +146,7 @@ def main() -> None:
         print(json.dumps(table[-1]), flush=True)
     clean_rows = [r for r in table if r["fault"] == "clean"]
     summary = {"kind": args.kind, "pair_type": args.pair_type, "samples": args.samples,
-               "unhealthy_clean_runs": sorted(os.path.basename(d) for d in unhealthy if unhealthy[d] and d in by_name.values()),
+               "unhealthy_clean_runs": unhealthy_clean,
                "clean_pairs": len(clean_rows), "false_alarms": sum(r["detected"] for r in clean_rows), "rows": table}
     with open(args.out, "w") as f:
         json.dump(summary, f, indent=1)

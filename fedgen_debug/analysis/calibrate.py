@@ -39,8 +39,8 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     if pair_type == "selection" and len(sides) != 1:
         raise ValueError(f"selection pairs must all compare the same two selections (A:B). Found {sorted(sides)}.")
     drawn = [diagnose.run_values(kind, d, samples, seed) for d in progress(run_dirs, desc="sampling runs", unit="run")]
-    unhealthy = {i: _unhealthy(kind, run_samples) for i, (_, run_samples) in enumerate(drawn)}
-    unhealthy = {i: reason for i, reason in unhealthy.items() if reason}
+    health = [diagnose.health(kind, run_samples) for _, run_samples in drawn]
+    unhealthy = {i: h["reason"] for i, h in enumerate(health) if not h["healthy"]}
     for i, reason in unhealthy.items():
         log.warning("calibrate: %s left out, its auxiliary is unhealthy (%s)", run_dirs[i], reason)
     run_dirs, values, pairs = _healthy_only(run_dirs, [v for v, _ in drawn], pairs, set(unhealthy), pair_type)
@@ -64,12 +64,6 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
                 "seed": seed, "description": description,
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms)
-
-
-def _unhealthy(kind: str, samples) -> str | None:
-    """Why `diagnose` would call this run's auxiliary unhealthy (its answer is then "cannot tell"), or None."""
-    health = diagnose.health(kind, samples)
-    return None if health["healthy"] else health["reason"]
 
 
 def _healthy_only(run_dirs: list[str], values: list, pairs: list[tuple[int, int]], unhealthy: set[int],

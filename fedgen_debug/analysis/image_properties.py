@@ -11,8 +11,9 @@ set differs from a clean one in `light_ink` alone and not also in brightness, co
 `darkness` = background − pixel (≥ 0); the *ink mask* holds the pixels darker than half the image's peak
 darkness (relative, so that faint or blurred ink is still ink), less its specks: pieces of fewer than
 `MIN_INK_PIECE` pixels (8-connected) are noise, not strokes, unless nothing else is ink (a speck far from
-the glyph would otherwise widen its extent and box, and its edges count as the glyph's). An image without ink (peak darkness under
-`MIN_INK_DARKNESS`: blank) has no geometric properties: nan, which `differences.compare` leaves out.
+the glyph would otherwise widen its extent and box, and its edges count as the glyph's). An image
+without ink (peak darkness under `MIN_INK_DARKNESS`: blank) has no geometric properties: nan, which
+`differences.compare` leaves out.
 
 Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
 - polarity: `light_ink` (yes/no).
