@@ -1,16 +1,16 @@
 """`fedgen-debug calibrate`: a calibration (`analysis.calibration`) from clean runs of one kind and one set of
 training settings, with its false alarms measured on the same runs left out.
 
-Replicate runs: the same users (or the same kind of population) trained R ≥ 3 times with different secrets
-(`--seed` changes only the public initialisation; each run draws its own secret), no bug in any. Every pair
-among them is a clean pair (R − 1 degrees of freedom). Selection pairs: K ≥ 3 clean pairs "A:B" of the two
+Replicate runs: the same users trained R ≥ 3 times with different secrets (`--seed` changes only the public
+initialisation; each run draws its own secret), no bug in any. Every pair of runs on the same data is a
+clean pair (R − 1 degrees of freedom). Runs on several sources of data (each with 3 or more runs) calibrate
+each source apart, and each property takes the widest source's noise (`calibration.envelope`). Selection pairs: K ≥ 3 clean pairs "A:B" of the two
 selections a diagnosis will compare (e.g. T4's high- and low-accuracy runs), each trained with its own
 secret. Reads released artefacts only: sampling is post-processing, no ε.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 
 from fedgen_debug.analysis import calibration as calibration_module
@@ -34,7 +34,9 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     settings = [calibration_store.training_settings(d) for d in run_dirs]
     if any(s != settings[0] for s in settings):
         raise ValueError(f"calibrate needs runs trained with the same settings. Found {settings}.")
-    pairs = list(itertools.combinations(range(len(run_dirs)), 2)) if pairs is None else list(pairs)
+    data = [calibration_store.run_data(d) for d in run_dirs]
+    pairs = calibration_module.all_pairs(len(run_dirs), data) if pairs is None else list(pairs)
+    calibration_module.check_one_source_per_pair(pairs, data)
     sides = {tuple(calibration_store.selections(run_dirs[a], run_dirs[b]) or ()) for a, b in pairs}
     if pair_type == "selection" and len(sides) != 1:
         raise ValueError(f"selection pairs must all compare the same two selections (A:B). Found {sorted(sides)}.")
@@ -43,32 +45,39 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     unhealthy = {i: h["reason"] for i, h in enumerate(health) if not h["healthy"]}
     for i, reason in unhealthy.items():
         log.warning("calibrate: %s left out, its auxiliary is unhealthy (%s)", run_dirs[i], reason)
-    run_dirs, values, pairs = _healthy_only(run_dirs, [v for v, _ in drawn], pairs, set(unhealthy), pair_type)
+    kept_dirs, (values, data), pairs = _healthy_only(run_dirs, [[v for v, _ in drawn], data], pairs, set(unhealthy),
+                                                     pair_type)
 
     def compare_pair(values_a, values_b):
         return diagnose.compare_values(kind, values_a, values_b)
 
-    rows = [compare_pair(values[i], values[j]) for i, j in pairs]
-    dof = calibration_module.replicate_degrees_of_freedom(pairs) if pair_type == "replicate" else None
-    noise, dof = calibration_module.estimate_noise(rows, pair_type, dof)
-    alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, kind, pairs)
+    rows = {(i, j): compare_pair(values[i], values[j]) for i, j in pairs}
+    try:
+        noise, dof, sources = calibration_module.estimate_by_source(rows, pair_type, data)
+    except ValueError as e:
+        raise ValueError(f"{e} Each source of data needs 3 or more healthy replicate runs (or selection pairs).") from e
+    alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, kind, pairs, data)
+    for source in sources:
+        source["runs"] = len({r for p in pairs if data[p[0]] == source["data"] for r in p})
+        source["false_alarms"] = sum(d["alarm"] for d in alarms["details"] if d.get("data") == source["data"])
+        source["tested"] = sum(d.get("data") == source["data"] for d in alarms["details"])
     log.info("calibration %s: %d clean pairs, %d degrees of freedom; left out, %d of %d pairs alarmed", name,
              len(pairs), dof, alarms["alarms"], alarms["pairs"])
     return calibration_module.Calibration(
         name=name, kind=kind, preset=settings[0]["preset"], pair_type=pair_type, properties=noise,
-        degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(rows[0])),
-        source={"settings": settings[0], "data": ", ".join(sorted({d for d in map(calibration_store.run_data, run_dirs)
-                                                                      if d})) or None,
-                "runs": len(run_dirs), "pairs": len(pairs), "samples": samples,
+        degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(next(iter(rows.values())))),
+        source={"settings": settings[0], "data": ", ".join(sorted({d for d in data if d})) or None,
+                **({"sources": sources} if len(sources) > 1 else {}),
+                "runs": len(kept_dirs), "pairs": len(pairs), "samples": samples,
                 **({"left_out_unhealthy": len(unhealthy)} if unhealthy else {}),
                 "seed": seed, "description": description,
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms)
 
 
-def _healthy_only(run_dirs: list[str], values: list, pairs: list[tuple[int, int]], unhealthy: set[int],
-                  pair_type: str) -> tuple[list[str], list, list[tuple[int, int]]]:
-    """The runs and pairs without an unhealthy run. A GAN that diverged (no background, noise) is not training
+def _healthy_only(run_dirs: list[str], per_run: list[list], pairs: list[tuple[int, int]], unhealthy: set[int],
+                  pair_type: str) -> tuple[list[str], list[list], list[tuple[int, int]]]:
+    """The runs, their entries in each list of `per_run`, and the pairs, without an unhealthy run. A GAN that diverged (no background, noise) is not training
     noise: `diagnose` never compares it (it answers "cannot tell"), and its properties would inflate τ
     for every pair (2 of 20 T4 GANs of 2026-12-04 made τ of the background speckle 10× the healthy runs')."""
     pairs = [p for p in pairs if not set(p) & unhealthy]
@@ -79,4 +88,4 @@ def _healthy_only(run_dirs: list[str], values: list, pairs: list[tuple[int, int]
     if count < 3:
         raise ValueError(f"calibrate needs 3 or more healthy {what}. Found {count}: {len(unhealthy)} of "
                          f"{len(run_dirs)} runs are unhealthy (`diagnose` says why). Train more clean runs.")
-    return [run_dirs[i] for i in kept], [values[i] for i in kept], pairs
+    return [run_dirs[i] for i in kept], [[entries[i] for i in kept] for entries in per_run], pairs

@@ -28,6 +28,14 @@ Estimating τ and μ from clean pairs (no bug on either side):
 τ is used at its 95% upper confidence bound (chi-square on the degrees of freedom): with 10 replicate runs
 the bound is 1.5× the estimate. A property the calibration does not know is not called.
 
+Several sources of data. Training noise depends on the data as well as on the settings: at the demo
+settings, GANs on real FEMNIST differ from run to run 3.6× as much as on synthetic writers in the primary
+model's confidence and edge steepness, and a calibration from synthetic runs alone alarmed on 3 of 6 clean
+FEMNIST pairs (docs/analysis.md, 2026-12-04). So clean runs of several sources are calibrated source by
+source (a pair is two runs of one source: runs of two sources are not a clean pair), and each property
+takes the widest of them (`envelope`): offset the sources' mean μ̄, noise max over sources of
+√(τ_s² + (μ_s − μ̄)²), so a clean pair of any source measured stays within its own source's noise.
+
 `false_alarms` is measured, not assumed: each clean pair is diagnosed with a calibration estimated without
 its two runs (leave-pair-out), and a pair whose properties pass the threshold anywhere is a false alarm.
 """
@@ -165,6 +173,61 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
     return noise, dof
 
 
+def envelope(noises: Sequence[Mapping[str, PropertyNoise]]) -> dict[str, PropertyNoise]:
+    """Per property measured in every source, the widest noise of the sources' (module docstring): the mean
+    offset, and each noise (estimate, upper bound, the offset's error) the sources' largest with its offset's
+    distance from the mean added in quadrature. One source: itself."""
+    if len(noises) == 1:
+        return dict(noises[0])
+    combined = {}
+    for name in set.intersection(*(set(n) for n in noises)):
+        each = [n[name] for n in noises]
+        offset = float(np.mean([e.offset for e in each]))
+
+        def widest(field):
+            return max(math.hypot(getattr(e, field), e.offset - offset) for e in each)
+
+        estimate, upper = widest("training_noise"), widest("training_noise_upper")
+        combined[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=max(upper, estimate),
+                                       pairs=sum(e.pairs for e in each),
+                                       offset_error=max(e.offset_error for e in each))
+    return combined
+
+
+def all_pairs(runs: int, source_of_run: Sequence | None = None) -> list[tuple[int, int]]:
+    """Every pair of replicate runs of one source of data (`source_of_run`: each run's; None: one source)."""
+    return [(i, j) for i, j in itertools.combinations(range(runs), 2)
+            if source_of_run is None or source_of_run[i] == source_of_run[j]]
+
+
+def check_one_source_per_pair(pairs: Sequence[tuple[int, int]], source_of_run: Sequence | None) -> None:
+    mixed = [p for p in pairs if source_of_run is not None and len({source_of_run[r] for r in p}) > 1]
+    if mixed:
+        i, j = mixed[0]
+        raise ValueError(f"a clean pair is two runs of one source of data. Found runs {i} and {j} of "
+                         f"{source_of_run[i]} and {source_of_run[j]}.")
+
+
+def estimate_by_source(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_type: str,
+                       source_of_run: Sequence | None = None) -> tuple[dict[str, PropertyNoise], int, list[dict]]:
+    """`estimate_noise` for each source's clean pairs ((run, run) → comparison rows; `source_of_run`: each
+    run's source of data, None: one source) and their `envelope`; the degrees of freedom are the smallest
+    source's, and each source's (its pairs and degrees of freedom) is listed. A pair of two sources is refused."""
+    check_one_source_per_pair(list(rows_by_pair), source_of_run)
+    if not rows_by_pair:
+        raise ValueError("calibration needs clean pairs. Found none.")
+    by_source: dict = {}
+    for pair, rows in rows_by_pair.items():
+        by_source.setdefault(None if source_of_run is None else source_of_run[pair[0]], {})[pair] = rows
+    estimates, listed = [], []
+    for source, pairs in by_source.items():
+        dof = replicate_degrees_of_freedom(list(pairs)) if pair_type == "replicate" else None
+        noise, dof = estimate_noise(list(pairs.values()), pair_type, dof)
+        estimates.append(noise)
+        listed.append({"data": source, "pairs": len(pairs), "degrees_of_freedom": dof})
+    return envelope(estimates), min(s["degrees_of_freedom"] for s in listed), listed
+
+
 def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | None:
     """(e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²) (module docstring); None when the property is not calibrated."""
     if noise is None:
@@ -210,35 +273,43 @@ def replicate_degrees_of_freedom(pairs: Sequence[tuple[int, int]]) -> int:
     return len(runs) - len({root(r) for r in runs})
 
 
-def left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], excluded: set, pair_type: str, kind: str) -> Calibration:
-    """A calibration from the clean pairs (`rows_by_pair`: (run, run) → comparison rows) that share no run
-    with `excluded`: a pair is never calibrated by itself, nor by its own runs' other pairs."""
-    kept = [p for p in rows_by_pair if not set(p) & set(excluded)]
-    dof = replicate_degrees_of_freedom(kept) if pair_type == "replicate" else None
-    noise, dof = estimate_noise([rows_by_pair[p] for p in kept], pair_type, dof)
+def left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], excluded: set, pair_type: str, kind: str,
+             source_of_run: Sequence | None = None) -> Calibration:
+    """A calibration (`estimate_by_source`) from the clean pairs (`rows_by_pair`: (run, run) → comparison
+    rows) that share no run with `excluded`: a pair is never calibrated by itself, nor by its own runs' other
+    pairs."""
+    kept = {p: rows for p, rows in rows_by_pair.items() if not set(p) & set(excluded)}
+    source = (lambda run: None) if source_of_run is None else source_of_run.__getitem__
+    if not {source(r) for r in excluded} <= {source(p[0]) for p in kept}:   # not by other sources alone
+        raise ValueError(f"no clean pairs of runs {sorted(excluded)}'s source of data are left.")
+    noise, dof, _ = estimate_by_source(kept, pair_type, source_of_run)
     properties = len(next(iter(rows_by_pair.values())))
     return Calibration(name="left-out", kind=kind, preset="-", pair_type=pair_type, properties=noise,
                        degrees_of_freedom=dof, z_threshold=threshold_for(properties), source={})
 
 
 def leave_pair_out_false_alarms(values_by_run: Sequence, compare_pair, pair_type: str, kind: str,
-                                pairs: Sequence[tuple[int, int]] | None = None) -> dict:
+                                pairs: Sequence[tuple[int, int]] | None = None,
+                                source_of_run: Sequence | None = None) -> dict:
     """Each clean pair (i, j) of runs diagnosed against a calibration estimated without runs i and j
     (`left_out`): how many pass the threshold on any property. `compare_pair(values_a, values_b)` returns
     the comparison rows; `pairs` defaults to all pairs among the runs (replicate) and must be given for
-    selection pairs. A pair with too few others left to calibrate is not tested."""
-    pairs = list(itertools.combinations(range(len(values_by_run)), 2)) if pairs is None else list(pairs)
+    selection pairs; `source_of_run`: each run's source of data (None: one source). A pair with too few
+    others of its source left to calibrate is not tested."""
+    pairs = all_pairs(len(values_by_run), source_of_run) if pairs is None else list(pairs)
+    check_one_source_per_pair(pairs, source_of_run)
     rows_by_pair = {(i, j): compare_pair(values_by_run[i], values_by_run[j]) for i, j in pairs}
     alarms, details = 0, []
     for pair, rows in rows_by_pair.items():
         try:
-            calibration = left_out(rows_by_pair, set(pair), pair_type, kind)
+            calibration = left_out(rows_by_pair, set(pair), pair_type, kind, source_of_run)
         except ValueError:
             continue
         top = apply(rows, calibration)[0]
         alarms += top["significant"]
         details.append({"pair": list(pair), "alarm": top["significant"], "top_property": top["property"],
-                        "top_calibrated_z": top["calibrated_z"]})
+                        "top_calibrated_z": top["calibrated_z"],
+                        **({} if source_of_run is None else {"data": source_of_run[pair[0]]})})
     tested = len(details)
     return {"pairs": tested, "alarms": alarms,
             "rate_upper_95": _rate_upper(alarms, tested) if tested else None, "details": details}
