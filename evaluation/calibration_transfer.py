@@ -3,8 +3,8 @@ sources (e.g. synthetic writers and real FEMNIST at the same settings), and for 
 
 - its clean pairs diagnosed against a calibration of every *other* source's runs (transfer): the false
   alarms a modeler whose data is new to the calibration would see;
-- its clean pairs left out of a calibration of every source, each source calibrated apart and the widest
-  noise taken (`calibration.envelope`, what `fedgen-debug calibrate` builds from several sources);
+- its clean pairs left out of a calibration of its own source (what `diagnose` uses for runs on a source
+  the calibration measured);
 - each property's training noise τ by source, and its ratio to the first source's;
 - each `--pair A:B` (a fault run B against a clean run A of one source) diagnosed against the calibration
   of its own source, of the other sources, and of all (the envelope), each without run A: what the
@@ -95,7 +95,7 @@ def main() -> None:
     rows = {p: diagnose.compare_values(args.kind, values[p[0]], values[p[1]]) for p in pairs}
     properties = len(next(iter(rows.values())))
     own = {s: C.estimate_by_source({p: r for p, r in rows.items() if data[p[0]] == s}, "replicate", data)
-           for s in sources}
+           for s in sources}   # (noise, degrees of freedom, listed)
     left_out = C.leave_pair_out_false_alarms(values, lambda a, b: diagnose.compare_values(args.kind, a, b),
                                              "replicate", args.kind, pairs, data)
     result = {"kind": args.kind, "samples": args.samples, "sources": {}}
@@ -108,12 +108,12 @@ def main() -> None:
         result["sources"][s] = {
             "runs": sum(d == s for d in data), "pairs": len(mine),
             "against_the_other_sources": _alarms(mine, transfer),
-            "left_out_of_all_sources": {"pairs": len(mine_left_out), "alarms": sum(d["alarm"] for d in mine_left_out)},
+            "left_out_of_its_own_source": {"pairs": len(mine_left_out), "alarms": sum(d["alarm"] for d in mine_left_out)},
             "training_noise": {k: v.training_noise for k, v in sorted(own[s][0].items())}}
     first = sources[0]
-    print(f"{'source':60s} runs pairs  vs others  left out of all")
+    print(f"{'source':60s} runs pairs  vs others  left out of own")
     for s, r in result["sources"].items():
-        t, lo = r["against_the_other_sources"], r["left_out_of_all_sources"]
+        t, lo = r["against_the_other_sources"], r["left_out_of_its_own_source"]
         print(f"{s[:60]:60s} {r['runs']:4d} {r['pairs']:5d} {t['alarms']:4d}/{t['pairs']:<4d} {lo['alarms']:4d}/{lo['pairs']:<4d}"
               f"  largest vs others: {t['largest']}")
     print(f"\ntraining noise τ by source, and its ratio to {first}'s")

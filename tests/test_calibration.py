@@ -85,6 +85,33 @@ def test_the_envelope_of_two_sources_is_the_wider_noise_about_the_mean_offset():
     assert C.envelope([a]) == a
 
 
+def _two_source_calibration():
+    synthetic = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10)}
+    real = {"p": C.PropertyNoise(0.0, 0.3, 0.5, 6)}
+    return C.Calibration("two", "gan", "demo", "replicate", C.envelope([synthetic, real]), 4, 3.0,
+                         {"data": "npz:/femnist.npz, synthetic-images:writers=100,seed=0",
+                          "sources": [{"data": "synthetic-images:writers=100,seed=0", "tested": 10, "false_alarms": 0},
+                                      {"data": "npz:/femnist.npz", "tested": 6, "false_alarms": 1}]},
+                         false_alarms={"pairs": 16, "alarms": 1},
+                         by_source={"synthetic-images:writers=100,seed=0": {"degrees_of_freedom": 9, "properties": synthetic},
+                                    "npz:/femnist.npz": {"degrees_of_freedom": 4, "properties": real}})
+
+
+def test_runs_on_a_measured_source_use_its_own_noise_and_other_data_the_widest():
+    two = _two_source_calibration()
+    own, source = two.for_data(["npz:/femnist.npz", "npz:/femnist.npz"])
+    assert source == "npz:/femnist.npz" and own.properties["p"].training_noise_upper == 0.5
+    assert own.degrees_of_freedom == 4 and own.by_source is None and own.source["used"] == "npz:/femnist.npz"
+    assert (own.false_alarms["pairs"], own.false_alarms["alarms"]) == (6, 1)     # that source's own, left out
+    # Another size or seed of the tool's synthetic writers is the synthetic source; a modeler's other npz is not.
+    own, source = two.for_data(["synthetic-images:writers=3400,seed=7"] * 2)
+    assert source == "synthetic-images:writers=100,seed=0" and own.properties["p"].training_noise_upper == 0.2
+    for specs in (["npz:/digits.npz"] * 2, ["npz:/femnist.npz", "synthetic-images:writers=100,seed=0"], [None, None]):
+        assert two.for_data(specs) == (two, None)
+    assert two.properties["p"].training_noise_upper == 0.5                      # the widest
+    assert C.Calibration.from_json(json.loads(json.dumps(two.to_json()))) == two
+
+
 def test_a_clean_pair_is_two_runs_of_one_source():
     rows = {(0, 1): [_row(0.1)], (1, 2): [_row(0.2)]}
     with pytest.raises(ValueError, match="two runs of one source of data. Found runs 1 and 2 of A and B"):
@@ -223,8 +250,21 @@ def test_every_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name, 
         request.applymarker(pytest.mark.xfail(reason=_BOUND_NOT_MET[name], strict=True))
     (c,) = [c for c in calibration_store.shipped() if c.name == name]
     assert c.false_alarms["alarms"] <= c.false_alarms["pairs"] / 20      # the issue's ≤ 1 in 20
-    for source in c.source.get("sources", []):                           # and on each source of data
-        assert source["tested"] >= 20 and source["false_alarms"] <= source["tested"] / 20
+
+
+# Runs on one of a calibration's sources use that source's own noise: each source's pairs, left out of it.
+# Real FEMNIST (2026-12-04): 4 of 66, two of them from one run's outlying vertical strokes and centre.
+_SOURCE_BOUND_NOT_MET = {("gan-demo-replicate", "npz"): "4 of 66 clean FEMNIST pairs alarm against FEMNIST's own noise"}
+
+
+@pytest.mark.parametrize("name, data", sorted((c.name, source["data"]) for c in calibration_store.shipped()
+                                             for source in c.source.get("sources", [])))
+def test_every_source_of_a_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name, data, request):
+    if (name, data.partition(":")[0]) in _SOURCE_BOUND_NOT_MET:
+        request.applymarker(pytest.mark.xfail(reason=_SOURCE_BOUND_NOT_MET[name, data.partition(":")[0]], strict=True))
+    (c,) = [c for c in calibration_store.shipped() if c.name == name]
+    (source,) = [s for s in c.source["sources"] if s["data"] == data]
+    assert source["tested"] >= 20 and source["false_alarms"] <= source["tested"] / 20
 
 
 def test_a_calibration_measured_on_other_data_says_so_and_on_the_same_source_does_not(tmp_path, monkeypatch):
@@ -253,12 +293,19 @@ def test_a_calibration_measured_on_other_data_says_so_and_on_the_same_source_doe
     # A calibration file passed by hand is checked the same way, beside the settings' note.
     chosen, note = calibration_store.choose(str(tmp_path / "shipped" / "rep.json"), "gan", "replicate", real_a, real_b)
     assert chosen == calibration and "npz:/data/digits.npz" in note
-    # Measured on both kinds of source (each apart, `calibration.envelope`): no note for either, one for a third.
-    both = dataclasses.replace(calibration, source={"settings": settings, "data": "npz:/x.npz, synthetic-images:writers=9",
-                                                    "sources": [{"data": "npz:/x.npz"}, {"data": "synthetic-images:writers=9"}]})
+    # Measured on two sources (each apart, `calibration.envelope`): no note for either, one for other data,
+    # another npz file too (a modeler's digits are not FEMNIST).
+    both = dataclasses.replace(calibration, source={
+        "settings": settings, "data": "npz:/data/digits.npz, synthetic-images:writers=9",
+        "sources": [{"data": "npz:/data/digits.npz"}, {"data": "synthetic-images:writers=9"}]})
     assert calibration_store.data_note(both, (real_a, real_b)) is None
     assert calibration_store.data_note(both, (synthetic_a, synthetic_b)) is None
-    assert "jsonl:/t.jsonl" in calibration_store.data_note(both, (run("t", "jsonl:/t.jsonl"),))
+    assert "widest noise of its 2 sources" in calibration_store.data_note(both, (run("t", "jsonl:/t.jsonl"),))
+    assert "npz:/other.npz" in calibration_store.data_note(both, (run("o", "npz:/other.npz"),))
+    # Runs on one of a calibration's sources get that source's own noise, and no note.
+    narrowed, note = calibration_store.for_runs(_two_source_calibration(), (run("f1", "npz:/femnist.npz"),
+                                                                           run("f2", "npz:/femnist.npz")))
+    assert note is None and narrowed.source["used"] == "npz:/femnist.npz"
     # One that does not say what it was measured on (made before 2026-12-04): no note, no error.
     calibration_store.save(dataclasses.replace(calibration, source={"settings": settings}),
                            str(tmp_path / "shipped" / "rep.json"))
@@ -325,7 +372,8 @@ def test_calibrate_leaves_an_unhealthy_run_out_and_refuses_when_too_few_are_left
                         [(0, 1), (2, 3), (4, 5)], "selection", "c", samples=50)
 
 
-def test_calibrate_runs_of_two_sources_pairs_them_within_each_and_lists_both(char_runs, tmp_path, monkeypatch):
+def test_calibrate_runs_of_two_sources_pairs_them_within_each_and_lists_both(char_runs, tmp_path, monkeypatch,
+                                                                            capsys):
     import shutil
 
     from fedgen_debug.analysis import calibrate
@@ -340,6 +388,15 @@ def test_calibrate_runs_of_two_sources_pairs_them_within_each_and_lists_both(cha
     assert calibration.source["pairs"] == 6 and calibration.degrees_of_freedom == 2   # 3 + 3 pairs, not 15
     assert [(s["data"], s["runs"], s["pairs"], s["degrees_of_freedom"]) for s in calibration.source["sources"]] == [
         ("synthetic-text:users=12,seed=3", 3, 3, 2), ("jsonl:/other.jsonl", 3, 3, 2)]
+    import argparse
+
+    from fedgen_debug.cli import diagnose_cmd
+    args = argparse.Namespace(runs=[*char_runs, *copies], pairs=False, out=str(tmp_path / "two.json"), name=None,
+                              samples=50, seed=0)
+    assert diagnose_cmd.run_calibrate(args) == 0
+    printed = capsys.readouterr().out
+    assert "synthetic-text:users=12,seed=3: 3 runs, 2 degrees of freedom, 0 of 0 left-out pairs alarmed" in printed
+    assert "jsonl:/other.jsonl: 3 runs" in printed
     with pytest.raises(ValueError, match="two runs of one source of data"):
         calibrate.build([*char_runs, *copies], [(0, 3), (1, 4), (2, 5)], "selection", "two", samples=50)
     with pytest.raises(ValueError, match="Each source of data needs 3 or more"):

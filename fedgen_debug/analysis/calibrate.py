@@ -57,6 +57,8 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     except ValueError as e:
         raise ValueError(f"{e} Each source of data needs 3 or more healthy replicate runs (or selection pairs).") from e
     alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, kind, pairs, data)
+    by_source = {source["data"]: {"degrees_of_freedom": source["degrees_of_freedom"],
+                                  "properties": source.pop("properties")} for source in sources}
     for source in sources:
         source["runs"] = len({r for p in pairs if data[p[0]] == source["data"] for r in p})
         source["false_alarms"] = sum(d["alarm"] for d in alarms["details"] if d.get("data") == source["data"])
@@ -72,7 +74,7 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
                 **({"left_out_unhealthy": len(unhealthy)} if unhealthy else {}),
                 "seed": seed, "description": description,
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
-        false_alarms=alarms)
+        false_alarms=alarms, by_source=by_source if len(by_source) > 1 else None)
 
 
 def _healthy_only(run_dirs: list[str], per_run: list[list], pairs: list[tuple[int, int]], unhealthy: set[int],

@@ -34,10 +34,15 @@ model's confidence and edge steepness, and a calibration from synthetic runs alo
 FEMNIST pairs (docs/analysis.md, 2026-12-04). So clean runs of several sources are calibrated source by
 source (a pair is two runs of one source: runs of two sources are not a clean pair), and each property
 takes the widest of them (`envelope`): offset the sources' mean μ̄, noise max over sources of
-√(τ_s² + (μ_s − μ̄)²), so a clean pair of any source measured stays within its own source's noise.
+√(τ_s² + (μ_s − μ̄)²), so a clean pair of any source measured stays within its own source's noise. The
+calibration keeps each source's own noise too (`by_source`): a pair of runs on one of its sources uses
+that source's (`for_data`), and a pair on data none of them is uses the envelope.
 
 `false_alarms` is measured, not assumed: each clean pair is diagnosed with a calibration estimated without
-its two runs (leave-pair-out), and a pair whose properties pass the threshold anywhere is a false alarm.
+its two runs (leave-pair-out; of its own source's pairs when there are several sources), and a pair whose
+properties pass the threshold anywhere is a false alarm. How the envelope does on a source it has not
+measured cannot be measured on its own runs: `evaluation/calibration_transfer.py` measures one source's
+calibration on another's clean pairs.
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ class Calibration:
     z_threshold: float
     source: Mapping
     false_alarms: Mapping | None = None
+    by_source: Mapping[str, Mapping] | None = None   # data spec → {"degrees_of_freedom", "properties"}
 
     def __post_init__(self):
         check_one_of("kind", self.kind, ("gan", "char", "word"))
@@ -109,7 +115,28 @@ class Calibration:
                 "pair_type": self.pair_type, "degrees_of_freedom": self.degrees_of_freedom,
                 "z_threshold": self.z_threshold, "source": dict(self.source),
                 "false_alarms": None if self.false_alarms is None else dict(self.false_alarms),
-                "properties": {name: dataclasses.asdict(noise) for name, noise in sorted(self.properties.items())}}
+                "properties": _properties_json(self.properties),
+                **({} if self.by_source is None else {"by_source": {
+                    data: {"degrees_of_freedom": own["degrees_of_freedom"], "properties": _properties_json(own["properties"])}
+                    for data, own in self.by_source.items()}})}
+
+    def for_data(self, data_specs: Sequence[str | None]) -> tuple["Calibration", str | None]:
+        """(the calibration for runs on `data_specs`, the source whose own noise it holds or None): the own
+        noise of a source every run trains on (the same spec, or the same synthetic generator), else the
+        envelope of all sources (this calibration)."""
+        if not self.by_source:
+            return self, None
+        matches = {matching_source(list(self.by_source), spec) for spec in data_specs}
+        if len(matches) != 1 or None in matches:
+            return self, None
+        (data,) = matches
+        own = self.by_source[data]
+        listed = next((x for x in self.source.get("sources", []) if x.get("data") == data), {})
+        alarms = None if "tested" not in listed else {
+            "pairs": listed["tested"], "alarms": listed["false_alarms"],
+            "rate_upper_95": _rate_upper(listed["false_alarms"], listed["tested"]) if listed["tested"] else None}
+        return dataclasses.replace(self, properties=own["properties"], degrees_of_freedom=own["degrees_of_freedom"],
+                                   source={**self.source, "used": data}, false_alarms=alarms, by_source=None), data
 
     @classmethod
     def from_json(cls, data: Mapping) -> "Calibration":
@@ -118,7 +145,27 @@ class Calibration:
         return cls(name=data["name"], kind=data["kind"], preset=data["preset"], pair_type=data["pair_type"],
                    properties={k: PropertyNoise(**v) for k, v in data["properties"].items()},
                    degrees_of_freedom=int(data["degrees_of_freedom"]), z_threshold=float(data["z_threshold"]),
-                   source=data.get("source", {}), false_alarms=data.get("false_alarms"))
+                   source=data.get("source", {}), false_alarms=data.get("false_alarms"),
+                   by_source=None if "by_source" not in data else {
+                       spec: {"degrees_of_freedom": int(own["degrees_of_freedom"]),
+                              "properties": {k: PropertyNoise(**v) for k, v in own["properties"].items()}}
+                       for spec, own in data["by_source"].items()})
+
+
+def _properties_json(properties: Mapping[str, PropertyNoise]) -> dict:
+    return {name: dataclasses.asdict(noise) for name, noise in sorted(properties.items())}
+
+
+def matching_source(measured: Sequence[str], spec: str | None) -> str | None:
+    """The measured data spec that `spec` is: the same spec, or the only one of the same synthetic generator
+    (another size or seed of the tool's own synthetic users); None for a modeler's other file."""
+    if spec is None:
+        return None
+    if spec in measured:
+        return spec
+    scheme = spec.strip().partition(":")[0]
+    same = [m for m in measured if scheme.startswith("synthetic-") and m.strip().partition(":")[0] == scheme]
+    return same[0] if len(same) == 1 else None
 
 
 def threshold_for(properties: int, family_wise_rate: float = FAMILY_WISE_RATE) -> float:
@@ -212,7 +259,8 @@ def estimate_by_source(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_typ
                        source_of_run: Sequence | None = None) -> tuple[dict[str, PropertyNoise], int, list[dict]]:
     """`estimate_noise` for each source's clean pairs ((run, run) → comparison rows; `source_of_run`: each
     run's source of data, None: one source) and their `envelope`; the degrees of freedom are the smallest
-    source's, and each source's (its pairs and degrees of freedom) is listed. A pair of two sources is refused."""
+    source's, and each source's (its pairs, degrees of freedom and noise) is listed. A pair of two sources
+    is refused."""
     check_one_source_per_pair(list(rows_by_pair), source_of_run)
     if not rows_by_pair:
         raise ValueError("calibration needs clean pairs. Found none.")
@@ -224,7 +272,7 @@ def estimate_by_source(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_typ
         dof = replicate_degrees_of_freedom(list(pairs)) if pair_type == "replicate" else None
         noise, dof = estimate_noise(list(pairs.values()), pair_type, dof)
         estimates.append(noise)
-        listed.append({"data": source, "pairs": len(pairs), "degrees_of_freedom": dof})
+        listed.append({"data": source, "pairs": len(pairs), "degrees_of_freedom": dof, "properties": noise})
     return envelope(estimates), min(s["degrees_of_freedom"] for s in listed), listed
 
 
@@ -275,13 +323,14 @@ def replicate_degrees_of_freedom(pairs: Sequence[tuple[int, int]]) -> int:
 
 def left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], excluded: set, pair_type: str, kind: str,
              source_of_run: Sequence | None = None) -> Calibration:
-    """A calibration (`estimate_by_source`) from the clean pairs (`rows_by_pair`: (run, run) → comparison
-    rows) that share no run with `excluded`: a pair is never calibrated by itself, nor by its own runs' other
-    pairs."""
+    """A calibration from the clean pairs (`rows_by_pair`: (run, run) → comparison rows) that share no run
+    with `excluded`: a pair is never calibrated by itself, nor by its own runs' other pairs. With
+    `source_of_run` (each run's source of data), from the pairs of the excluded runs' source only: a
+    diagnosis of runs on a source the calibration measured uses that source's own noise (`for_data`)."""
     kept = {p: rows for p, rows in rows_by_pair.items() if not set(p) & set(excluded)}
-    source = (lambda run: None) if source_of_run is None else source_of_run.__getitem__
-    if not {source(r) for r in excluded} <= {source(p[0]) for p in kept}:   # not by other sources alone
-        raise ValueError(f"no clean pairs of runs {sorted(excluded)}'s source of data are left.")
+    if source_of_run is not None:
+        own = {source_of_run[r] for r in excluded}
+        kept = {p: rows for p, rows in kept.items() if source_of_run[p[0]] in own}
     noise, dof, _ = estimate_by_source(kept, pair_type, source_of_run)
     properties = len(next(iter(rows_by_pair.values())))
     return Calibration(name="left-out", kind=kind, preset="-", pair_type=pair_type, properties=noise,

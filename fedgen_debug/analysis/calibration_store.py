@@ -6,8 +6,9 @@ settings (`source["settings"]`, `training_settings`); a pair of runs uses the ca
 own settings for its kind and pair type. The tool ships calibrations for its presets (`SHIPPED_DIR`,
 measured by `evaluation/any_bug.py` and `fedgen-debug calibrate`, see docs/analysis.md); a modeler with
 other settings makes one from their own replicate runs (`fedgen-debug calibrate RUN RUN RUN ... --out F`) and
-passes it with `--calibration F`; a calibration names the data it was measured on (`source["data"]`) and a
-diagnosis of runs on another source of data says so in its note. Without one, a diagnosis is calibrated
+passes it with `--calibration F`; a calibration names the data it was measured on (`source["data"]`; with
+several sources, each one's own noise in `by_source`): runs on one of its sources use that source's
+noise, runs on other data the widest of them, and the diagnosis says so in its note. Without one, a diagnosis is calibrated
 against the samples' noise only and says so (`calibrated: false`).
 """
 
@@ -17,7 +18,7 @@ import glob
 import json
 import os
 
-from fedgen_debug.analysis.calibration import Calibration
+from fedgen_debug.analysis.calibration import Calibration, matching_source
 from fedgen_debug.runs import store
 
 SHIPPED_DIR = os.path.join(os.path.dirname(__file__), "calibrations")
@@ -47,20 +48,26 @@ def run_data(run_dir: str) -> str | None:
 
 
 def data_note(calibration: Calibration, run_dirs) -> str | None:
-    """A note when `calibration` was measured on other sources of data than the runs' (synthetic users vs
-    a modeler's play, npz or jsonl; a source is its spec's scheme): training noise depends on the data as
-    well as on the settings (docs/analysis.md). None when the calibration does not say what it was measured
-    on, or measured some of its noise on the runs' kind of source (`source["sources"]`)."""
+    """A note when the runs train on data `calibration` did not measure (`calibration.matching_source`: the
+    same spec, or the tool's same synthetic generator): training noise depends on the data as well as on
+    the settings (docs/analysis.md). None when the calibration does not say what it was measured on."""
     measured = calibration.source.get("data")
-    kinds = {_source(s["data"]) for s in calibration.source.get("sources", []) if s.get("data")} or (
-        {_source(measured)} if measured else set())
+    specs = [s["data"] for s in calibration.source.get("sources", []) if s.get("data")] or ([measured] if measured else [])
     used = sorted({d for d in map(run_data, run_dirs) if d})
-    if not measured or not used or all(_source(d) in kinds for d in used):
+    if not specs or not used or all(matching_source(specs, d) for d in used):
         return None
-    return (f"calibration measured on {measured}, these runs train on {', '.join(used)}: training noise depends "
-            "on the data too (a synthetic calibration alone alarmed on 3 of 6 clean pairs on real FEMNIST and "
-            "missed faults on Tiny Shakespeare, docs/analysis.md); for one that fits, `fedgen-debug calibrate` "
-            "3 or more clean replicate runs of this data, with the shipped runs' sources if you like")
+    widest = f", the widest noise of its {len(specs)} sources used" if len(specs) > 1 else ""
+    return (f"calibration measured on {measured}{widest}; these runs train on {', '.join(used)}: training noise "
+            "depends on the data too (synthetic runs alone alarmed on 18 of 66 clean pairs of real FEMNIST, "
+            "docs/analysis.md); for one that fits, `fedgen-debug calibrate` 3 or more clean replicate runs of "
+            "this data (with the shipped runs' sources if you like)")
+
+
+def for_runs(calibration: Calibration, run_dirs) -> tuple[Calibration, str | None]:
+    """(the calibration narrowed to the runs' source when it measured several and the runs train on one of
+    them (`Calibration.for_data`), a note on the data)."""
+    narrowed, source = calibration.for_data([run_data(d) for d in run_dirs])
+    return narrowed, (None if source is not None else data_note(calibration, run_dirs))
 
 
 def _source(data_spec: str) -> str:
@@ -110,7 +117,8 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
         measured = calibration.source.get("settings")
         note = None if measured in settings else (f"calibration measured at {measured}, these runs use "
                                                   f"{settings[0]}: training noise differs with the settings")
-        return calibration, _joined(note, data_note(calibration, (run_a, run_b)))
+        calibration, data = for_runs(calibration, (run_a, run_b))
+        return calibration, _joined(note, data)
     if settings[0] != settings[1]:
         return None, (f"the two runs were trained with different settings ({settings[0]} vs {settings[1]}); "
                       "no calibration: sampling noise only")
@@ -118,12 +126,12 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     sides = selections(run_a, run_b)
     for c in matching:
         if c.pair_type == pair and (pair == "replicate" or c.source.get("selections") == sides):
-            return c, data_note(c, (run_a, run_b))
+            return for_runs(c, (run_a, run_b))
     matching = [c for c in matching if c.pair_type == "replicate"]
     if matching:   # a selection pair with only replicate pairs measured at its settings
-        return matching[0], _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at "
+        calibration, data = for_runs(matching[0], (run_a, run_b))
+        return calibration, _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at "
                                     "these settings: calibrated against replicate pairs' training noise only; two "
-                                    "selections are different users and also differ in style without a bug",
-                                    data_note(matching[0], (run_a, run_b)))
+                                    "selections are different users and also differ in style without a bug", data)
     return None, (f"no calibration measured at these settings ({settings[0]}): sampling noise only; make one with "
                   "`fedgen-debug calibrate` from 3 or more replicate runs")

@@ -339,8 +339,11 @@ def _calibration_report(calibration, pair: str, note: str | None, threshold: flo
                 "note": note or "two trainings of the same users with other secrets also differ; no calibration "
                                 "for these runs"}
     alarms = calibration.false_alarms
+    sources = calibration.source.get("sources", [])
+    noise_of = (f", on {calibration.source['used']}" if calibration.source.get("used")
+                else f", the widest of {len(sources)} sources" if len(sources) > 1 else "")
     return {"calibrated": True, "name": calibration.name, "pair_type": calibration.pair_type,
-            "against": f"training noise of clean {calibration.pair_type} pairs ({calibration.name})",
+            "against": f"training noise of clean {calibration.pair_type} pairs ({calibration.name}{noise_of})",
             "clean_pairs": next(iter(calibration.properties.values())).pairs,
             "degrees_of_freedom": calibration.degrees_of_freedom, "z_threshold": calibration.z_threshold,
             "false_alarms": None if alarms is None else {k: alarms[k] for k in ("pairs", "alarms", "rate_upper_95")},

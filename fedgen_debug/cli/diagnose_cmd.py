@@ -183,5 +183,8 @@ def run_calibrate(args) -> int:
           f"{calibration.degrees_of_freedom} degrees of freedom, threshold |calibrated z| > {calibration.z_threshold:.2f}")
     print(f"  false alarms with each clean pair left out: {alarms['alarms']} of {alarms['pairs']}"
           + (f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else ""))
+    for source in calibration.source.get("sources", []):   # several sources of data, each calibrated apart
+        print(f"    {source['data']}: {source['runs']} runs, {source['degrees_of_freedom']} degrees of freedom, "
+              f"{source['false_alarms']} of {source['tested']} left-out pairs alarmed")
     print(f"  written to {args.out}; use it with `fedgen-debug diagnose A B --calibration {args.out}`")
     return 0
