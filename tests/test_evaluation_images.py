@@ -4,7 +4,9 @@ yardstick (`evaluation/gan_central_reference.py`)."""
 
 import dataclasses
 import importlib.util
+import json
 import os
+import pickle
 import sys
 
 import numpy as np
@@ -88,3 +90,45 @@ def test_property_faults_on_data_ranks_salt_and_pepper_as_noise_and_the_clean_ha
     lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
     assert lines["clean"].startswith("families [];")
     assert lines["salt and pepper 5%"].startswith("families ['noise'")
+
+
+def test_calibration_transfer_finds_a_noisier_sources_pairs_alarming_against_the_quieter_ones_noise(tmp_path, monkeypatch,
+                                                                                                   capsys):
+    """`evaluation/calibration_transfer.py` on hand-made runs of two sources (values cached as any_bug_table
+    caches them, no GAN): run-to-run noise 0.02 on one, 0.3 on the other, in every image property."""
+    from fedgen_debug.analysis import image_properties
+    from fedgen_debug.runs import store
+
+    monkeypatch.syspath_prepend(_EVALUATION)
+    script = _load("calibration_transfer")
+    table = sys.modules["any_bug_table"]
+    rng = np.random.default_rng(0)
+    names = [p.name for p in image_properties.IMAGE_PROPERTIES]
+
+    def run(name, spec, run_noise, shift=0.0):
+        run_dir = str(tmp_path / name)
+        store.write_json(store.released(run_dir, "config.json"), {"gan": {"data": spec}})
+        offsets = rng.normal(0.0, run_noise, len(names))
+        offsets[0] += shift
+        values = {n: rng.normal(offsets[i], 1.0, 400) for i, n in enumerate(names)}
+        with open(os.path.join(run_dir, f"diagnose_values_400_{table._properties_version('gan')}.pkl"), "wb") as f:
+            pickle.dump((values, None), f)
+        return run_dir
+
+    for i in range(8):
+        run(f"quiet/r{i}", "synthetic-images:writers=9", 0.02)
+        run(f"noisy/r{i}", "npz:/real.npz", 0.3)
+    clean, fault = run("pair/clean", "npz:/real.npz", 0.3), run("pair/fault", "npz:/real.npz", 0.3, shift=3.0)
+    out = str(tmp_path / "t.json")
+    monkeypatch.setattr(sys, "argv", ["x", "--kind", "gan", "--samples", "400", "--source", str(tmp_path / "quiet/r*"),
+                                      "--source", str(tmp_path / "noisy/r*"), "--pair", f"{clean}:{fault}", "--out", out])
+    script.main()
+    result = json.load(open(out))
+    quiet, noisy = result["sources"]["synthetic-images:writers=9"], result["sources"]["npz:/real.npz"]
+    assert (quiet["pairs"], noisy["pairs"]) == (28, 28)                    # pairs within a source only
+    assert noisy["against_the_other_sources"]["alarms"] > 14                 # the quiet source's noise: most alarm
+    assert quiet["against_the_other_sources"]["alarms"] == 0
+    assert noisy["left_out_of_its_own_source"]["alarms"] <= 2
+    (pair,) = result["pairs"]
+    assert pair["own source"]["differ"] and pair["own source"]["top"][0][0] == names[0]
+    assert "training noise τ by source" in capsys.readouterr().out
