@@ -253,15 +253,9 @@ def test_every_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name, 
 
 
 # Runs on one of a calibration's sources use that source's own noise: each source's pairs, left out of it.
-# Real FEMNIST (2026-12-04): 4 of 66, two of them from one run's outlying vertical strokes and centre.
-_SOURCE_BOUND_NOT_MET = {("gan-demo-replicate", "npz"): "4 of 66 clean FEMNIST pairs alarm against FEMNIST's own noise"}
-
-
 @pytest.mark.parametrize("name, data", sorted((c.name, source["data"]) for c in calibration_store.shipped()
                                              for source in c.source.get("sources", [])))
-def test_every_source_of_a_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name, data, request):
-    if (name, data.partition(":")[0]) in _SOURCE_BOUND_NOT_MET:
-        request.applymarker(pytest.mark.xfail(reason=_SOURCE_BOUND_NOT_MET[name, data.partition(":")[0]], strict=True))
+def test_every_source_of_a_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name, data):
     (c,) = [c for c in calibration_store.shipped() if c.name == name]
     (source,) = [s for s in c.source["sources"] if s["data"] == data]
     assert source["tested"] >= 20 and source["false_alarms"] <= source["tested"] / 20
