@@ -108,13 +108,15 @@ def main() -> None:
         result["sources"][s] = {
             "runs": sum(d == s for d in data), "pairs": len(mine),
             "against_the_other_sources": _alarms(mine, transfer),
-            "left_out_of_its_own_source": {"pairs": len(mine_left_out), "alarms": sum(d["alarm"] for d in mine_left_out)},
+            "left_out_of_its_own_source": {"pairs": len(mine_left_out),
+                                           "alarms": sum(d["alarm"] for d in mine_left_out)},
             "training_noise": {k: v.training_noise for k, v in sorted(own[s][0].items())}}
     first = sources[0]
     print(f"{'source':60s} runs pairs  vs others  left out of own")
     for s, r in result["sources"].items():
         t, lo = r["against_the_other_sources"], r["left_out_of_its_own_source"]
-        print(f"{s[:60]:60s} {r['runs']:4d} {r['pairs']:5d} {t['alarms']:4d}/{t['pairs']:<4d} {lo['alarms']:4d}/{lo['pairs']:<4d}"
+        print(f"{s[:60]:60s} {r['runs']:4d} {r['pairs']:5d} {t['alarms']:4d}/{t['pairs']:<4d} "
+              f"{lo['alarms']:4d}/{lo['pairs']:<4d}"
               f"  largest vs others: {t['largest']}")
     print(f"\ntraining noise τ by source, and its ratio to {first}'s")
     for name in result["sources"][first]["training_noise"]:

@@ -69,7 +69,8 @@ def test_degrees_of_freedom_of_shared_and_disjoint_pairs():
 
 
 def test_the_envelope_of_two_sources_is_the_wider_noise_about_the_mean_offset():
-    a = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10), "q": C.PropertyNoise(0.0, 0.3, 0.4, 10), "only_a": C.PropertyNoise(0, 0, 0, 10)}
+    a = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10), "q": C.PropertyNoise(0.0, 0.3, 0.4, 10),
+         "only_a": C.PropertyNoise(0, 0, 0, 10)}
     b = {"p": C.PropertyNoise(0.0, 0.3, 0.5, 6), "q": C.PropertyNoise(0.0, 0.1, 0.1, 6)}
     both = C.envelope([a, b])
     assert set(both) == {"p", "q"}                                       # measured in both sources only

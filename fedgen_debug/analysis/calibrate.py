@@ -3,10 +3,11 @@ training settings, with its false alarms measured on the same runs left out.
 
 Replicate runs: the same users trained R ≥ 3 times with different secrets (`--seed` changes only the public
 initialisation; each run draws its own secret), no bug in any. Every pair of runs on the same data is a
-clean pair (R − 1 degrees of freedom). Runs on several sources of data (each with 3 or more runs) calibrate
-each source apart, and each property takes the widest source's noise (`calibration.envelope`). Selection pairs: K ≥ 3 clean pairs "A:B" of the two
-selections a diagnosis will compare (e.g. T4's high- and low-accuracy runs), each trained with its own
-secret. Reads released artefacts only: sampling is post-processing, no ε.
+clean pair (R − 1 degrees of freedom). Runs on several sources of data (3 or more runs each) calibrate each
+source apart: runs on one of them are later diagnosed against its own noise, runs on other data against
+the widest per property (`calibration.envelope`, `Calibration.for_data`). Selection pairs: K ≥ 3 clean
+pairs "A:B" of the two selections a diagnosis will compare (e.g. T4's high- and low-accuracy runs), each
+trained with its own secret. Reads released artefacts only: sampling is post-processing, no ε.
 """
 
 from __future__ import annotations
@@ -79,9 +80,10 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
 
 def _healthy_only(run_dirs: list[str], per_run: list[list], pairs: list[tuple[int, int]], unhealthy: set[int],
                   pair_type: str) -> tuple[list[str], list[list], list[tuple[int, int]]]:
-    """The runs, their entries in each list of `per_run`, and the pairs, without an unhealthy run. A GAN that diverged (no background, noise) is not training
-    noise: `diagnose` never compares it (it answers "cannot tell"), and its properties would inflate τ
-    for every pair (2 of 20 T4 GANs of 2026-12-04 made τ of the background speckle 10× the healthy runs')."""
+    """The runs, their entries in each list of `per_run`, and the pairs, without an unhealthy run. A GAN
+    that diverged (no background, noise) is not training noise: `diagnose` never compares it (it answers
+    "cannot tell"), and its properties would inflate τ for every pair (2 of 20 T4 GANs of 2026-12-04 made τ
+    of the background speckle 10× the healthy runs')."""
     pairs = [p for p in pairs if not set(p) & unhealthy]
     kept = sorted({i for p in pairs for i in p})
     index = {old: new for new, old in enumerate(kept)}

@@ -117,7 +117,8 @@ class Calibration:
                 "false_alarms": None if self.false_alarms is None else dict(self.false_alarms),
                 "properties": _properties_json(self.properties),
                 **({} if self.by_source is None else {"by_source": {
-                    data: {"degrees_of_freedom": own["degrees_of_freedom"], "properties": _properties_json(own["properties"])}
+                    data: {"degrees_of_freedom": own["degrees_of_freedom"],
+                           "properties": _properties_json(own["properties"])}
                     for data, own in self.by_source.items()}})}
 
     def for_data(self, data_specs: Sequence[str | None]) -> tuple["Calibration", str | None]:
@@ -235,8 +236,8 @@ def envelope(noises: Sequence[Mapping[str, PropertyNoise]]) -> dict[str, Propert
             return max(math.hypot(getattr(e, field), e.offset - offset) for e in each)
 
         estimate, upper = widest("training_noise"), widest("training_noise_upper")
-        combined[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=max(upper, estimate),
-                                       pairs=sum(e.pairs for e in each),
+        combined[name] = PropertyNoise(offset=offset, training_noise=estimate,
+                                       training_noise_upper=max(upper, estimate), pairs=sum(e.pairs for e in each),
                                        offset_error=max(e.offset_error for e in each))
     return combined
 
