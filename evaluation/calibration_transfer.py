@@ -96,8 +96,7 @@ def main() -> None:
     properties = len(next(iter(rows.values())))
     own = {s: C.estimate_by_source({p: r for p, r in rows.items() if data[p[0]] == s}, "replicate", data)
            for s in sources}   # (noise, degrees of freedom, listed)
-    left_out = C.leave_pair_out_false_alarms(values, lambda a, b: diagnose.compare_values(args.kind, a, b),
-                                             "replicate", args.kind, pairs, data)
+    left_out = C.false_alarms_left_out(rows, "replicate", args.kind, data)
     result = {"kind": args.kind, "samples": args.samples, "sources": {}}
     for s in sources:
         mine = {p: r for p, r in rows.items() if data[p[0]] == s}

@@ -49,15 +49,12 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     kept_dirs, (values, data), pairs = _healthy_only(run_dirs, [[v for v, _ in drawn], data], pairs, set(unhealthy),
                                                      pair_type)
 
-    def compare_pair(values_a, values_b):
-        return diagnose.compare_values(kind, values_a, values_b)
-
-    rows = {(i, j): compare_pair(values[i], values[j]) for i, j in pairs}
+    rows = {(i, j): diagnose.compare_values(kind, values[i], values[j]) for i, j in pairs}
     try:
         noise, dof, sources = calibration_module.estimate_by_source(rows, pair_type, data)
     except ValueError as e:
         raise ValueError(f"{e} Each source of data needs 3 or more healthy replicate runs (or selection pairs).") from e
-    alarms = calibration_module.leave_pair_out_false_alarms(values, compare_pair, pair_type, kind, pairs, data)
+    alarms = calibration_module.false_alarms_left_out(rows, pair_type, kind, data)
     by_source = {source["data"]: {"degrees_of_freedom": source["degrees_of_freedom"],
                                   "properties": source.pop("properties")} for source in sources}
     for source in sources:

@@ -29,9 +29,9 @@ Estimating τ and μ from clean pairs (no bug on either side):
 the bound is 1.5× the estimate. A property the calibration does not know is not called.
 
 Several sources of data. Training noise depends on the data as well as on the settings: at the demo
-settings, GANs on real FEMNIST differ from run to run 3.6× as much as on synthetic writers in the primary
-model's confidence and edge steepness, and a calibration from synthetic runs alone alarmed on 3 of 6 clean
-FEMNIST pairs (docs/analysis.md, 2026-12-04). So clean runs of several sources are calibrated source by
+settings, GANs on real FEMNIST differ from run to run 2.2-2.6× as much as on synthetic writers in edge
+steepness, edge width, stroke slant and the primary model's confidence, and a calibration from synthetic
+runs alone alarmed on 28 of 120 clean FEMNIST pairs (docs/analysis.md, 2026-12-04). So clean runs of several sources are calibrated source by
 source (a pair is two runs of one source: runs of two sources are not a clean pair), and each property
 takes the widest of them (`envelope`): offset the sources' mean μ̄, noise max over sources of
 √(τ_s² + (μ_s − μ̄)²), so a clean pair of any source measured stays within its own source's noise. The
@@ -349,6 +349,13 @@ def leave_pair_out_false_alarms(values_by_run: Sequence, compare_pair, pair_type
     pairs = all_pairs(len(values_by_run), source_of_run) if pairs is None else list(pairs)
     check_one_source_per_pair(pairs, source_of_run)
     rows_by_pair = {(i, j): compare_pair(values_by_run[i], values_by_run[j]) for i, j in pairs}
+    return false_alarms_left_out(rows_by_pair, pair_type, kind, source_of_run)
+
+
+def false_alarms_left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_type: str, kind: str,
+                          source_of_run: Sequence | None = None) -> dict:
+    """`leave_pair_out_false_alarms` of clean pairs already compared ((run, run) → comparison rows)."""
+    check_one_source_per_pair(list(rows_by_pair), source_of_run)
     alarms, details = 0, []
     for pair, rows in rows_by_pair.items():
         try:
