@@ -201,6 +201,7 @@ def test_attack_finding_words_a_single_user_typed_in_the_vocabulary_fails(tmp_pa
     assert 10 < len(words) and min(len(users_of[w]) for w in words) >= 10
     # What the privacy costs the diagnosis is said: so few words leave ordinary words out of vocabulary.
     assert f"the DP vocabulary holds only {len(words)} words (heavy hitters of 300 users)" in caplog.text
+    assert "the word-LM sees most words as UNK" in caplog.text and "char-LM" not in caplog.text
     # The default for synthetic text: the public stand-in's words, whatever the private users typed.
     public_run = str(tmp_path / "public")
     run = LMRun("word", data, 0.0, "test", rounds=1, vocab_size=2000)

@@ -46,8 +46,10 @@ logger = logging.getLogger(__name__)
 SMALL_DP_VOCABULARY = 1000
 SMALL_DP_VOCABULARY_WARNING = (
     "the DP vocabulary holds only %d words (heavy hitters of %d users): ordinary words are out of vocabulary, so "
-    "the char-LM learns them and glued words are a small share of its samples; pass the production vocabulary "
-    "(vocab file:PATH, one word a line)")
+    "%s; pass the production vocabulary (vocab file:PATH, one word a line)")
+SMALL_DP_VOCABULARY_EFFECT = {
+    "char": "the char-LM learns them and glued words are a small share of its samples",
+    "word": "the word-LM sees most words as UNK and a fault inside words barely moves its samples"}
 # Selection 'paper': the DP count of the users who qualified (char-LM: a device with OOV words; word-LM:
 # a device with any sentence), σ = 4 × 1/2 = 2 users up to 300 users, then 300 users' relative error.
 QUALIFIED_NOISE = 4.0
@@ -67,7 +69,8 @@ def _vocabulary(run: LMRun, client_data, population: loop.Population, secret, ou
         config = lm_data.heavy_hitters_config(run.vocab_size, population.size)
         vocab = lm_data.dp_vocabulary(client_data, config, secret.tf_seed("vocabulary-noise"))
         if vocab.size < SMALL_DP_VOCABULARY:
-            logger.warning(SMALL_DP_VOCABULARY_WARNING, vocab.size, population.size)
+            logger.warning(SMALL_DP_VOCABULARY_WARNING, vocab.size, population.size,
+                           SMALL_DP_VOCABULARY_EFFECT[run.kind])
     else:
         vocab = lm_data.named_vocabulary(run.vocab, run.vocab_size)
     lm_data.save_vocabulary(vocab, out_dir, run.vocab)
