@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from fedgen_debug.analysis import diagnose, diagnosis_summary, differences
+from fedgen_debug.analysis import diagnose, diagnosis_summary, differences, gan_analysis
 from fedgen_debug.cli.diagnose_cmd import format_report
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
@@ -71,6 +71,30 @@ def test_health_names_faint_samples_among_the_blank_ones_and_decides_as_before()
                                 " or thin)")
     flat = diagnose.image_health(np.ones((50, 28, 28)))
     assert flat["shares"]["faint"] == 0.0 and flat["reason"] == "mostly blank samples"
+
+
+def test_health_says_whether_a_faint_gan_was_still_changing_from_its_last_snapshots():
+    """The erode T4 GAN of 2026-12-04 (81% blank after 150 rounds) darkened its ink from 0.48 to 0.62 over
+    its last 30 rounds: still changing. The decision stays unhealthy either way; the reason says which."""
+    faint = np.ones((50, 28, 28))
+    faint[:, 8:20, 13] = 0.7
+    darkening = {"rounds": [120, 130, 140, 150], "blank_share": [0.81, 0.86, 0.86, 0.81],
+                 "peak_darkness": [0.48, 0.47, 0.52, 0.62], "pixel_change": [0.007, 0.006, 0.006],
+                 "still_changing": True}
+    health = diagnose.image_health(faint, darkening)
+    assert not health["healthy"] and health["trend"] == darkening
+    assert health["reason"] == (
+        "mostly blank samples (0% without ink, 100% with faint ink only: the GAN was still changing over rounds"
+        " 120-150 (blank share 81% to 81%, peak darkness 0.48 to 0.62, pixels changing by up to 0.007 per"
+        " snapshot): its training, not its data, may explain them; train it longer)")
+    settled = {**darkening, "peak_darkness": [0.48, 0.47, 0.48, 0.47], "still_changing": False}
+    assert diagnose.image_health(faint, settled)["reason"].endswith(
+        "the GAN had settled over rounds 120-150 (blank share 81% to 81%, peak darkness 0.48 to 0.47, pixels"
+        " changing by up to 0.007 per snapshot): faint or thin strokes in its data, or a GAN stuck on faint"
+        " marks, which its samples cannot tell apart)")
+    # A healthy GAN's trend is kept, not worded.
+    assert diagnose.image_health(_halves(count=50)[0], settled) == {
+        **diagnose.image_health(_halves(count=50)[0]), "trend": settled}
 
 
 def test_the_text_report_names_spacing_for_glued_words():
@@ -175,8 +199,9 @@ def gan_pair(tmp_path_factory):
     return runs
 
 
-def test_a_gan_pair_with_a_fault_gets_a_full_report(gan_pair):
+def test_a_gan_pair_with_a_fault_gets_a_full_report(gan_pair, monkeypatch):
     runs = gan_pair
+    monkeypatch.setattr(gan_analysis, "TREND_SNAPSHOTS", 2)   # the test preset's 2 rounds have 2 snapshots
     assert store.read_config(runs["after"])["gan"]["fault"] == "rotate:1.0"
     report = diagnose.diagnose(runs["before"], runs["after"], samples=60)
     assert _schema_errors(json.loads(json.dumps(report))) == []
@@ -190,6 +215,10 @@ def test_a_gan_pair_with_a_fault_gets_a_full_report(gan_pair):
     assert report["differ"] == (report["answer"] == "yes")
     assert ("unhealthy" in report) == (not healthy)
     assert parse_bug("rotate:1.0", "images").fraction == 1.0
+    # Each side's health carries the trend of its released snapshots.
+    for side, run in (("a", runs["before"]), ("b", runs["after"])):
+        assert report["health"][side]["trend"]["rounds"] == store.snapshot_rounds(run)
+        assert report["health"][side]["trend"] == json.loads(json.dumps(diagnose.run_trend(run)))
 
 
 def test_a_named_check_that_found_its_bug_names_its_family_first():

@@ -305,3 +305,31 @@ def test_the_path_tests_only_learned_snapshots_and_pays_for_its_many_tests():
     # Without a reference: each snapshot against the noise floor.
     alone = ga.training_path_evidence(_path(0, 1, 0))
     assert alone["suspected"] and alone["dark_rounds"] == [20] and alone["tests"][1]["reference_dark_share"] is None
+
+
+def _faint_bars(ink: float, column: int = 13, n: int = 10) -> np.ndarray:
+    """n images in [-1, 1]: a white page with a 16×2-pixel bar at `ink` (peak darkness (1 - ink) / 2)."""
+    images = np.ones((n, 28, 28), np.float32)
+    images[:, 6:22, column:column + 2] = ink
+    return images
+
+
+def test_training_trend_tells_a_gan_still_darkening_or_moving_from_one_that_settled():
+    """The last four snapshots decide; a GAN of faint marks that still changes has not settled."""
+    settled = ga.training_trend({r: _faint_bars(0.6) for r in (10, 20, 30, 40, 50)})
+    assert settled["rounds"] == [20, 30, 40, 50] and settled["still_changing"] is False
+    assert settled["blank_share"] == [1.0] * 4                        # contrast 0.2 < 0.5: blank, but faint ink
+    assert settled["peak_darkness"] == pytest.approx([0.2] * 4) and settled["pixel_change"] == [0.0] * 3
+    # Darkening ink: peak darkness 0.20 → 0.35, a move of 0.15 > 0.1, while every snapshot is still blank.
+    darkening = ga.training_trend({10: _faint_bars(0.6), 20: _faint_bars(0.5), 30: _faint_bars(0.4),
+                                   40: _faint_bars(0.3)})
+    assert darkening["still_changing"] is True and darkening["blank_share"] == [1.0] * 4
+    assert darkening["peak_darkness"] == pytest.approx([0.2, 0.25, 0.3, 0.35])
+    # Same darkness and blank share, strokes moving: 2 × 32 pixels change by 0.2 of 784, 0.016 per snapshot:
+    # settled; strokes twice as dark (0.4) moving: 0.033 > 0.03, still changing.
+    drifting = {r: _faint_bars(0.6, column=4 + 4 * i) for i, r in enumerate((10, 20, 30, 40))}
+    assert ga.training_trend(drifting)["pixel_change"] == pytest.approx([64 * 0.2 / 784] * 3)
+    assert ga.training_trend(drifting)["still_changing"] is False
+    moving = {r: _faint_bars(0.2, column=4 + 4 * i) for i, r in enumerate((10, 20, 30, 40))}
+    assert ga.training_trend(moving)["still_changing"] is True
+    assert ga.training_trend({10: _faint_bars(0.6), 20: _faint_bars(0.6), 30: _faint_bars(0.6)}) is None

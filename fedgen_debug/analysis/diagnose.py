@@ -97,14 +97,17 @@ def _primary_logits(run_dir: str, images: np.ndarray) -> np.ndarray | None:
 
 
 # ---- health --------------------------------------------------------------------------------------------
-def image_health(images: np.ndarray) -> dict:
+def image_health(images: np.ndarray, trend: dict | None = None) -> dict:
     """Mostly blank, noise or background-less samples make an auxiliary unhealthy. A "blank" sample has ink
     on under 1% of its pixels at half contrast; of those, the faint ones (`faint` share) hold ink at
     `FAINT_INK_CONTRAST`, and the reason says so, because the samples cannot tell the two causes apart:
     a GAN still learning draws faint blobs (the evaluation's T4 GANs at rounds 30-40 of 150: 99-100% of
     samples faint), and so does one of data whose strokes were thinned (T4 on eroded digits after 150
-    rounds: 66% blank, 31% faint). Counting faint ink as drawn would call 141 of 205 such blank snapshots
-    healthy, so the decision stays at half contrast; the modeler learns which kind of blank it is."""
+    rounds: 81% blank, 54% faint). Counting faint ink as drawn would call 141 of 205 such blank snapshots
+    healthy, so the decision stays at half contrast; the modeler learns which kind of blank it is, and,
+    given the run's `gan_analysis.training_trend`, whether the GAN was still changing (learning, or
+    diverging: train it longer) or had settled (then a clean GAN stuck on faint marks and one of faint data
+    still look alike)."""
     generator_range = 2.0 * images - 1.0   # gan_analysis reads the generator's range
     shares = {"blank": gan_analysis.blank_samples(generator_range)["share"],
               "noise": gan_analysis.noise_samples(generator_range)["share"],
@@ -115,9 +118,30 @@ def image_health(images: np.ndarray) -> dict:
     no_ink, shares["faint"] = faint_ink["share"], (half_ink["blank"] - faint_ink["blank"]) / len(images)
     reason = f"mostly {' and '.join(n.replace('_', ' ') for n in bad)} samples" if bad else None
     if "blank" in bad and shares["faint"] > 0:
-        reason += (f" ({no_ink:.0%} without ink, {shares['faint']:.0%} with faint ink only: a GAN still learning"
-                   " draws faint samples, and so does one of data whose strokes are faint or thin)")
-    return {"healthy": not bad, "shares": shares, "reason": reason}
+        reason += f" ({no_ink:.0%} without ink, {shares['faint']:.0%} with faint ink only: " + (
+            "a GAN still learning draws faint samples, and so does one of data whose strokes are faint or thin)"
+            if trend is None else _trend_words(trend) + ")")
+    return {"healthy": not bad, "shares": shares, "reason": reason,
+            **({} if trend is None else {"trend": trend})}
+
+
+def _trend_words(trend: dict) -> str:
+    first, last = trend["rounds"][0], trend["rounds"][-1]
+    moves = (f"blank share {trend['blank_share'][0]:.0%} to {trend['blank_share'][-1]:.0%}, peak darkness "
+             f"{trend['peak_darkness'][0]:.2f} to {trend['peak_darkness'][-1]:.2f}, pixels changing by up to "
+             f"{max(trend['pixel_change']):.3f} per snapshot")
+    if trend["still_changing"]:
+        return (f"the GAN was still changing over rounds {first}-{last} ({moves}): its training, not its data, "
+                "may explain them; train it longer")
+    return (f"the GAN had settled over rounds {first}-{last} ({moves}): faint or thin strokes in its data, "
+            "or a GAN stuck on faint marks, which its samples cannot tell apart")
+
+
+def run_trend(run_dir: str) -> dict | None:
+    """`gan_analysis.training_trend` of a GAN run's released sample snapshots (None without enough)."""
+    from fedgen_debug.analysis import gan_report
+
+    return gan_analysis.training_trend(gan_report.snapshots(run_dir, last=gan_analysis.TREND_SNAPSHOTS))
 
 
 def health(kind: str, samples) -> dict:
@@ -368,7 +392,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     checks = [_named_check(kind, run_a, run_b, samples, seed, named_report)]
     if kind == "gan":
         images = {side: released_samples(d) for side, d in (("a", run_a), ("b", run_b))}
-        health = {side: image_health(x) for side, x in images.items()}
+        health = {side: image_health(x, run_trend(d)) for (side, x), d in zip(images.items(), (run_a, run_b))}
         logits = {side: _primary_logits(d, images[side]) for side, d in (("a", run_a), ("b", run_b))}
         ranked, values_a, values_b = image_differences(images["a"], images["b"], logits["a"], logits["b"], chosen)
     else:

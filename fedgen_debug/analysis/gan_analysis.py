@@ -159,6 +159,38 @@ def snapshot_statistics(images) -> dict:
             "noise_share": noise_samples(images)["share"]}
 
 
+# A GAN still changing vs one that settled (`training_trend`), measured on the released snapshots of the 54
+# T4 GANs of 2026-12-03/04 (docs/analysis.md): 257 of their 258 mostly-blank snapshots from round 40 on had
+# moved by more than these over their last 4 snapshots (the GANs were learning, or, twice, diverging).
+TREND_SNAPSHOTS = 4
+TREND_SHARE_MOVE = 0.1      # of the blank share, or of the mean peak darkness (0-1)
+TREND_PIXEL_CHANGE = 0.03   # mean |Δ pixel| (0-1) between consecutive snapshots of the same public noise
+
+
+def peak_darkness(images) -> np.ndarray:
+    """Per image, how far its darkest pixel is from white (0-1): faint ink is low."""
+    return 1.0 - _per_image(to_unit(images)).min(axis=(1, 2))
+
+
+def training_trend(snapshots: Mapping[int, np.ndarray]) -> dict | None:
+    """Whether the generator was still changing at the end of training, from its last `TREND_SNAPSHOTS`
+    snapshots (round → images in [-1, 1], one fixed batch of public noise, so consecutive snapshots differ
+    only by training): still changing when the blank share or the mean peak darkness moved by more than
+    `TREND_SHARE_MOVE`, or consecutive snapshots' pixels by more than `TREND_PIXEL_CHANGE` on average.
+    A GAN that draws faint marks and still learns will draw more; one that settled drew what it learned
+    (faint or thin strokes in its data, or a GAN stuck). None with fewer snapshots."""
+    rounds = sorted(snapshots)[-TREND_SNAPSHOTS:]
+    if len(rounds) < TREND_SNAPSHOTS:
+        return None
+    units = [_per_image(to_unit(snapshots[r])) for r in rounds]
+    blank = [blank_samples(snapshots[r])["share"] for r in rounds]
+    darkness = [float(np.mean(peak_darkness(snapshots[r]))) for r in rounds]
+    change = [float(np.mean(np.abs(b - a))) for a, b in zip(units, units[1:])]
+    moved = max(max(blank) - min(blank), max(darkness) - min(darkness))
+    return {"rounds": rounds, "blank_share": blank, "peak_darkness": darkness, "pixel_change": change,
+            "still_changing": bool(moved > TREND_SHARE_MOVE or max(change) > TREND_PIXEL_CHANGE)}
+
+
 def path_z_threshold(tests: int) -> float:
     """The z a one-sided test must clear among `tests` so that all together alarm as rarely as one test
     at `Z_THRESHOLD` (Bonferroni)."""

@@ -40,9 +40,11 @@ def describe_gan(run_dir: str, samples: int, seed: int) -> tuple[dict, object]:
             "samples_png": store.released(run_dir, store.SAMPLES_PNG)}, images
 
 
-def _snapshots(run_dir: str) -> dict:
-    """round → the released snapshot's images in the generator's range [-1, 1]."""
-    return {r: store.load_snapshot(run_dir, r).astype(np.float32) / 127.5 - 1.0 for r in store.snapshot_rounds(run_dir)}
+def snapshots(run_dir: str, last: int | None = None) -> dict:
+    """round → the released snapshot's images in the generator's range [-1, 1] (the `last` rounds only)."""
+    rounds = store.snapshot_rounds(run_dir)
+    return {r: store.load_snapshot(run_dir, r).astype(np.float32) / 127.5 - 1.0
+            for r in (rounds if last is None else rounds[-last:])}
 
 
 def _run_id(privacy: dict) -> str:
@@ -60,7 +62,7 @@ def analyze_gan(run_dir: str, compare_dir: str | None = None, samples: int = 100
     if compare_dir is not None:
         report["compare"], reference_images = describe_gan(compare_dir, samples, seed)
     path = gan_analysis.training_path_evidence(
-        _snapshots(run_dir), None if compare_dir is None else _snapshots(compare_dir))
+        snapshots(run_dir), None if compare_dir is None else snapshots(compare_dir))
     verdict = gan_analysis.inversion_verdict(current_images, reference_images, path)
     # Does the primary model fit the users? Each run checked its own T4 threshold; a pair also checks
     # that the low-accuracy threshold is below the high one.
