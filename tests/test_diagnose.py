@@ -86,7 +86,7 @@ def test_health_says_whether_a_faint_gan_was_still_changing_from_its_last_snapsh
     assert health["reason"] == (
         "mostly blank samples (0% without ink, 100% with faint ink only: the GAN was still changing over rounds"
         " 120-150 (blank share 81% to 81%, peak darkness 0.48 to 0.62, pixels changing by up to 0.007 per"
-        " snapshot): its training, not its data, may explain them; train it longer)")
+        " snapshot): train it longer; if it then settles on faint marks, its data's strokes may be faint or thin)")
     settled = {**darkening, "peak_darkness": [0.48, 0.47, 0.48, 0.47], "still_changing": False}
     assert diagnose.image_health(faint, settled)["reason"].endswith(
         "the GAN had settled over rounds 120-150 (blank share 81% to 81%, peak darkness 0.48 to 0.47, pixels"

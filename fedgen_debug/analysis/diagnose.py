@@ -103,11 +103,11 @@ def image_health(images: np.ndarray, trend: dict | None = None) -> dict:
     `FAINT_INK_CONTRAST`, and the reason says so, because the samples cannot tell the two causes apart:
     a GAN still learning draws faint blobs (the evaluation's T4 GANs at rounds 30-40 of 150: 99-100% of
     samples faint), and so does one of data whose strokes were thinned (T4 on eroded digits after 150
-    rounds: 81% blank, 54% faint). Counting faint ink as drawn would call 141 of 205 such blank snapshots
-    healthy, so the decision stays at half contrast; the modeler learns which kind of blank it is, and,
-    given the run's `gan_analysis.training_trend`, whether the GAN was still changing (learning, or
-    diverging: train it longer) or had settled (then a clean GAN stuck on faint marks and one of faint data
-    still look alike)."""
+    rounds: 69% blank, 49% faint; trained to 300 rounds, still 70-89% blank). Counting faint ink as drawn
+    would call 141 of 205 such blank snapshots healthy, so the decision stays at half contrast; the
+    modeler learns which kind of blank it is, and, given the run's `gan_analysis.training_trend`, whether
+    the GAN was still changing (learning or diverging: train it longer, and see whether it settles on faint
+    marks) or had settled (then a clean GAN stuck on faint marks and one of faint data still look alike)."""
     generator_range = 2.0 * images - 1.0   # gan_analysis reads the generator's range
     shares = {"blank": gan_analysis.blank_samples(generator_range)["share"],
               "noise": gan_analysis.noise_samples(generator_range)["share"],
@@ -131,8 +131,8 @@ def _trend_words(trend: dict) -> str:
              f"{trend['peak_darkness'][0]:.2f} to {trend['peak_darkness'][-1]:.2f}, pixels changing by up to "
              f"{max(trend['pixel_change']):.3f} per snapshot")
     if trend["still_changing"]:
-        return (f"the GAN was still changing over rounds {first}-{last} ({moves}): its training, not its data, "
-                "may explain them; train it longer")
+        return (f"the GAN was still changing over rounds {first}-{last} ({moves}): train it longer; if it then "
+                "settles on faint marks, its data's strokes may be faint or thin")
     return (f"the GAN had settled over rounds {first}-{last} ({moves}): faint or thin strokes in its data, "
             "or a GAN stuck on faint marks, which its samples cannot tell apart")
 
