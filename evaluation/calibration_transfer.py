@@ -1,8 +1,10 @@
 """Does a calibration measured on one source of data hold on another? Clean replicate runs of two or more
 sources (e.g. synthetic writers and real FEMNIST at the same settings), and for each source:
 
-- its clean pairs diagnosed against a calibration of every *other* source's runs (transfer): the false
-  alarms a modeler whose data is new to the calibration would see;
+- its clean pairs diagnosed against a calibration of every *other* source's runs (transfer), applied as
+  `diagnose` applies a calibration to data none of its sources is (widened to the pair's own spread,
+  `calibration.training_noise_for`; the unwidened count in brackets): the false alarms a modeler whose data
+  is new to the calibration would see;
 - its clean pairs left out of a calibration of its own source (what `diagnose` uses for runs on a source
   the calibration measured);
 - each property's training noise τ by source, and its ratio to the first source's;
@@ -61,6 +63,7 @@ def _fault_pair(args, pair: str, run_dirs: list[str], values: list, data: list, 
         kept = {p: r for p, r in rows.items() if keep(data[p[0]]) and not set(p) & excluded}
         noise, dof, _ = C.estimate_by_source(kept, "replicate", data)
         calibration = C.Calibration(name, args.kind, "-", "replicate", noise, dof, C.threshold_for(len(compared)), {})
+        calibration = calibration.widened() if name == "other sources" else calibration
         ranked = C.apply(compared, calibration)
         top = [(c["property"], c["family"], round(c["calibrated_z"], 2)) for c in ranked[:3]]
         out[name] = {"differ": any(c["significant"] for c in ranked), "top": top}
@@ -102,19 +105,23 @@ def main() -> None:
         mine = {p: r for p, r in rows.items() if data[p[0]] == s}
         others = {p: r for p, r in rows.items() if data[p[0]] != s}
         noise, dof, _ = C.estimate_by_source(others, "replicate", data)
-        transfer = C.Calibration("others", args.kind, "-", "replicate", noise, dof, C.threshold_for(properties), {})
+        unwidened = C.Calibration("others", args.kind, "-", "replicate", noise, dof, C.threshold_for(properties), {})
+        transfer = unwidened.widened()   # as diagnose applies it to data none of its sources is
         mine_left_out = [d for d in left_out["details"] if d["data"] == s]
         result["sources"][s] = {
             "runs": sum(d == s for d in data), "pairs": len(mine),
             "against_the_other_sources": _alarms(mine, transfer),
+            "against_the_other_sources_unwidened": _alarms(mine, unwidened),
             "left_out_of_its_own_source": {"pairs": len(mine_left_out),
                                            "alarms": sum(d["alarm"] for d in mine_left_out)},
             "training_noise": {k: v.training_noise for k, v in sorted(own[s][0].items())}}
     first = sources[0]
-    print(f"{'source':60s} runs pairs  vs others  left out of own")
+    print(f"{'source':60s} runs pairs  vs others (unwidened)  left out of own")
     for s, r in result["sources"].items():
         t, lo = r["against_the_other_sources"], r["left_out_of_its_own_source"]
+        raw = r["against_the_other_sources_unwidened"]
         print(f"{s[:60]:60s} {r['runs']:4d} {r['pairs']:5d} {t['alarms']:4d}/{t['pairs']:<4d} "
+              f"({raw['alarms']:3d})      "
               f"{lo['alarms']:4d}/{lo['pairs']:<4d}"
               f"  largest vs others: {t['largest']}")
     print(f"\ntraining noise τ by source, and its ratio to {first}'s")

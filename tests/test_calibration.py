@@ -108,7 +108,7 @@ def test_runs_on_a_measured_source_use_its_own_noise_and_other_data_the_widest()
     own, source = two.for_data(["synthetic-images:writers=3400,seed=7"] * 2)
     assert source == "synthetic-images:writers=100,seed=0" and own.properties["p"].training_noise_upper == 0.2
     for specs in (["npz:/digits.npz"] * 2, ["npz:/femnist.npz", "synthetic-images:writers=100,seed=0"], [None, None]):
-        assert two.for_data(specs) == (two, None)
+        assert two.for_data(specs) == (two.widened(), None) and two.widened().other_data   # widened (below)
     assert two.properties["p"].training_noise_upper == 0.5                      # the widest
     assert C.Calibration.from_json(json.loads(json.dumps(two.to_json()))) == two
 
@@ -140,6 +140,79 @@ def test_a_noisier_source_alarms_against_the_other_sources_calibration_and_not_a
     noisy_pooled = sum(d["alarm"] for d in pooled["details"] if source[d["pair"][0]] == "noisy")
     assert noisy_by_source <= 45 / 20 < noisy_pooled
     assert by_source["alarms"] <= 90 / 20
+
+
+def _measured_row(effect, error, n):
+    return {**_row(effect, error), "measured_a": n, "measured_b": n}
+
+
+def test_relative_noise_is_the_bound_over_the_median_per_sample_spread_and_widens_other_data_only():
+    pairs = [[_measured_row(e, 0.1, 100)] for e in (0.3, -0.3, 0.3, -0.3)]
+    noise = C.estimate_noise(pairs, "replicate")[0]["p"]
+    upper = math.sqrt(0.36 / 0.7107230213973241 - 0.01)
+    spread = 0.1 / math.sqrt(2 / 100)                     # SE = s √(1/n_a + 1/n_b): s = 0.707 per sample
+    assert noise.training_noise_upper == pytest.approx(upper, abs=1e-9)
+    assert noise.relative_noise == pytest.approx(upper / spread, abs=1e-9)
+    # A pair whose samples spread twice as much: on other data τ doubles; on a measured source it stays.
+    wide = _measured_row(0.5, 0.2, 100)
+    assert C.training_noise_for(wide, noise, other_data=True) == pytest.approx(2 * upper)
+    assert C.training_noise_for(wide, noise) == noise.training_noise_upper
+    assert C.calibrated_z(wide, noise, other_data=True) == pytest.approx(0.5 / math.hypot(0.2, 2 * upper))
+    # With each side's spread, the smaller: a fault on half of B's devices widens B's spread (a mixture), and
+    # the noise must not grow with the fault it should expose.
+    mixed = {**wide, "spread_a": spread, "spread_b": 5 * spread}
+    assert C.sample_spread(mixed) == spread
+    assert C.training_noise_for(mixed, noise, other_data=True) == pytest.approx(upper)
+    # Never narrower than τ_upper; a class mix and a property without a spread keep τ_upper.
+    assert C.training_noise_for(_measured_row(0.5, 0.01, 100), noise, other_data=True) == noise.training_noise_upper
+    assert C.training_noise_for({**wide, "kind": "categories"}, noise, other_data=True) == noise.training_noise_upper
+    assert C.estimate_noise([[_row(e, 0.1)] for e in (0.3, -0.3, 0.3)], "replicate")[0]["p"].relative_noise is None
+    # Widened for other data, a property no source saw vary takes the largest relative noise of the others.
+    widened = C.Calibration("w", "word", "demo", "replicate", {"p": noise, "digits": C.PropertyNoise(0, 0, 0, 4)},
+                            3, 3.0, {}).widened()
+    assert widened.other_data and widened.properties["digits"].relative_noise == noise.relative_noise
+    assert widened.properties["p"] == noise
+    # The envelope keeps the largest relative noise; a file without it loads as None (older calibrations).
+    a, b = dataclasses.replace(noise, relative_noise=0.2), dataclasses.replace(noise, relative_noise=0.5)
+    assert C.envelope([{"p": a}, {"p": b}])["p"].relative_noise == 0.5
+    old = {k: v for k, v in dataclasses.asdict(noise).items() if k != "relative_noise"}
+    assert C.PropertyNoise(**old).relative_noise is None
+    with pytest.raises(ValueError, match="relative_noise"):
+        dataclasses.replace(noise, relative_noise=float("inf"))
+
+
+def _scaled_runs(rng, runs, relative, spread, samples=300, shift=0.0):
+    """Runs whose property `p` spreads by `spread` per sample and whose training noise is `relative` of
+    that (a share near zero in one source and common in another: both scale together); `shift` in units
+    of the spread added to the last run."""
+    offsets = rng.normal(0.0, relative * spread, size=runs)
+    offsets[-1] += shift * spread
+    return [{"p": rng.normal(offsets[r], spread, size=samples)} for r in range(runs)]
+
+
+def _compare_p(values_a, values_b):
+    return differences.compare_properties(_PROPERTIES[:1], values_a, values_b)
+
+
+def test_on_data_no_source_measured_the_noise_follows_the_samples_spread():
+    """Attack: a calibration of quiet data (synthetic text has no symbols) applied as is to data where the
+    property varies 10x more calls most clean pairs different; widened by the relative noise, at most 1
+    in 20, and a bug of 10 training noises is still found."""
+    rng = np.random.default_rng(5)
+    quiet = _scaled_runs(rng, 10, relative=0.3, spread=0.1)
+    pairs = list(itertools.combinations(range(10), 2))
+    noise, dof = C.estimate_noise([_compare_p(quiet[i], quiet[j]) for i, j in pairs], "replicate", 9)
+    calibration = C.Calibration("quiet", "word", "demo", "replicate", noise, dof, C.threshold_for(1),
+                                {"data": "synthetic-text:users=300,seed=0"})
+    widened, source = calibration.for_data(["jsonl:/their.jsonl"] * 2)
+    assert source is None and widened.other_data
+    assert not calibration.for_data(["synthetic-text:users=9"] * 2)[0].other_data   # the same generator
+    other = _scaled_runs(rng, 10, relative=0.3, spread=1.0)
+    alarms = {c.other_data: sum(C.apply(_compare_p(other[i], other[j]), c)[0]["significant"] for i, j in pairs)
+              for c in (calibration, widened)}
+    assert alarms[False] > 20 and alarms[True] <= len(pairs) / 20
+    buggy = _scaled_runs(rng, 2, relative=0.3, spread=1.0, shift=3.0)
+    assert C.apply(_compare_p(buggy[0], buggy[1]), widened)[0]["significant"]
 
 
 def test_threshold_is_bonferroni_over_the_properties():
@@ -237,6 +310,9 @@ def test_every_shipped_calibration_loads_and_is_measured_on_enough_runs():
         assert set(c.source["settings"]) == {"preset", "rounds", "clients_per_round", "noise_multiplier", "clip"}
         specs = [source["data"] for source in c.source.get("sources", [])] or [c.source["data"]]
         assert any(spec.startswith("synthetic-") for spec in specs)
+        if c.pair_type == "replicate":   # data none of its sources is gets widened (`training_noise_for`)
+            assert sum(n.relative_noise is not None for n in c.properties.values()) >= len(c.properties) / 3
+            assert all(n.relative_noise is not None for n in c.widened().properties.values())
         assert all(spec.split(":")[0] in c.source["description"] for spec in specs)
 
 
@@ -282,12 +358,13 @@ def test_a_calibration_measured_on_other_data_says_so_and_on_the_same_source_doe
     # Another synthetic population at the same settings: the calibration's own kind of data, no note.
     assert calibration_store.choose(None, "gan", "replicate", synthetic_a, synthetic_b) == (calibration, None)
     chosen, note = calibration_store.choose(None, "gan", "replicate", real_a, real_b)
-    assert chosen == calibration          # still used, with the note
+    assert chosen == calibration.widened()          # still used, widened, with the note
     assert "measured on synthetic-images:writers=100,seed=0" in note and "npz:/data/digits.npz" in note
     assert "fedgen-debug calibrate" in note
     # A calibration file passed by hand is checked the same way, beside the settings' note.
     chosen, note = calibration_store.choose(str(tmp_path / "shipped" / "rep.json"), "gan", "replicate", real_a, real_b)
-    assert chosen == calibration and "npz:/data/digits.npz" in note
+    assert chosen == calibration.widened() and "npz:/data/digits.npz" in note
+    assert "relative noise times these samples' spread" in note
     # Measured on two sources (each apart, `calibration.envelope`): no note for either, one for other data,
     # another npz file too (a modeler's digits are not FEMNIST).
     both = dataclasses.replace(calibration, source={

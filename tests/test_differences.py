@@ -20,6 +20,9 @@ def test_cliffs_delta_golden():
     # The Mann–Whitney z with the tie correction, by hand: U = 14, E = 8, Var = 16/12 · (9 − 12/56).
     assert result["z"] == pytest.approx(6 / math.sqrt(16 / 12 * (9 - 12 / 56)))
     assert df.compare([2, 3, 4, 5], [0, 1, 2, 3], "smaller", "larger")["direction"] == "smaller"
+    # Each side's per-sample spread (sample standard deviation): √(5/3) for both; one value has none.
+    assert result["spread_a"] == result["spread_b"] == pytest.approx(math.sqrt(5 / 3))
+    assert df.compare([1.0], [0, 2])["spread_a"] == 0.0 and df.compare([1.0], [0, 2])["spread_b"] == pytest.approx(math.sqrt(2))
 
 
 def test_yes_no_effect_is_the_difference_of_shares():

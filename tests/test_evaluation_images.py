@@ -132,3 +132,21 @@ def test_calibration_transfer_finds_a_noisier_sources_pairs_alarming_against_the
     (pair,) = result["pairs"]
     assert pair["own source"]["differ"] and pair["own source"]["top"][0][0] == names[0]
     assert "training noise τ by source" in capsys.readouterr().out
+
+
+def test_sklearn_digits_take_mnist_layout_and_are_dealt_to_pseudo_users(tmp_path):
+    script = _load("sklearn_digits_npz")
+    eight = np.zeros((1, 8, 8))
+    eight[0, 2:6, 3:5] = 16.0                                       # full ink in a 4×2 block
+    image = script.mnist_layout(eight)[0]
+    assert image.shape == (28, 28) and image.dtype == np.uint8
+    assert image[:4].max() == 0 and image[24:].max() == 0 and image[:, :4].max() == 0   # the 4-pixel frame
+    assert image[14, 14] == 255                                     # ink high, as MNIST (read background=black)
+    out = tmp_path / "digits.npz"
+    argv, sys.argv = sys.argv, ["sklearn_digits_npz", "--users", "7", "--out", str(out)]
+    try:
+        script.main()
+    finally:
+        sys.argv = argv
+    client_data = npz.read_npz(str(out), background="black")
+    assert len(client_data.client_ids) == 7

@@ -126,3 +126,26 @@ def test_a_models_spaced_words_split_into_pairs_users_typed_and_pairs_it_compose
     counts = collections.Counter({"no ,": 22, "i .": 5, "jake": 9})
     assert ceiling.glued_pairs_typed(["no ,", "dy", "do ,", "i .", "jake", "ho ,"], counts) == {
         "with_space": 4, "typed": [("no ,", 22), ("i .", 5)], "composed": ["do ,", "ho ,"]}
+
+
+def test_package_descriptions_become_users_with_their_prose_lines_only(tmp_path):
+    script = _load("package_text_jsonl")
+    site = tmp_path / "site"
+    body = "\n".join(["Intro line with four words here", "| a | table | row | here |", "```python code block fence",
+                      "short line", "Second prose line of the description"] + [f"Line {i} of more prose" for i in range(4)])
+    for name, text in (("pkg_a-1.0", body), ("pkg_b-2.0", "Only one line of prose here")):
+        (site / f"{name}.dist-info").mkdir(parents=True)
+        (site / f"{name}.dist-info" / "METADATA").write_text(f"Name: {name}\nVersion: 1\n\n{text}\n")
+    assert script.package_lines(str(site / "pkg_a-1.0.dist-info" / "METADATA")) == [
+        "Intro line with four words here", "Second prose line of the description"] + [
+        f"Line {i} of more prose" for i in range(4)]
+    import json
+    import sys
+    out = tmp_path / "out.jsonl"
+    argv, sys.argv = sys.argv, ["package_text_jsonl", "--site-packages", str(site), "--out", str(out)]
+    try:
+        script.main()
+    finally:
+        sys.argv = argv
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["client_id"] for r in rows} == {"pkg_a"} and len(rows) == 6   # pkg_b has under 5 lines

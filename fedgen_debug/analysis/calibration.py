@@ -36,7 +36,18 @@ source (a pair is two runs of one source: runs of two sources are not a clean pa
 takes the widest of them (`envelope`): offset the sources' mean μ̄, noise max over sources of
 √(τ_s² + (μ_s − μ̄)²), so a clean pair of any source measured stays within its own source's noise. The
 calibration keeps each source's own noise too (`by_source`): a pair of runs on one of its sources uses
-that source's (`for_data`), and a pair on data none of them is uses the envelope.
+that source's (`for_data`), and a pair on data none of them is uses the envelope, widened.
+
+Data none of the sources is (`other_data`). τ is in the property's unit, and a property that hardly
+varies in the sources has hardly any τ: synthetic text holds no symbols, so a word-LM's symbol share had
+τ ≈ 0 there and in Tiny Shakespeare, and 36 of 66 clean pairs of word-LMs on another text alarmed on it.
+Training noise grows with the property's spread across samples, so each property also keeps
+`relative_noise` = τ_upper / its median per-sample spread in the clean pairs (the envelope: the largest;
+`Calibration.widened`: a property no source saw vary, the largest of the others), and on other data its
+noise is max(τ_upper, relative_noise × the pair's smaller per-sample spread) (`training_noise_for`).
+Measured with one source left out of three (docs/analysis.md, 2026-12-04), clean pairs of the left-out
+source alarmed on 29, 0 and 36 of 66 word-LM pairs unwidened and on 0, 0 and 7 widened; GANs on 0, 2 and 17
+(of 91, 120 and 28), widened 0, 0 and 9: a source noisier than any measured still alarms.
 
 `false_alarms` is measured, not assumed: each clean pair is diagnosed with a calibration estimated without
 its two runs (leave-pair-out; of its own source's pairs when there are several sources), and a pair whose
@@ -70,18 +81,23 @@ MIN_DEGREES_OF_FREEDOM = 2
 class PropertyNoise:
     """One property's clean-pair behaviour: `offset` μ̂, `training_noise` τ's estimate and
     `training_noise_upper` its upper bound (module docstring), from `pairs` clean pairs; `offset_error`:
-    the standard error of μ̂ (0 for replicate pairs, whose offset is 0 by symmetry, not estimated)."""
+    the standard error of μ̂ (0 for replicate pairs, whose offset is 0 by symmetry, not estimated);
+    `relative_noise`: `training_noise_upper` in units of the property's per-sample spread in the clean pairs
+    (their median), for data none of the sources is (module docstring); None when not measured."""
     offset: float
     training_noise: float
     training_noise_upper: float
     pairs: int
     offset_error: float = 0.0
+    relative_noise: float | None = None
 
     def __post_init__(self):
         for name in ("offset", "training_noise", "training_noise_upper", "offset_error"):
             value = getattr(self, name)
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite. Found {value}.")
+        if self.relative_noise is not None and not (math.isfinite(self.relative_noise) and self.relative_noise >= 0):
+            raise ValueError(f"relative_noise must be finite and >= 0. Found {self.relative_noise}.")
         if self.offset_error < 0 or self.training_noise < 0 or self.training_noise_upper < self.training_noise:
             raise ValueError(f"need 0 <= training_noise <= training_noise_upper. Found {self.training_noise}, "
                              f"{self.training_noise_upper}.")
@@ -102,6 +118,7 @@ class Calibration:
     source: Mapping
     false_alarms: Mapping | None = None
     by_source: Mapping[str, Mapping] | None = None   # data spec → {"degrees_of_freedom", "properties"}
+    other_data: bool = False   # applied to runs on data none of its sources is (`for_data`; not saved)
 
     def __post_init__(self):
         check_one_of("kind", self.kind, ("gan", "char", "word"))
@@ -124,11 +141,13 @@ class Calibration:
     def for_data(self, data_specs: Sequence[str | None]) -> tuple["Calibration", str | None]:
         """(the calibration for runs on `data_specs`, the source whose own noise it holds or None): the own
         noise of a source every run trains on (the same spec, or the same synthetic generator), else the
-        envelope of all sources (this calibration)."""
-        if not self.by_source:
-            return self, None
-        matches = {matching_source(list(self.by_source), spec) for spec in data_specs}
+        envelope of all sources marked `other_data` (each noise at least its relative noise times the
+        pair's spread, `calibrated_z`)."""
+        measured = list(self.by_source or []) or [self.source.get("data")]
+        matches = {matching_source([m for m in measured if m], spec) for spec in data_specs}
         if len(matches) != 1 or None in matches:
+            return self.widened(), None
+        if not self.by_source:
             return self, None
         (data,) = matches
         own = self.by_source[data]
@@ -138,6 +157,16 @@ class Calibration:
             "rate_upper_95": _rate_upper(listed["false_alarms"], listed["tested"]) if listed["tested"] else None}
         return dataclasses.replace(self, properties=own["properties"], degrees_of_freedom=own["degrees_of_freedom"],
                                    source={**self.source, "used": data}, false_alarms=alarms, by_source=None), data
+
+    def widened(self) -> "Calibration":
+        """For runs on data none of the sources is (`other_data`): a property no source saw vary (no relative
+        noise: no digits in any source's text) takes the largest relative noise of the others, since how
+        much it varies from training to training on this data was never measured."""
+        relatives = [n.relative_noise for n in self.properties.values() if n.relative_noise is not None]
+        fallback = max(relatives, default=None)
+        return dataclasses.replace(self, other_data=True, properties={
+            name: n if n.relative_noise is not None else dataclasses.replace(n, relative_noise=fallback)
+            for name, n in self.properties.items()})
 
     @classmethod
     def from_json(cls, data: Mapping) -> "Calibration":
@@ -202,6 +231,7 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
             continue
         effects = np.array([r["difference"] for r in rows], np.float64)
         errors = np.array([r["difference_standard_error"] for r in rows], np.float64)
+        spread = float(np.median([sample_spread(r) for r in rows]))
         if rows[0].get("kind") == "categories":
             offset = float(effects.mean())
             squares = float(np.sum((effects - offset) ** 2))
@@ -216,8 +246,10 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
             estimate = math.sqrt(max(mean_square - sampling, 0.0))
             upper = math.sqrt(max(_upper_variance(mean_square * dof, dof) - sampling, 0.0))
             offset_error = math.sqrt(mean_square / pairs) if pair_type == "selection" else 0.0
-        noise[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=max(upper, estimate),
-                                    pairs=pairs, offset_error=offset_error)
+        upper = max(upper, estimate)
+        relative = upper / spread if spread > 0 and rows[0].get("kind") != "categories" else None
+        noise[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=upper,
+                                    pairs=pairs, offset_error=offset_error, relative_noise=relative)
     return noise, dof
 
 
@@ -236,9 +268,11 @@ def envelope(noises: Sequence[Mapping[str, PropertyNoise]]) -> dict[str, Propert
             return max(math.hypot(getattr(e, field), e.offset - offset) for e in each)
 
         estimate, upper = widest("training_noise"), widest("training_noise_upper")
+        relative = [e.relative_noise for e in each if e.relative_noise is not None]
         combined[name] = PropertyNoise(offset=offset, training_noise=estimate,
                                        training_noise_upper=max(upper, estimate), pairs=sum(e.pairs for e in each),
-                                       offset_error=max(e.offset_error for e in each))
+                                       offset_error=max(e.offset_error for e in each),
+                                       relative_noise=max(relative) if relative else None)
     return combined
 
 
@@ -277,8 +311,31 @@ def estimate_by_source(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_typ
     return envelope(estimates), min(s["degrees_of_freedom"] for s in listed), listed
 
 
-def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | None:
-    """(e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²) (module docstring); None when the property is not calibrated."""
+def sample_spread(comparison: Mapping) -> float:
+    """The property's per-sample standard deviation in a pair, the unit of `PropertyNoise.relative_noise`:
+    the smaller side's, since a fault on some of one side's devices widens that side's spread (a mixture of
+    faulty and clean samples), and the noise must not grow with the fault it should expose. Without the
+    sides' spreads (older rows), from the difference's standard error and the measured counts."""
+    if "spread_a" in comparison and "spread_b" in comparison:
+        return min(comparison["spread_a"], comparison["spread_b"])
+    n_a, n_b = comparison.get("measured_a", 0), comparison.get("measured_b", 0)
+    if not n_a or not n_b:
+        return 0.0
+    return comparison["difference_standard_error"] / math.sqrt(1.0 / n_a + 1.0 / n_b)
+
+
+def training_noise_for(comparison: Mapping, noise: PropertyNoise, other_data: bool = False) -> float:
+    """τ_upper; on data none of the sources is (`other_data`), at least `relative_noise` × the pair's own
+    per-sample spread: a property the sources hardly vary in (no symbols in synthetic text) carries no
+    noise in τ_upper, but does on data where it varies."""
+    if not other_data or noise.relative_noise is None or comparison.get("kind") == "categories":
+        return noise.training_noise_upper
+    return max(noise.training_noise_upper, noise.relative_noise * sample_spread(comparison))
+
+
+def calibrated_z(comparison: Mapping, noise: PropertyNoise | None, other_data: bool = False) -> float | None:
+    """(e − μ̂) / √(SE² + τ²_upper + SE(μ̂)²) (module docstring), τ_upper widened for other data
+    (`training_noise_for`); None when the property is not calibrated."""
     if noise is None:
         return None
     deviation = comparison["difference"] - noise.offset
@@ -286,8 +343,8 @@ def calibrated_z(comparison: Mapping, noise: PropertyNoise | None) -> float | No
         scale = math.hypot(noise.training_noise_upper, noise.offset_error)   # the clean distances' whole spread
         deviation = max(deviation, 0.0)          # a distance below the clean ones is no difference
     else:
-        scale = math.sqrt(comparison["difference_standard_error"] ** 2 + noise.training_noise_upper ** 2
-                          + noise.offset_error ** 2)
+        scale = math.sqrt(comparison["difference_standard_error"] ** 2
+                          + training_noise_for(comparison, noise, other_data) ** 2 + noise.offset_error ** 2)
     if scale <= 0.0:
         return 0.0 if deviation == 0.0 else math.copysign(differences.MAX_STANDARDIZED, deviation)
     return float(np.clip(deviation / scale, -differences.MAX_STANDARDIZED, differences.MAX_STANDARDIZED))
@@ -301,8 +358,9 @@ def apply(comparisons: Sequence[Mapping], calibration: Calibration) -> list[dict
     rows = []
     for c in comparisons:
         noise = calibration.properties.get(c["property"])
-        z = calibrated_z(c, noise)
-        rows.append({**c, "calibrated_z": z, "training_noise": None if noise is None else noise.training_noise_upper})
+        z = calibrated_z(c, noise, calibration.other_data)
+        rows.append({**c, "calibrated_z": z, "training_noise": None if noise is None
+                     else training_noise_for(c, noise, calibration.other_data)})
     return differences.rank(rows, z_threshold=calibration.z_threshold, z_key="calibrated_z")
 
 

@@ -58,10 +58,11 @@ def data_note(calibration: Calibration, run_dirs) -> str | None:
     if not specs or not used or all(matching_source(specs, d) for d in used):
         return None
     widest = f", the widest noise of its {len(specs)} sources used" if len(specs) > 1 else ""
-    return (f"calibration measured on {measured}{widest}; these runs train on {', '.join(used)}: training noise "
-            "depends on the data too (synthetic runs alone alarmed on 28 of 120 clean pairs of real FEMNIST, "
-            "docs/analysis.md); for one that fits, `fedgen-debug calibrate` 3 or more clean replicate runs of "
-            "this data (with the shipped runs' sources if you like)")
+    return (f"calibration measured on {measured}{widest}, each property's noise at least its relative noise times "
+            f"these samples' spread; these runs train on {', '.join(used)}: training noise depends on the data "
+            "too, and data none of the sources is can be noisier (on a third source, 9 of 28 clean GAN pairs and "
+            "7 of 66 word-LM pairs still alarmed, docs/analysis.md); for one that fits, `fedgen-debug calibrate` "
+            "3 or more clean replicate runs of this data (with the shipped runs' sources if you like)")
 
 
 def for_runs(calibration: Calibration, run_dirs) -> tuple[Calibration, str | None]:

@@ -366,6 +366,8 @@ def _calibration_report(calibration, pair: str, note: str | None, threshold: flo
     sources = calibration.source.get("sources", [])
     noise_of = (f", on {calibration.source['used']}" if calibration.source.get("used")
                 else f", the widest of {len(sources)} sources" if len(sources) > 1 else "")
+    if calibration.other_data:
+        noise_of += ", widened to the samples' spread for data it did not measure"
     return {"calibrated": True, "name": calibration.name, "pair_type": calibration.pair_type,
             "against": f"training noise of clean {calibration.pair_type} pairs ({calibration.name}{noise_of})",
             "clean_pairs": next(iter(calibration.properties.values())).pairs,

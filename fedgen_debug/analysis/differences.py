@@ -112,7 +112,7 @@ def compare(values_a, values_b, lower: str = "lower", higher: str = "higher") ->
 
     Returns {"kind": "share" | "mean", "a", "b" (the summaries), "measured_a", "measured_b", "effect" (Cliff's
     delta of B vs A), "standard_error" (of the effect), "z" (Mann–Whitney), "direction" (`lower`, `higher`,
-    or "no change" when z is 0)}."""
+    or "no change" when z is 0), "spread_a", "spread_b" (each side's per-sample standard deviation)}."""
     a, b = _measured(values_a), _measured(values_b)
     if np.any(np.isinf(a)) or np.any(np.isinf(b)):
         raise ValueError("property values must be finite or nan (not measured). Found inf.")
@@ -120,7 +120,9 @@ def compare(values_a, values_b, lower: str = "lower", higher: str = "higher") ->
     result = {"kind": kind, "a": float(a.mean()) if len(a) else None, "b": float(b.mean()) if len(b) else None,
               "measured_a": int(len(a)), "measured_b": int(len(b)),
               "effect": 0.0, "standard_error": 0.0, "z": 0.0, "standardized_difference": 0.0,
-              "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change"}
+              "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change",
+              "spread_a": float(a.std(ddof=1)) if len(a) > 1 else 0.0,
+              "spread_b": float(b.std(ddof=1)) if len(b) > 1 else 0.0}
     if len(a) == 0 or len(b) == 0:
         return result
     n_a, n_b = len(a), len(b)
@@ -176,7 +178,9 @@ def compare_categories(labels_a, labels_b, names: Sequence[str] | None = None, t
     if len(a) == 0 or len(b) == 0:
         return {"kind": "categories", "a": {}, "b": {}, "measured_a": int(len(a)), "measured_b": int(len(b)),
                 "effect": 0.0, "standard_error": 0.0, "z": 0.0, "standardized_difference": 0.0,
-                "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change"}
+                "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change",
+              "spread_a": float(a.std(ddof=1)) if len(a) > 1 else 0.0,
+              "spread_b": float(b.std(ddof=1)) if len(b) > 1 else 0.0}
     if min(a.min(), b.min()) < 0:
         raise ValueError("class labels must be >= 0.")
     classes = int(max(a.max(), b.max())) + 1
