@@ -310,9 +310,9 @@ def test_every_shipped_calibration_loads_and_is_measured_on_enough_runs():
         assert set(c.source["settings"]) == {"preset", "rounds", "clients_per_round", "noise_multiplier", "clip"}
         specs = [source["data"] for source in c.source.get("sources", [])] or [c.source["data"]]
         assert any(spec.startswith("synthetic-") for spec in specs)
-        if c.pair_type == "replicate":   # data none of its sources is gets widened (`training_noise_for`)
-            assert sum(n.relative_noise is not None for n in c.properties.values()) >= len(c.properties) / 3
-            assert all(n.relative_noise is not None for n in c.widened().properties.values())
+        # Data none of its sources is gets widened (`training_noise_for`).
+        assert sum(n.relative_noise is not None for n in c.properties.values()) >= len(c.properties) / 3
+        assert all(n.relative_noise is not None for n in c.widened().properties.values())
         assert all(spec.split(":")[0] in c.source["description"] for spec in specs)
 
 
