@@ -178,9 +178,7 @@ def compare_categories(labels_a, labels_b, names: Sequence[str] | None = None, t
     if len(a) == 0 or len(b) == 0:
         return {"kind": "categories", "a": {}, "b": {}, "measured_a": int(len(a)), "measured_b": int(len(b)),
                 "effect": 0.0, "standard_error": 0.0, "z": 0.0, "standardized_difference": 0.0,
-                "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change",
-              "spread_a": float(a.std(ddof=1)) if len(a) > 1 else 0.0,
-              "spread_b": float(b.std(ddof=1)) if len(b) > 1 else 0.0}
+                "difference": 0.0, "difference_standard_error": 0.0, "direction": "no change"}
     if min(a.min(), b.min()) < 0:
         raise ValueError("class labels must be >= 0.")
     classes = int(max(a.max(), b.max())) + 1
