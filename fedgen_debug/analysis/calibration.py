@@ -31,9 +31,9 @@ the bound is 1.5× the estimate. A property the calibration does not know is not
 Several sources of data. Training noise depends on the data as well as on the settings: at the demo
 settings, GANs on real FEMNIST differ from run to run 2.2-2.6× as much as on synthetic writers in edge
 steepness, edge width, stroke slant and the primary model's confidence, and a calibration from synthetic
-runs alone alarmed on 28 of 120 clean FEMNIST pairs (docs/analysis.md, 2026-12-04). So clean runs of several sources are calibrated source by
-source (a pair is two runs of one source: runs of two sources are not a clean pair), and each property
-takes the widest of them (`envelope`): offset the sources' mean μ̄, noise max over sources of
+runs alone alarmed on 28 of 120 clean FEMNIST pairs (docs/analysis.md, 2026-12-04). So clean runs of
+several sources are calibrated source by source (a pair is two runs of one source: runs of two sources are
+not a clean pair), and each property takes the widest of them (`envelope`): offset the sources' mean μ̄, noise max over sources of
 √(τ_s² + (μ_s − μ̄)²), so a clean pair of any source measured stays within its own source's noise. The
 calibration keeps each source's own noise too (`by_source`): a pair of runs on one of its sources uses
 that source's (`for_data`), and a pair on data none of them is uses the envelope, widened.
@@ -141,8 +141,8 @@ class Calibration:
     def for_data(self, data_specs: Sequence[str | None]) -> tuple["Calibration", str | None]:
         """(the calibration for runs on `data_specs`, the source whose own noise it holds or None): the own
         noise of a source every run trains on (the same spec, or the same synthetic generator), else the
-        envelope of all sources marked `other_data` (each noise at least its relative noise times the
-        pair's spread, `calibrated_z`)."""
+        envelope of all sources, `widened` (each noise at least its relative noise times the pair's
+        spread, `training_noise_for`)."""
         measured = list(self.by_source or []) or [self.source.get("data")]
         matches = {matching_source([m for m in measured if m], spec) for spec in data_specs}
         if len(matches) != 1 or None in matches:

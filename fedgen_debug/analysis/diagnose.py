@@ -394,7 +394,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     checks = [_named_check(kind, run_a, run_b, samples, seed, named_report)]
     if kind == "gan":
         images = {side: released_samples(d) for side, d in (("a", run_a), ("b", run_b))}
-        health = {side: image_health(x, run_trend(d)) for (side, x), d in zip(images.items(), (run_a, run_b))}
+        health = {side: image_health(images[side], run_trend(d)) for side, d in (("a", run_a), ("b", run_b))}
         logits = {side: _primary_logits(d, images[side]) for side, d in (("a", run_a), ("b", run_b))}
         ranked, values_a, values_b = image_differences(images["a"], images["b"], logits["a"], logits["b"], chosen)
     else:

@@ -167,11 +167,6 @@ TREND_SHARE_MOVE = 0.1      # of the blank share, or of the mean peak darkness (
 TREND_PIXEL_CHANGE = 0.03   # mean |Δ pixel| (0-1) between consecutive snapshots of the same public noise
 
 
-def peak_darkness(images) -> np.ndarray:
-    """Per image, how far its darkest pixel is from white (0-1): faint ink is low."""
-    return 1.0 - _per_image(to_unit(images)).min(axis=(1, 2))
-
-
 def training_trend(snapshots: Mapping[int, np.ndarray]) -> dict | None:
     """Whether the generator was still changing at the end of training, from its last `TREND_SNAPSHOTS`
     snapshots (round → images in [-1, 1], one fixed batch of public noise, so consecutive snapshots differ
@@ -184,7 +179,7 @@ def training_trend(snapshots: Mapping[int, np.ndarray]) -> dict | None:
         return None
     units = [_per_image(to_unit(snapshots[r])) for r in rounds]
     blank = [blank_samples(snapshots[r])["share"] for r in rounds]
-    darkness = [float(np.mean(peak_darkness(snapshots[r]))) for r in rounds]
+    darkness = [float(np.mean(1.0 - u.min(axis=(1, 2)))) for u in units]   # darkest pixel vs white: faint is low
     change = [float(np.mean(np.abs(b - a))) for a, b in zip(units, units[1:])]
     moved = max(max(blank) - min(blank), max(darkness) - min(darkness))
     return {"rounds": rounds, "blank_share": blank, "peak_darkness": darkness, "pixel_change": change,
