@@ -104,6 +104,16 @@ def test_the_text_report_names_spacing_for_glued_words():
     assert ranked[0]["family"] == "spacing" and ranked[0]["significant"]
 
 
+def test_a_word_lm_pair_does_not_read_phrases_at_the_samplers_cap_as_cut_sentences():
+    ended = [" ".join(["w"] * (5 + i % 9)) + " ." for i in range(600)]
+    at_cap = " ".join(["w"] * 20)   # LM_MAX_LENGTH["word"] ids: the sampler stopped it, not the model
+    more_at_cap = [at_cap if i % 4 == 0 else s for i, s in enumerate(ended)]
+    by_word_lm, _, _ = diagnose.text_differences(ended, more_at_cap, kind="word")
+    as_plain_text, _, _ = diagnose.text_differences(ended, more_at_cap)
+    assert not next(c for c in by_word_lm if c["property"] == "unterminated")["significant"]
+    assert next(c for c in as_plain_text if c["property"] == "unterminated")["significant"]
+
+
 def _report(kind="char", differ=True):
     row = {"property": "has_space", "family": "spacing", "a": 0.01, "b": 0.2, "effect": 0.19, "standard_error": 0.02,
            "z": 9.5, "significant": True, "direction": "more often", "rank": 1, "z_threshold": 4.0}

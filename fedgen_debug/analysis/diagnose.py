@@ -166,8 +166,11 @@ def image_values(images: np.ndarray, logits: np.ndarray | None = None) -> dict:
     return values
 
 
-def text_values(samples: list[str]) -> dict:
-    return text_properties.text_properties(samples)
+def text_values(samples: list[str], kind: str | None = None) -> dict:
+    """Each text property's value per sample; given the LM's `kind`, samples its sampler cut at the length
+    cap are known as such (`text_properties.cut_by_sampler`)."""
+    cut = None if kind is None else text_properties.cut_by_sampler(samples, kind)
+    return text_properties.text_properties(samples, cut)
 
 
 def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
@@ -198,8 +201,9 @@ def image_differences(images_a, images_b, logits_a=None, logits_b=None, calibrat
     return rank(compare_values("gan", values_a, values_b), calibration), values_a, values_b
 
 
-def text_differences(samples_a: list[str], samples_b: list[str], calibration=None):
-    values_a, values_b = text_values(samples_a), text_values(samples_b)
+def text_differences(samples_a: list[str], samples_b: list[str], calibration=None, kind: str | None = None):
+    """(ranked comparisons, the values of each side by property) of two LMs' samples (`kind`: their LM's)."""
+    values_a, values_b = text_values(samples_a, kind), text_values(samples_b, kind)
     return rank(compare_values("text", values_a, values_b), calibration), values_a, values_b
 
 
@@ -214,7 +218,7 @@ def run_values(kind: str, run_dir: str, samples: int, seed: int) -> tuple[dict, 
         images = to_unit(generate(generator, samples, seed))
         return image_values(images, _primary_logits(run_dir, images)), images
     texts = lm_samples(run_dir, samples, seed)
-    return text_values(texts), texts
+    return text_values(texts, kind), texts
 
 
 # ---- evidence ------------------------------------------------------------------------------------------
@@ -400,7 +404,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     else:
         texts = {side: lm_samples(d, samples, seed) for side, d in (("a", run_a), ("b", run_b))}
         health = {side: text_health(t) for side, t in texts.items()}
-        ranked, values_a, values_b = text_differences(texts["a"], texts["b"], chosen)
+        ranked, values_a, values_b = text_differences(texts["a"], texts["b"], chosen, kind)
         report["distinctive_terms"] = text_properties.distinctive_terms(texts["a"], texts["b"], top=10)
     healthy = all(h["healthy"] for h in health.values())
     families = report_families(checks, ranked)

@@ -71,7 +71,7 @@ class LMRun(PrivacySettings):
 
     @property
     def max_length(self) -> int:
-        return 20 if self.kind == "word" else 16
+        return presets.LM_MAX_LENGTH[self.kind]
 
     def model_config(self, num_ids: int):
         return presets.lm_model_config(self.preset, self.kind, num_ids)
