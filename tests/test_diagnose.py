@@ -106,7 +106,7 @@ def test_the_text_report_names_spacing_for_glued_words():
 
 def test_a_word_lm_pair_does_not_read_phrases_at_the_samplers_cap_as_cut_sentences():
     ended = [" ".join(["w"] * (5 + i % 9)) + " ." for i in range(600)]
-    at_cap = " ".join(["w"] * 20)   # LM_MAX_LENGTH["word"] ids: the sampler stopped it, not the model
+    at_cap = " ".join(["w"] * 20)   # lm_run.MAX_LENGTH["word"] ids: the sampler stopped it, not the model
     more_at_cap = [at_cap if i % 4 == 0 else s for i, s in enumerate(ended)]
     by_word_lm, _, _ = diagnose.text_differences(ended, more_at_cap, kind="word")
     as_plain_text, _, _ = diagnose.text_differences(ended, more_at_cap)

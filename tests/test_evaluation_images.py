@@ -150,3 +150,22 @@ def test_sklearn_digits_take_mnist_layout_and_are_dealt_to_pseudo_users(tmp_path
         sys.argv = argv
     client_data = npz.read_npz(str(out), background="black")
     assert len(client_data.client_ids) == 7
+
+
+def test_pooled_references_shrink_the_pair_noise_by_the_references_count(monkeypatch):
+    """`evaluation/pooled_references.py`: against k pooled references a difference carries σ²(1 + 1/k),
+    not a pair's 2σ²; the class mix keeps its pair noise; reference sets never hold B."""
+    from fedgen_debug.analysis import calibration as C
+
+    monkeypatch.syspath_prepend(_EVALUATION)
+    script = _load("pooled_references")
+    noise = C.PropertyNoise(offset=0.0, training_noise=0.2, training_noise_upper=0.3, pairs=10)
+    calibration = C.Calibration(name="x", kind="gan", preset="demo", pair_type="replicate", degrees_of_freedom=9,
+                                z_threshold=3.1, source={}, properties={"edge_width": noise, "predicted_class": noise})
+    scaled = script.noise_of_pooled(calibration, 3).properties
+    assert scaled["edge_width"].training_noise_upper == pytest.approx(0.3 * (2 / 3) ** 0.5)
+    assert script.noise_of_pooled(calibration, 1).properties["edge_width"].training_noise_upper == pytest.approx(0.3)
+    assert scaled["predicted_class"] == noise
+    for avoid in (None, 0, 7, 15):
+        sets = script.reference_sets(16, 3, avoid)
+        assert len(sets) == script.SETS_PER_RUN and all(len(set(s)) == 3 and avoid not in s for s in sets)

@@ -50,9 +50,9 @@ def test_a_word_lms_unk_is_vocabulary_not_capitals():
 
 def test_samples_the_sampler_cut_at_its_length_cap_are_not_read_as_truncated():
     twenty = " ".join(["w"] * 20)
-    assert tp.cut_by_sampler([twenty, " ".join(["w"] * 18) + " ."], "word").tolist() == [True, False]
-    # A char-LM word is cut after LM_MAX_LENGTH + 1 bytes: é is two.
-    assert tp.cut_by_sampler(["a" * 17, "a" * 16, "\u00e9" * 8 + "a"], "char").tolist() == [True, False, True]
+    assert tp.cut_by_sampler([twenty, " ".join(["w"] * 18) + " ."], "word", 20).tolist() == [True, False]
+    # A char-LM word is cut after max_length + 1 bytes: é is two.
+    assert tp.cut_by_sampler(["a" * 17, "a" * 16, "\u00e9" * 8 + "a"], "char", 16).tolist() == [True, False, True]
     values = tp.text_properties([twenty, "cut short here", "ends well ."], cut=[True, False, False])
     assert math.isnan(values["unterminated"][0]) and values["unterminated"][1:].tolist() == [1, 0]
     assert values["tokens"][0] == 20   # the length properties still count it
@@ -82,8 +82,8 @@ def test_more_samples_at_the_length_cap_is_no_truncation_but_cut_sentences_are()
         return out
 
     def unterminated_z(a, b):
-        compared = df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a, tp.cut_by_sampler(a, "word")),
-                                         tp.text_properties(b, tp.cut_by_sampler(b, "word")))
+        compared = df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a, tp.cut_by_sampler(a, "word", 20)),
+                                         tp.text_properties(b, tp.cut_by_sampler(b, "word", 20)))
         return next(c["z"] for c in compared if c["property"] == "unterminated")
 
     few_capped, many_capped, truncating = side(0.03, 0.0), side(0.30, 0.0), side(0.03, 0.15)

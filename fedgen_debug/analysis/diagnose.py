@@ -169,8 +169,11 @@ def image_values(images: np.ndarray, logits: np.ndarray | None = None) -> dict:
 def text_values(samples: list[str], kind: str | None = None) -> dict:
     """Each text property's value per sample; given the LM's `kind`, samples its sampler cut at the length
     cap are known as such (`text_properties.cut_by_sampler`)."""
-    cut = None if kind is None else text_properties.cut_by_sampler(samples, kind)
-    return text_properties.text_properties(samples, cut)
+    if kind is None:
+        return text_properties.text_properties(samples)
+    from fedgen_debug.training.lm_run import MAX_LENGTH
+
+    return text_properties.text_properties(samples, text_properties.cut_by_sampler(samples, kind, MAX_LENGTH[kind]))
 
 
 def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:

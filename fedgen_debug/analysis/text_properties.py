@@ -39,7 +39,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedgen_debug.analysis.differences import Property
-from fedgen_debug.training.presets import LM_MAX_LENGTH
 
 _PUNCTUATION = set(".,;:!?'\"()-")
 _SYMBOLS = set(string.punctuation) - _PUNCTUATION
@@ -96,14 +95,13 @@ def _share(count: int, total: int) -> float:
     return count / total if total else 0.0
 
 
-def cut_by_sampler(samples: Sequence[str], kind: str) -> np.ndarray:
+def cut_by_sampler(samples: Sequence[str], kind: str, max_length: int) -> np.ndarray:
     """Whether each sample of an LM of `kind` ("word", "char") reached the sampler's length cap
-    (`LM_MAX_LENGTH`: words of a phrase, bytes of a char-LM word): the sampler stopped it, not the model, so
-    how it ends says nothing about the data. A word-LM's phrase is one whitespace token per id."""
-    cap = LM_MAX_LENGTH[kind]
+    (`max_length`, the run's: words of a phrase, bytes of a char-LM word): the sampler stopped it, not the
+    model, so how it ends says nothing about the data. A word-LM's phrase is one whitespace token per id."""
     if kind == "word":
-        return np.array([len(s.split()) >= cap for s in samples], bool)
-    return np.array([len(s.encode("utf-8")) > cap for s in samples], bool)   # the sampler draws cap + 1 bytes
+        return np.array([len(s.split()) >= max_length for s in samples], bool)
+    return np.array([len(s.encode("utf-8")) > max_length for s in samples], bool)   # it draws max_length + 1 bytes
 
 
 def _one(raw: str, cut: bool = False) -> dict[str, float]:

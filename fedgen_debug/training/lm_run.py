@@ -22,6 +22,12 @@ from fedgen_debug.training.config import PrivacySettings, TrainingConfig, check_
 from fedgen_debug.validation import check_at_least, check_fraction
 
 
+# The longest sequence an LM trains on and its sampler draws: words a phrase (the paper's Stack Overflow
+# sequences of 20), bytes a char-LM word (longer OOV words are cut). A sample that reaches it was stopped by
+# the sampler, not by the model (`analysis.text_properties.cut_by_sampler`).
+MAX_LENGTH = {"word": 20, "char": 16}
+
+
 @dataclasses.dataclass(frozen=True)
 class LMRun(PrivacySettings):
     """One LM run: the data, the simulated bug, the preset, and the modeler's privacy settings
@@ -71,7 +77,7 @@ class LMRun(PrivacySettings):
 
     @property
     def max_length(self) -> int:
-        return presets.LM_MAX_LENGTH[self.kind]
+        return MAX_LENGTH[self.kind]
 
     def model_config(self, num_ids: int):
         return presets.lm_model_config(self.preset, self.kind, num_ids)

@@ -159,10 +159,6 @@ PRIMARY_CNN_PRESETS = {
 
 PRESET_NAMES = tuple(GAN_PRESETS)
 LM_KINDS = tuple(dict.fromkeys(kind for _, kind in LM_PRESETS))
-# The longest sequence an LM trains on and its sampler draws: words a phrase (the paper's Stack Overflow
-# sequences of 20), bytes a char-LM word (longer OOV words are cut). A sample that reaches it was stopped
-# by the sampler, not by the model (`analysis.lm_analysis.cut_by_sampler`).
-LM_MAX_LENGTH = {"word": 20, "char": 16}
 
 
 def check_preset(name: str) -> str:
