@@ -123,9 +123,25 @@ def _report(kind="char", differ=True):
             "differ": differ, "families": ["spacing"],
             "calibration": {"calibrated": False, "against": "sampling noise of the two sample sets", "z_threshold": 4.0},
             "differences": [row],
-            "checks": [{"name": "tokenization_bug_suspected", "suspected": True, "z": 12.0, "z_threshold": 3.0}],
+            "checks": [{"name": "tokenization_bug_suspected", "family": "spacing", "suspected": True, "z": 12.0,
+                        "z_threshold": 3.0}],
             "distinctive_terms": {"tokens": {"a": [], "b": [{"term": "i have"}]}},
             "evidence": {"a": ["x"], "b": ["i have"], "chart_png": "B/released/diagnosis.png"}}
+
+
+def test_the_brief_names_the_named_check_that_decided_before_a_small_largest_property():
+    from fedgen_debug.cli.diagnose_cmd import brief, brief_line, brief_lines
+
+    report = _report()
+    report["differences"][0].update(z=0.7, significant=False)
+    line = brief_line(brief(report))
+    assert line == ("differ YES (sampling noise only); found by the named check tokenization_bug_suspected (spacing), z = 12.0; "
+                    "largest property: has_space (spacing), z = 0.7")
+    assert "found by the named check tokenization_bug_suspected (spacing), z = 12.0; largest property: has_space" \
+        in brief_lines(brief(report), "B = after, A = before")[1]
+    quiet = _report(differ=False)
+    quiet["checks"][0]["suspected"] = False
+    assert brief_line(brief(quiet)) == "differ no (sampling noise only); first: has_space (spacing), z = 9.5"
 
 
 def test_the_printed_report_says_what_differs_and_how_sure():

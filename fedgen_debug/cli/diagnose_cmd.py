@@ -99,16 +99,20 @@ def brief(report: dict) -> dict:
         c = report["differences"][0]
         first = {"property": c["property"], "family": c["family"], "direction": c["direction"], "effect": c["effect"],
                  "z": c["z"], "calibrated_z": c.get("calibrated_z"), "significant": c["significant"]}
+    # A named check that found its bug decides with its own statistic; the largest property may be small then.
+    found_by = [{"name": c["name"], "family": c["family"], "z": c.get("z")} for c in report.get("checks", [])
+                if c.get("suspected") and not c.get("inconclusive")]
     return {"differ": report["differ"], "answer": answer_of(report), "calibrated": calibration["calibrated"],
             "against": calibration["against"],
             "z_threshold": calibration["z_threshold"], "families": report["families"], "first": first,
+            "found_by": found_by,
             "unhealthy": report.get("unhealthy", {}), "report": store.released(report["runs"]["b"], store.DIAGNOSIS)}
 
 
 def brief_lines(summary: dict, pair: str) -> list[str]:
     """`brief`'s summary in 2-3 lines: differ YES/no/CANNOT TELL and against which noise, where the report is; the
-    families and the first difference (property, family, direction, z); an unhealthy side. `pair`: which
-    B against which A, in words."""
+    families, the named check that found its bug, and the first difference (property, family, direction, z);
+    an unhealthy side. `pair`: which B against which A, in words."""
     against = summary["against"] + ("" if summary["calibrated"] else ", not training noise")
     lines = [f"diagnosis, {pair}: differ {ANSWER_WORDS[answer_of(summary)]} (calibrated against {against}); "
              f"{summary['report']}"]
@@ -117,9 +121,8 @@ def brief_lines(summary: dict, pair: str) -> list[str]:
     if first is None:
         lines.append("  no property to compare")
     else:
-        z_name, z = _shown_z(first, summary)
-        lines.append(f"  families: {families or 'none significant'}; first: {first['property']} ({first['family']}), "
-                     f"B vs A: {first['direction']}, {z_name} = {'-' if z is None else f'{z:.1f}'}")
+        lines.append("; ".join([f"  families: {families or 'none significant'}", *_found_by(summary),
+                                f"{_first_difference(summary)}, B vs A: {first['direction']}"]))
     if summary["unhealthy"]:
         sides = ", ".join(f"{side.upper()} ({reason})" for side, reason in summary["unhealthy"].items())
         lines.append(f"  UNHEALTHY auxiliary {sides}: its differences say little about the data")
@@ -127,14 +130,27 @@ def brief_lines(summary: dict, pair: str) -> list[str]:
 
 
 def brief_line(summary: dict) -> str:
-    """`brief`'s summary in one line: differ YES/no/CANNOT TELL, against which noise, the first difference."""
-    first = summary["first"]
-    z_name, z = _shown_z(first, summary) if first else ("z", None)
+    """`brief`'s summary in one line: differ YES/no/CANNOT TELL, against which noise, the named check that found
+    its bug, the first difference."""
     noise = "" if summary["calibrated"] else " (sampling noise only)"
     unhealthy = "".join(f", {side.upper()} UNHEALTHY" for side in summary["unhealthy"])
-    return (f"differ {ANSWER_WORDS[answer_of(summary)]}{noise}{unhealthy}"
-            + ("" if first is None else f"; first: {first['property']} ({first['family']}), "
-                                        f"{z_name} = {'-' if z is None else f'{z:.1f}'}"))
+    first = [] if summary["first"] is None else [_first_difference(summary)]
+    return "; ".join([f"differ {ANSWER_WORDS[answer_of(summary)]}{noise}{unhealthy}", *_found_by(summary), *first])
+
+
+def _found_by(summary: dict) -> list[str]:
+    """"found by the named check NAME (family), z = Z" for each check that found its bug. It decides with its own
+    statistic, so the largest property may then be small (the word-LM's UNK share drifts between trainings)."""
+    return [f"found by the named check {c['name']} ({c['family']}), z = {'-' if c['z'] is None else format(c['z'], '.1f')}"
+            for c in summary.get("found_by", [])]
+
+
+def _first_difference(summary: dict) -> str:
+    """"first: PROPERTY (family), z = Z", or "largest property: ..." after a named check that found its bug."""
+    first = summary["first"]
+    z_name, z = _shown_z(first, summary)
+    label = "largest property" if summary.get("found_by") else "first"
+    return f"{label}: {first['property']} ({first['family']}), {z_name} = {'-' if z is None else f'{z:.1f}'}"
 
 
 def _summary(value) -> str:
