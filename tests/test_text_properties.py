@@ -60,6 +60,26 @@ def test_samples_the_sampler_cut_at_its_length_cap_are_not_read_as_truncated():
         tp.text_properties(["a b", "c d"], cut=[True])
 
 
+def test_a_word_lms_phrases_are_compared_without_the_spaces_its_join_put_there():
+    names = [p.name for p in tp.properties_for("word")]
+    assert not set(tp.JOINED_BY_SPACES) & set(names) and "token_length" in names
+    assert tp.properties_for("char") == tp.properties_for(None) == tp.TEXT_PROPERTIES
+    # A punctuation-stripping pipeline: the word-LM draws no "." token. Read as plain text that is "less
+    # split punctuation" (spacing); for a word-LM it is characters (and length: unterminated).
+    rng = np.random.default_rng(1)
+    ended = [" ".join(rng.choice(["the", "cat", "sat", "on"], size=int(rng.integers(4, 9)))) + " ." for _ in range(600)]
+    stripped = [s.removesuffix(" .") if i % 2 else s for i, s in enumerate(ended)]
+
+    def ranked(kind):
+        properties = tp.properties_for(kind)
+        return df.rank(df.compare_properties(properties, tp.text_properties(ended), tp.text_properties(stripped)))
+
+    assert ranked(None)[0]["property"] == "space_before_punctuation"
+    word = ranked("word")
+    assert word[0]["family"] in ("characters", "length") and word[0]["significant"]
+    assert "space_before_punctuation" not in [r["property"] for r in word]
+
+
 def test_more_samples_at_the_length_cap_is_no_truncation_but_cut_sentences_are():
     """Clean word-LMs differ from training to training in how many samples run to the sampler's cap (3-30%
     of 1,000 on 12 clean demo runs, 2026-12-04): those end mid-sentence, and read as "unterminated" they

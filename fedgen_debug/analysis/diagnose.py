@@ -179,8 +179,8 @@ def text_values(samples: list[str], kind: str | None = None) -> dict:
 def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
     """Every property of B against A (`differences.compare`), not yet ranked; the primary model's class mix
     and confidence only when both sides have them."""
-    if kind != "gan":
-        return differences.compare_properties(text_properties.TEXT_PROPERTIES, values_a, values_b)
+    if kind != "gan":   # "char", "word", or "text" (samples of no known LM)
+        return differences.compare_properties(text_properties.properties_for(kind), values_a, values_b)
     compared = differences.compare_properties(image_properties.IMAGE_PROPERTIES, values_a, values_b)
     if "predicted_class" in values_a and "predicted_class" in values_b:
         mix, confidence = image_properties.CLASSIFIER_PROPERTIES
@@ -207,7 +207,7 @@ def image_differences(images_a, images_b, logits_a=None, logits_b=None, calibrat
 def text_differences(samples_a: list[str], samples_b: list[str], calibration=None, kind: str | None = None):
     """(ranked comparisons, the values of each side by property) of two LMs' samples (`kind`: their LM's)."""
     values_a, values_b = text_values(samples_a, kind), text_values(samples_b, kind)
-    return rank(compare_values("text", values_a, values_b), calibration), values_a, values_b
+    return rank(compare_values(kind or "text", values_a, values_b), calibration), values_a, values_b
 
 
 def run_values(kind: str, run_dir: str, samples: int, seed: int) -> tuple[dict, object]:

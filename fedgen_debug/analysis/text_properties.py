@@ -5,7 +5,8 @@ Samples are strings: a char-LM's generated words, or a word-LM's generated sente
 whitespace-separated parts. Families (`differences.TEXT_FAMILIES`) and the properties that measure them:
 - spacing: `has_space` (yes/no; a char-LM "word" with a space is two tokens glued by the tokenizer's
   fault), `space_share`, `double_space` (yes/no), `space_before_punctuation` (yes/no: "don ' t", "end ."),
-  `token_length` (mean characters per token: glued tokens are long, split ones short).
+  `token_length` (mean characters per token: glued tokens are long, split ones short). A word-LM's samples
+  are compared on `token_length` alone (`properties_for`): its phrases are ids joined by spaces.
 - characters: `digit_share`, `punctuation_share`, `symbol_share` (other non-alphanumeric ASCII), `non_ascii_share`,
   `entities` (yes/no: an HTML entity or its fragment, "&amp;", "&#39;", "quot;"), `mojibake` (yes/no:
   UTF-8 read as Latin-1/cp1252, "Ã©", "â€™", "Â", or the replacement character).
@@ -89,6 +90,21 @@ TEXT_PROPERTIES = (
     Property("oov_first", "vocabulary", "fewer start out of vocabulary", "more start out of vocabulary",
              f"share of samples whose first token is out of the vocabulary ({OOV_TOKEN})"),
 )
+
+
+# A word-LM's phrase is its sampled ids joined by single spaces (`lm_analysis.phrase_text`): where its spaces
+# are is the join's doing, not the data's, and "space before punctuation" only says that a punctuation token
+# was drawn (a phrase cut short by a truncating pipeline or by the sampler's cap has none: it led the
+# truncated word-LMs' reports as "spacing", 2026-12-04). Its spacing is read from `token_length` alone.
+JOINED_BY_SPACES = ("has_space", "space_share", "double_space", "space_before_punctuation")
+
+
+def properties_for(kind: str | None) -> tuple[Property, ...]:
+    """The properties that describe the samples of an LM of `kind` ("char", "word"; None: any text): a
+    word-LM's without those of `JOINED_BY_SPACES`."""
+    if kind == "word":
+        return tuple(p for p in TEXT_PROPERTIES if p.name not in JOINED_BY_SPACES)
+    return TEXT_PROPERTIES
 
 
 def _share(count: int, total: int) -> float:
