@@ -63,7 +63,9 @@ def test_samples_the_sampler_cut_at_its_length_cap_are_not_read_as_truncated():
 def test_a_word_lms_phrases_are_compared_without_the_spaces_its_join_put_there():
     names = [p.name for p in tp.properties_for("word")]
     assert not set(tp.JOINED_BY_SPACES) & set(names) and "token_length" in names
-    assert tp.properties_for("char") == tp.properties_for(None) == tp.TEXT_PROPERTIES
+    assert tp.properties_for(None) == tp.TEXT_PROPERTIES
+    char = [p.name for p in tp.properties_for("char")]
+    assert not set(tp.ONE_WORD_REPEATS) & set(char) and {"token_length", "has_space"} <= set(char)
     # A punctuation-stripping pipeline: the word-LM draws no "." token. Read as plain text that is "less
     # split punctuation" (spacing); for a word-LM it is characters (and length: unterminated).
     rng = np.random.default_rng(1)
@@ -216,3 +218,18 @@ def test_glued_char_lm_words_are_spacing():
     b = [words[i] + (" " + words[j] if rng.random() < 0.1 else "") for i, j in rng.integers(0, 7, (1000, 2))]
     ranked = df.rank(df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a), tp.text_properties(b)))
     assert ranked[0]["family"] == "spacing" and ranked[0]["significant"]
+
+
+def test_split_char_lm_words_are_spacing_not_also_length():
+    """A char-LM's sample is one word: shorter words from a splitting pipeline are measured once, as
+    `token_length` (spacing), not again as characters per sample (length)."""
+    rng = np.random.default_rng(2)
+    words = ["alphabet", "betamax", "gammaray", "deltoid", "omegas", "sigmoid", "kappas"]
+    a = [words[i] for i in rng.integers(0, 7, 1000)]
+    b = [w[: len(w) // 2] if rng.random() < 0.5 else w for w in (words[i] for i in rng.integers(0, 7, 1000))]
+    everything = df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a), tp.text_properties(b))
+    assert {c["property"]: c["z"] for c in everything}["characters"] == pytest.approx(
+        {c["property"]: c["z"] for c in everything}["token_length"])   # the same measurement twice
+    ranked = df.rank(df.compare_properties(tp.properties_for("char"), tp.text_properties(a), tp.text_properties(b)))
+    assert ranked[0]["property"] == "token_length" and ranked[0]["family"] == "spacing" and ranked[0]["significant"]
+    assert "length" not in {c["family"] for c in ranked if c["significant"]}

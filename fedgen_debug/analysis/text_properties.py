@@ -6,7 +6,8 @@ whitespace-separated parts. Families (`differences.TEXT_FAMILIES`) and the prope
 - spacing: `has_space` (yes/no; a char-LM "word" with a space is two tokens glued by the tokenizer's
   fault), `space_share`, `double_space` (yes/no), `space_before_punctuation` (yes/no: "don ' t", "end ."),
   `token_length` (mean characters per token: glued tokens are long, split ones short). A word-LM's samples
-  are compared on `token_length` alone (`properties_for`): its phrases are ids joined by spaces.
+  are compared on `token_length` alone (`properties_for`): its phrases are ids joined by spaces. A char-LM's
+  sample is one word, so its `characters` and `tokens` repeat `token_length` and `has_space` and are left out.
 - characters: `digit_share`, `punctuation_share`, `symbol_share` (other non-alphanumeric ASCII), `non_ascii_share`,
   `entities` (yes/no: an HTML entity or its fragment, "&amp;", "&#39;", "quot;"), `mojibake` (yes/no:
   UTF-8 read as Latin-1/cp1252, "Ã©", "â€™", "Â", or the replacement character).
@@ -99,12 +100,17 @@ TEXT_PROPERTIES = (
 JOINED_BY_SPACES = ("has_space", "space_share", "double_space", "space_before_punctuation")
 
 
+# A char-LM's sample is one out-of-vocabulary word: its characters are `token_length` again (times its
+# tokens), and its tokens count its spaces (`has_space`). Measured twice in two families, shorter split
+# words were "length" or "spacing" by which copy's noise was smaller (docs/analysis.md).
+ONE_WORD_REPEATS = ("characters", "tokens")
+
+
 def properties_for(kind: str | None) -> tuple[Property, ...]:
     """The properties that describe the samples of an LM of `kind` ("char", "word"; None: any text): a
-    word-LM's without those of `JOINED_BY_SPACES`."""
-    if kind == "word":
-        return tuple(p for p in TEXT_PROPERTIES if p.name not in JOINED_BY_SPACES)
-    return TEXT_PROPERTIES
+    word-LM's without those of `JOINED_BY_SPACES`, a char-LM's without those of `ONE_WORD_REPEATS`."""
+    left_out = {"word": JOINED_BY_SPACES, "char": ONE_WORD_REPEATS}.get(kind, ())
+    return tuple(p for p in TEXT_PROPERTIES if p.name not in left_out)
 
 
 def _share(count: int, total: int) -> float:
