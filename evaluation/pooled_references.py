@@ -47,12 +47,6 @@ def noise_of_pooled(calibration: C.Calibration, k: int) -> C.Calibration:
         for name, noise in calibration.properties.items()})
 
 
-def left_out(clean: list[dict], used: set[int]) -> C.Calibration:
-    kept = [v for i, v in enumerate(clean) if i not in used]
-    rows = {(a, b): diagnose.compare_values("gan", kept[a], kept[b]) for a, b in itertools.combinations(range(len(kept)), 2)}
-    return C.left_out(rows, set(), "replicate", "gan")
-
-
 def families(references: list[dict], b: dict, calibration: C.Calibration, k: int) -> tuple[list[str], float]:
     ranked = C.apply(diagnose.compare_values("gan", pooled(references), b), noise_of_pooled(calibration, k))
     return list(dict.fromkeys(r["family"] for r in ranked if r["significant"])), ranked[0]["calibrated_z"]
@@ -79,17 +73,23 @@ def main() -> None:
     clean = [v for v, unhealthy in (values_of("gan", d, args.samples) for d in runs) if unhealthy is None]
     faults = sorted({d for g in args.faults for d in glob.glob(g)})
     print(f"{len(clean)} healthy clean runs of {len(runs)}")
+    # Every clean pair compared once; `calibration.left_out` keeps, per test, the pairs of runs it does not use.
+    rows = {(a, b): diagnose.compare_values("gan", clean[a], clean[b]) for a, b in itertools.combinations(range(len(clean)), 2)}
+
+    def left_out(used: set[int]) -> C.Calibration:
+        return C.left_out(rows, used, "replicate", "gan")
+
     for k in (int(x) for x in args.k.split(",")):
         alarms, tests, largest = 0, 0, 0.0
         for i, b in enumerate(clean):
             for refs in reference_sets(len(clean), k, i):
-                found, top = families([clean[j] for j in refs], b, left_out(clean, set(refs) | {i}), k)
+                found, top = families([clean[j] for j in refs], b, left_out(set(refs) | {i}), k)
                 tests, alarms, largest = tests + 1, alarms + bool(found), max(largest, abs(top))
         print(f"k = {k}: clean B against k clean references: {alarms} of {tests} alarm (largest |z| {largest:.2f})")
         for d in faults:
             fault = os.path.basename(d).split("-")[1]
             b, _ = values_of("gan", d, args.samples)
-            outcomes = [families([clean[j] for j in refs], b, left_out(clean, set(refs)), k)
+            outcomes = [families([clean[j] for j in refs], b, left_out(set(refs)), k)
                         for refs in reference_sets(len(clean), k, None)]
             first = sum(bool(f) and f[0] in expected_families(fault, "gan") for f, _ in outcomes)
             print(f"    {os.path.basename(d)}: detected {sum(bool(f) for f, _ in outcomes)} of {len(outcomes)}, "
