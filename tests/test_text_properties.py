@@ -230,6 +230,36 @@ def test_split_char_lm_words_are_spacing_not_also_length():
     everything = df.compare_properties(tp.TEXT_PROPERTIES, tp.text_properties(a), tp.text_properties(b))
     assert {c["property"]: c["z"] for c in everything}["characters"] == pytest.approx(
         {c["property"]: c["z"] for c in everything}["token_length"])   # the same measurement twice
-    ranked = df.rank(df.compare_properties(tp.properties_for("char"), tp.text_properties(a), tp.text_properties(b)))
+    ranked = df.rank(df.compare_properties(tp.properties_for("char"), tp.text_properties(a, vocabulary=words),
+                                           tp.text_properties(b, vocabulary=words)))
     assert ranked[0]["property"] == "token_length" and ranked[0]["family"] == "spacing" and ranked[0]["significant"]
     assert "length" not in {c["family"] for c in ranked if c["significant"]}
+
+
+def test_glued_words_are_two_frequent_words_run_together_out_of_the_vocabulary():
+    vocabulary = [".", "the", ",", "of", "problem", "i", "have", "it's"] + [f"q{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(400)]
+    vocabulary += ["zork", "w0"]
+    assert tp.common_words(vocabulary, 4) == {"the", "of", "problem", "i"}   # letters only, most frequent first
+    samples = ["ofthe", "Problemthe", "ihave", "it'sthe", "the", "i have", "zorkthe", "thex", "", "of.the", "w0the"]
+    assert tp.glued_words(samples, vocabulary).tolist() == [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]
+    # "the" is in the vocabulary (not an OOV word), "i have" has its space, "zork" is rarer than the 300 most
+    # frequent words, "thex" and "of.the" are not two words, "w0" is not made of letters
+    values = tp.text_properties(samples, vocabulary=vocabulary)
+    assert values["glued_words"].tolist() == tp.glued_words(samples, vocabulary).tolist()
+    assert "glued_words" not in tp.text_properties(samples)   # measured only against a vocabulary
+    assert "glued_words" in [p.name for p in tp.properties_for("char")]
+    assert "glued_words" not in [p.name for p in tp.properties_for("word")] + [p.name for p in tp.properties_for(None)]
+
+
+def test_a_pipeline_that_drops_spaces_shows_in_a_char_lms_words_as_glued_words_spacing():
+    """Missing spaces glue frequent word pairs into OOV words ("ofthe"): longer tokens, and two known words."""
+    rng = np.random.default_rng(3)
+    vocabulary = ["the", "of", "to", "and", "is", "problem", "a", "in"]
+    rare = ["zorbax", "quilp", "vendrix", "mogwash", "trelk", "pazas", "fucunu"]
+    a = [rare[i] for i in rng.integers(0, len(rare), 1000)]
+    glued = [vocabulary[i] + vocabulary[j] for i, j in rng.integers(0, len(vocabulary), (1000, 2))]
+    b = [g if rng.random() < 0.1 else w for g, w in zip(glued, (rare[i] for i in rng.integers(0, len(rare), 1000)))]
+    ranked = df.rank(df.compare_properties(tp.properties_for("char"), tp.text_properties(a, vocabulary=vocabulary),
+                                           tp.text_properties(b, vocabulary=vocabulary)))
+    assert ranked[0]["property"] == "glued_words" and ranked[0]["family"] == "spacing" and ranked[0]["significant"]
+    assert ranked[0]["kind"] == "share" and ranked[0]["a"] == 0.0 and 0.07 < ranked[0]["b"] < 0.13

@@ -166,21 +166,33 @@ def image_values(images: np.ndarray, logits: np.ndarray | None = None) -> dict:
     return values
 
 
-def text_values(samples: list[str], kind: str | None = None) -> dict:
+def text_values(samples: list[str], kind: str | None = None, vocabulary: list[str] | None = None) -> dict:
     """Each text property's value per sample; given the LM's `kind`, samples its sampler cut at the length
-    cap are known as such (`text_properties.cut_by_sampler`)."""
+    cap are known as such (`text_properties.cut_by_sampler`); given its run's `vocabulary` (a char-LM's),
+    also the properties read against it (`text_properties.VOCABULARY_PROPERTIES`)."""
     if kind is None:
-        return text_properties.text_properties(samples)
+        return text_properties.text_properties(samples, vocabulary=vocabulary)
     from fedgen_debug.training.lm_run import MAX_LENGTH
 
-    return text_properties.text_properties(samples, text_properties.cut_by_sampler(samples, kind, MAX_LENGTH[kind]))
+    cut = text_properties.cut_by_sampler(samples, kind, MAX_LENGTH[kind])
+    return text_properties.text_properties(samples, cut, vocabulary)
+
+
+def run_vocabulary(kind: str, run_dir: str) -> list[str] | None:
+    """A char-LM run's released vocabulary (most frequent first), which its words are read against; None for
+    other runs or a run without one."""
+    path = store.released(run_dir, store.VOCAB)
+    return list(store.read_json(path)["words"]) if kind == "char" and os.path.exists(path) else None
 
 
 def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
     """Every property of B against A (`differences.compare`), not yet ranked; the primary model's class mix
     and confidence only when both sides have them."""
     if kind != "gan":   # "char", "word", or "text" (samples of no known LM)
-        return differences.compare_properties(text_properties.properties_for(kind), values_a, values_b)
+        optional = {p.name for p in text_properties.VOCABULARY_PROPERTIES}   # measured given both vocabularies
+        properties = [p for p in text_properties.properties_for(kind)
+                      if p.name not in optional or (p.name in values_a and p.name in values_b)]
+        return differences.compare_properties(properties, values_a, values_b)
     compared = differences.compare_properties(image_properties.IMAGE_PROPERTIES, values_a, values_b)
     if "predicted_class" in values_a and "predicted_class" in values_b:
         mix, confidence = image_properties.CLASSIFIER_PROPERTIES
@@ -204,9 +216,11 @@ def image_differences(images_a, images_b, logits_a=None, logits_b=None, calibrat
     return rank(compare_values("gan", values_a, values_b), calibration), values_a, values_b
 
 
-def text_differences(samples_a: list[str], samples_b: list[str], calibration=None, kind: str | None = None):
-    """(ranked comparisons, the values of each side by property) of two LMs' samples (`kind`: their LM's)."""
-    values_a, values_b = text_values(samples_a, kind), text_values(samples_b, kind)
+def text_differences(samples_a: list[str], samples_b: list[str], calibration=None, kind: str | None = None,
+                     vocabularies: tuple[list[str] | None, list[str] | None] = (None, None)):
+    """(ranked comparisons, the values of each side by property) of two LMs' samples (`kind`: their LM's;
+    `vocabularies`: each side's run's, `run_vocabulary`)."""
+    values_a, values_b = (text_values(s, kind, v) for s, v in zip((samples_a, samples_b), vocabularies))
     return rank(compare_values(kind or "text", values_a, values_b), calibration), values_a, values_b
 
 
@@ -221,7 +235,7 @@ def run_values(kind: str, run_dir: str, samples: int, seed: int) -> tuple[dict, 
         images = to_unit(generate(generator, samples, seed))
         return image_values(images, _primary_logits(run_dir, images)), images
     texts = lm_samples(run_dir, samples, seed)
-    return text_values(texts, kind), texts
+    return text_values(texts, kind, run_vocabulary(kind, run_dir)), texts
 
 
 # ---- evidence ------------------------------------------------------------------------------------------
@@ -407,7 +421,8 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     else:
         texts = {side: lm_samples(d, samples, seed) for side, d in (("a", run_a), ("b", run_b))}
         health = {side: text_health(t) for side, t in texts.items()}
-        ranked, values_a, values_b = text_differences(texts["a"], texts["b"], chosen, kind)
+        ranked, values_a, values_b = text_differences(texts["a"], texts["b"], chosen, kind,
+                                                      (run_vocabulary(kind, run_a), run_vocabulary(kind, run_b)))
         report["distinctive_terms"] = text_properties.distinctive_terms(texts["a"], texts["b"], top=10)
     healthy = all(h["healthy"] for h in health.values())
     families = report_families(checks, ranked)

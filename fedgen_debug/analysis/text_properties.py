@@ -8,6 +8,9 @@ whitespace-separated parts. Families (`differences.TEXT_FAMILIES`) and the prope
   `token_length` (mean characters per token: glued tokens are long, split ones short). A word-LM's samples
   are compared on `token_length` alone (`properties_for`): its phrases are ids joined by spaces. A char-LM's
   sample is one word, so its `characters` and `tokens` repeat `token_length` and `has_space` and are left out.
+  A char-LM's words are also read against its run's vocabulary: `glued_words` (yes/no: the word is two of
+  the vocabulary's `COMMON_WORDS` most frequent words run together, "ofthe", "problemthe": a pipeline that
+  drops spaces; `VOCABULARY_PROPERTIES`, measured only given the vocabulary).
 - characters: `digit_share`, `punctuation_share`, `symbol_share` (other non-alphanumeric ASCII), `non_ascii_share`,
   `entities` (yes/no: an HTML entity or its fragment, "&amp;", "&#39;", "quot;"), `mojibake` (yes/no:
   UTF-8 read as Latin-1/cp1252, "Ã©", "â€™", "Â", or the replacement character).
@@ -93,6 +96,19 @@ TEXT_PROPERTIES = (
 )
 
 
+# Measured on a char-LM's words given its run's vocabulary (`text_properties(..., vocabulary=)`). Glued pairs
+# are read from the most frequent words only: the frequent words make most of a text's word pairs, and a
+# rare word (a synthetic user's made-up name, 2-3 letters) would make half of all OOV words "two words"
+# (2026-12-05: 345 of 1,000 clean char-LM words split into two words of the whole vocabulary, 1-3 into two
+# of its 300 most frequent).
+COMMON_WORDS = 300
+VOCABULARY_PROPERTIES = (
+    Property("glued_words", "spacing", "fewer glued words", "more glued words",
+             f"share of samples that are two of the vocabulary's {COMMON_WORDS} most frequent words run together, "
+             "without a space (\"ofthe\")"),
+)
+
+
 # A word-LM's phrase is its sampled ids joined by single spaces (`lm_analysis.phrase_text`): where its spaces
 # are is the join's doing, not the data's, and "space before punctuation" only says that a punctuation token
 # was drawn (a phrase cut short by a truncating pipeline or by the sampler's cap has none: it led the
@@ -108,9 +124,30 @@ ONE_WORD_REPEATS = ("characters", "tokens")
 
 def properties_for(kind: str | None) -> tuple[Property, ...]:
     """The properties that describe the samples of an LM of `kind` ("char", "word"; None: any text): a
-    word-LM's without those of `JOINED_BY_SPACES`, a char-LM's without those of `ONE_WORD_REPEATS`."""
+    word-LM's without those of `JOINED_BY_SPACES`, a char-LM's without those of `ONE_WORD_REPEATS` and with
+    `VOCABULARY_PROPERTIES` (its words are out of its vocabulary; a word-LM's are ids of it)."""
     left_out = {"word": JOINED_BY_SPACES, "char": ONE_WORD_REPEATS}.get(kind, ())
-    return tuple(p for p in TEXT_PROPERTIES if p.name not in left_out)
+    kept = tuple(p for p in TEXT_PROPERTIES if p.name not in left_out)
+    return kept + VOCABULARY_PROPERTIES if kind == "char" else kept
+
+
+def common_words(vocabulary: Sequence[str], count: int = COMMON_WORDS) -> frozenset[str]:
+    """The `count` first words of `vocabulary` (most frequent first, as a run releases it) made of letters
+    (and apostrophes): punctuation tokens are not words to glue."""
+    return frozenset([w for w in vocabulary if w and all(c.isalpha() or c == "'" for c in w)][:count])
+
+
+def glued_words(samples: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
+    """Per sample, 1.0 when it is out of `vocabulary`, holds no space, and is two of its `common_words` run
+    together (a char-LM's word "ofthe"); else 0.0."""
+    known, common = set(vocabulary), common_words(vocabulary)
+
+    def glued(sample: str) -> bool:
+        word = sample.strip().lower()
+        return (word not in known and " " not in word
+                and any(word[:i] in common and word[i:] in common for i in range(1, len(word))))
+
+    return np.array([float(glued(s)) for s in samples], np.float64)
 
 
 def _share(count: int, total: int) -> float:
@@ -158,17 +195,22 @@ def _one(raw: str, cut: bool = False) -> dict[str, float]:
     }
 
 
-def text_properties(samples: Sequence[str], cut: Sequence[bool] | None = None) -> dict[str, np.ndarray]:
+def text_properties(samples: Sequence[str], cut: Sequence[bool] | None = None,
+                    vocabulary: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """Every property of `TEXT_PROPERTIES` for each sample: {name: float64 [n]} (nan: not measured, e.g.
     the case of a sample without letters). `cut`: per sample, whether the sampler stopped it at its length
-    cap (`cut_by_sampler`); its `unterminated` is then not measured."""
+    cap (`cut_by_sampler`); its `unterminated` is then not measured. `vocabulary` (a char-LM run's, most
+    frequent first): also `VOCABULARY_PROPERTIES`."""
     if isinstance(samples, str) or not all(isinstance(s, str) for s in samples):
         raise ValueError("samples must be a sequence of strings.")
     cut = [False] * len(samples) if cut is None else list(cut)
     if len(cut) != len(samples):
         raise ValueError(f"cut must hold one flag per sample. Found {len(cut)} for {len(samples)} samples.")
     rows = [_one(s, bool(c)) for s, c in zip(samples, cut)]
-    return {p.name: np.array([r[p.name] for r in rows], np.float64) for p in TEXT_PROPERTIES}
+    values = {p.name: np.array([r[p.name] for r in rows], np.float64) for p in TEXT_PROPERTIES}
+    if vocabulary is not None:
+        values["glued_words"] = glued_words(samples, vocabulary)
+    return values
 
 
 def _char_ngrams(sample: str, n: int) -> list[str]:
