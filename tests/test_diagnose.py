@@ -196,6 +196,11 @@ def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
     analysis = store.read_json(store.released(lm_pair["after"], store.ANALYSIS))
     assert check["suspected"] == analysis["tokenization_bug_suspected"]     # the named check, unchanged
     assert all(c["family"] in differences.TEXT_FAMILIES for c in report["differences"])
+    # the char-LM's words are read against each run's released vocabulary too
+    assert "glued_words" in {c["property"] for c in report["differences"]}
+    assert diagnose.run_vocabulary("char", lm_pair["after"])[:3] == store.read_json(
+        store.released(lm_pair["after"], store.VOCAB))["words"][:3]
+    assert diagnose.run_vocabulary("word", lm_pair["after"]) is None
     assert store.read_json(store.released(lm_pair["after"], store.DIAGNOSIS))["schema"] == diagnose.SCHEMA
     assert os.path.exists(store.released(lm_pair["after"], store.DIAGNOSIS_PNG))
     printed = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "100")
