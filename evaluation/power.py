@@ -34,6 +34,7 @@ from any_bug import DEFAULT_DATA, unlimited_budget  # noqa: E402
 from fedgen_debug import runtime  # noqa: E402
 from fedgen_debug.experiments.sweep import Arm, Comparison, Sweep  # noqa: E402
 from fedgen_debug.runs.store import write_json  # noqa: E402
+from power_figures import draw_rates  # noqa: E402
 
 DEFAULT_DEPLOYMENT = "N=10000,qN=1000"
 
@@ -138,33 +139,7 @@ def main() -> None:
                                                         "deployment": args.deployment, "rows": rows, "table": table})
     for cell in table:
         print(f"ε = {cell['epsilon']:g}, fraction {cell['fraction']:g}: detected {cell['detected']} of {cell['seeds']}")
-    plot(table, os.path.join(args.out, "power.png"), f"{args.story} ({tag}), deployment {args.deployment}")
-
-
-def plot(table: list[dict], path: str, title: str) -> None:
-    """Detection rate against the deployment-equivalent ε, one line per fraction (ε = inf drawn at the right)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    finite = sorted({c["epsilon"] for c in table if math.isfinite(c["epsilon"])})
-    position = {e: i for i, e in enumerate(finite)}
-    position[math.inf] = len(finite)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for fraction in sorted({c["fraction"] for c in table}, reverse=True):
-        cells = sorted((c for c in table if c["fraction"] == fraction), key=lambda c: position[c["epsilon"]])
-        ax.plot([position[c["epsilon"]] for c in cells], [c["detected"] / c["seeds"] for c in cells], marker="o",
-                label=f"{fraction:g} of devices")
-    ax.set_xticks(range(len(position)), [f"{e:g}" for e in finite] + ["∞"])
-    ax.set_xlabel("deployment-equivalent ε (all of the auxiliary's training)")
-    ax.set_ylabel("detection rate")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    draw_rates(table, os.path.join(args.out, "power.png"), f"{args.story} ({tag}), deployment {args.deployment}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Draws, against the deployment-equivalent ε (ε = inf at the right):
 - `power_gan_DATE.png`: each GAN pair's answer per fraction (detected, not detected, inconclusive), rows
   with an `init` (public pretraining) or a `data` (other than the default synthetic data) as lines of
   their own, set slightly apart to stay visible.
+`draw_rates` draws a detection rate over seeds per cell (`power.py`'s own figure, `power_rates.py`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def positions(epsilons) -> dict:
 
 
 def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold: float | None = None,
-         yticks: dict | None = None, jitter: float = 0.0) -> None:
+         yticks: dict | None = None, jitter: float = 0.0, ylim: tuple[float, float] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,11 +59,20 @@ def draw(rows: list[dict], value, ylabel: str, title: str, path: str, threshold:
     ax.set_ylabel(ylabel)
     if yticks:
         ax.set_yticks(list(yticks.values()), list(yticks))
+    if ylim:
+        ax.set_ylim(*ylim)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def draw_rates(table: list[dict], path: str, title: str) -> None:
+    """Detection rate over seeds against ε (∞ at the right), a line per fraction; the clean pairs' (fraction
+    0) rate is the false alarms. `table`: {"epsilon", "fraction", "detected", "seeds"} per cell."""
+    rows = [{**c, "rate": c["detected"] / c["seeds"]} for c in table]
+    draw(rows, lambda r: r["rate"], "detection rate over seeds", title, path, ylim=(-0.05, 1.05))
 
 
 def main() -> None:

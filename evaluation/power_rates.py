@@ -17,6 +17,8 @@ import collections
 import json
 import math
 
+from power_figures import draw_rates
+
 
 def rows_of(document: dict, story: str) -> list[dict]:
     """The rows of `story` ("word" or "gan") in one file, of the default setting only."""
@@ -71,33 +73,6 @@ def markdown(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(table: list[dict], path: str, title: str) -> None:
-    """Detection rate against ε (∞ at the right), a line per fraction; the clean pairs' rate is the false alarms."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    finite = sorted({c["epsilon"] for c in table if math.isfinite(c["epsilon"])})
-    where = {e: i for i, e in enumerate(finite)}
-    where[math.inf] = len(finite)
-    fig, ax = plt.subplots(figsize=(8.5, 3.5))
-    for fraction in sorted({c["fraction"] for c in table}, reverse=True):
-        cells = sorted((c for c in table if c["fraction"] == fraction), key=lambda c: where[c["epsilon"]])
-        label = "clean vs clean (false alarms)" if fraction == 0 else f"{fraction:g} of devices"
-        ax.plot([where[c["epsilon"]] for c in cells], [c["detected"] / c["seeds"] for c in cells], marker="o",
-                linestyle="--" if fraction == 0 else "-", label=label)
-    ax.set_xticks(range(len(where)), [f"{e:g}" for e in finite] + ["∞"])
-    ax.set_xlabel("deployment-equivalent ε (all of the auxiliary's training)")
-    ax.set_ylabel("detection rate over seeds")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", nargs="+", help="rows files (power.py summary.json or docs rows files)")
@@ -112,7 +87,7 @@ def main() -> None:
     table = rates(merge(documents, args.story))
     print(markdown(table))
     if args.out:
-        plot(table, args.out, args.title)
+        draw_rates(table, args.out, args.title)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The power curve's rates over seeds (`evaluation/power_rates.py`), on hand-built rows files."""
+"""The power curve's rates over seeds (`evaluation/power_rates.py`, drawn by `power_figures.draw_rates`),
+on hand-built rows files."""
 
 import importlib.util
 import math
@@ -9,8 +10,9 @@ import pytest
 _EVALUATION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation")
 
 
-@pytest.fixture(scope="module")
-def power_rates():
+@pytest.fixture
+def power_rates(monkeypatch):
+    monkeypatch.syspath_prepend(_EVALUATION)   # it imports power_figures beside it
     spec = importlib.util.spec_from_file_location("power_rates", os.path.join(_EVALUATION, "power_rates.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -36,7 +38,7 @@ def test_rates_merge_seeds_across_files_and_leave_other_settings_out(power_rates
     assert text.splitlines()[0] == "| fraction of devices | ∞ | 1 |"
     assert "| 0.1 | 1 of 1 (7.8) | 2 of 3 (2.0, 8.9, 4.7) |" in text
     assert "| 0 (clean vs clean: false alarms) |  | 0 of 2 (1.9, -1.0) |" in text
-    power_rates.plot(table, str(tmp_path / "rate.png"), "test")
+    power_rates.draw_rates(table, str(tmp_path / "rate.png"), "test")
     assert os.path.getsize(tmp_path / "rate.png") > 1000
 
 
