@@ -2,8 +2,10 @@
 ranked first (entities → characters, glued words → spacing, truncation → length; identical sets: nothing);
 distinctive terms by log-odds with an informative Dirichlet prior."""
 
+import itertools
 import json
 import math
+import string
 
 import numpy as np
 import pytest
@@ -263,3 +265,45 @@ def test_a_pipeline_that_drops_spaces_shows_in_a_char_lms_words_as_glued_words_s
                                            tp.text_properties(b, vocabulary=vocabulary)))
     assert ranked[0]["property"] == "glued_words" and ranked[0]["family"] == "spacing" and ranked[0]["significant"]
     assert ranked[0]["kind"] == "share" and ranked[0]["a"] == 0.0 and 0.07 < ranked[0]["b"] < 0.13
+
+
+def test_slips_are_one_swap_of_adjacent_letters_or_one_letter_dropped():
+    assert tp.slips("the") == {"he", "te", "th", "hte", "teh"}
+    assert tp.slips("aab") == {"ab", "aa", "aba"}   # swapping the equal letters gives the word back: not a slip
+    assert tp.slips("") == set()
+
+
+def test_misspelt_words_are_one_slip_from_a_frequent_word_and_out_of_the_vocabulary():
+    filler = ["q" + "".join(letters) for letters in itertools.product(string.ascii_lowercase, repeat=3)][:1000]
+    vocabulary = [".", "the", ",", "problem", "i", "am", "thee"] + filler + ["zorkle"]
+    samples = ["prolem", "Problme", "teh", "th", "problem", "thee", "probl em", "zorle", "a", "pzroblem", ""]
+    assert tp.misspelt_words(samples, vocabulary).tolist() == [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]
+    # "problem" is a word of the vocabulary, and so is "thee" (one letter more than "the"); "probl em" holds
+    # a space; "zorkle" is rarer than the 1,000 most frequent words; "i" and "am" are too short to misspell
+    # ("a" is "am" with a letter dropped); "pzroblem" is two slips away
+    values = tp.text_properties(samples, vocabulary=vocabulary)
+    assert values["misspelt_words"].tolist() == tp.misspelt_words(samples, vocabulary).tolist()
+    assert "misspelt_words" not in tp.text_properties(samples)   # measured only against a vocabulary
+    assert {"misspelt_words": "characters"}.items() <= {p.name: p.family for p in tp.properties_for("char")}.items()
+    assert "misspelt_words" not in [p.name for p in tp.properties_for("word")]
+
+
+def test_a_pipeline_with_typos_shows_in_a_char_lms_words_as_misspelt_words_characters():
+    """The catalog's typos fault on sentences of frequent words: the OOV words it makes are misspellings,
+    ranked first as characters (no glued words, no spacing)."""
+    from fedgen_debug.device.text_faults import Typos
+
+    rng = np.random.default_rng(5)
+    vocabulary = ["the", "problem", "answer", "question", "have", "this", "example", "result", "you", "and"]
+    rare = ["zorbax", "quilp", "vendrix", "mogwash", "trelk", "pazas", "fucunu", "biwamoc", "sadidep"]
+    sentences = [" ".join(vocabulary[i] for i in rng.integers(0, len(vocabulary), 8)) for _ in range(300)]
+    fault = Typos(fraction=1.0, seed=1)
+    typos = [w for i, s in enumerate(sentences) for w in fault.transform_sentence(s, np.random.default_rng(i)).split()
+             if w not in vocabulary]
+    a = [rare[i] for i in rng.integers(0, len(rare), 1000)]
+    b = [typos[i % len(typos)] if rng.random() < 0.1 else w for i, w in enumerate(rare[j] for j in rng.integers(0, len(rare), 1000))]
+    ranked = df.rank(df.compare_properties(tp.properties_for("char"), tp.text_properties(a, vocabulary=vocabulary),
+                                           tp.text_properties(b, vocabulary=vocabulary)))
+    assert ranked[0]["property"] == "misspelt_words" and ranked[0]["family"] == "characters" and ranked[0]["significant"]
+    assert ranked[0]["a"] == 0.0 and 0.07 < ranked[0]["b"] < 0.13
+    assert "spacing" not in {c["family"] for c in ranked if c["significant"]}

@@ -13,7 +13,9 @@ whitespace-separated parts. Families (`differences.TEXT_FAMILIES`) and the prope
   drops spaces; `VOCABULARY_PROPERTIES`, measured only given the vocabulary).
 - characters: `digit_share`, `punctuation_share`, `symbol_share` (other non-alphanumeric ASCII), `non_ascii_share`,
   `entities` (yes/no: an HTML entity or its fragment, "&amp;", "&#39;", "quot;"), `mojibake` (yes/no:
-  UTF-8 read as Latin-1/cp1252, "Ã©", "â€™", "Â", or the replacement character).
+  UTF-8 read as Latin-1/cp1252, "Ã©", "â€™", "Â", or the replacement character). Given a char-LM's
+  vocabulary also `misspelt_words` (yes/no: the word is one keyboard slip, two adjacent letters swapped or
+  one dropped, from one of the vocabulary's `MISSPELT_COMMON_WORDS` most frequent words: "prolem", "teh").
 - length: `characters`, `tokens`, `unterminated` (yes/no: a sample of 2+ tokens not ending in . ! ? or a
   closing quote/bracket: a truncated sentence; not measured on a sample the sampler cut at its length cap,
   `cut_by_sampler`: how many reach the cap varies between clean trainings of a word-LM from 3% to 30%,
@@ -102,10 +104,19 @@ TEXT_PROPERTIES = (
 # (2026-12-05: 345 of 1,000 clean char-LM words split into two words of the whole vocabulary, 1-3 into two
 # of its 300 most frequent).
 COMMON_WORDS = 300
+# Misspellings are read against more words: a pipeline's typos hit every word, and the 1,000 most frequent
+# make most of a text's words (2026-12-05, three typos runs at 50% against 12 clean synthetic char-LMs: 2.6-3.8%
+# of samples against 0.8 ± 0.2% with 1,000 words, 1.5-2.7% against 0.4 ± 0.1% with 300). Substituted or
+# inserted letters are not counted: a clean char-LM's made-up words are one substitution from a frequent
+# word in 6% of samples, and typos added only a point to that.
+MISSPELT_COMMON_WORDS = 1000
 VOCABULARY_PROPERTIES = (
     Property("glued_words", "spacing", "fewer glued words", "more glued words",
              f"share of samples that are two of the vocabulary's {COMMON_WORDS} most frequent words run together, "
              "without a space (\"ofthe\")"),
+    Property("misspelt_words", "characters", "fewer misspelt words", "more misspelt words",
+             f"share of samples one slip (two adjacent letters swapped, or one dropped) from one of the "
+             f"vocabulary's {MISSPELT_COMMON_WORDS} most frequent words (\"prolem\", \"teh\")"),
 )
 
 
@@ -148,6 +159,27 @@ def glued_words(samples: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray
                 and any(word[:i] in common and word[i:] in common for i in range(1, len(word))))
 
     return np.array([float(glued(s)) for s in samples], np.float64)
+
+
+def slips(word: str) -> set[str]:
+    """The words one keyboard slip from `word`: two adjacent letters swapped, or one letter dropped."""
+    dropped = {word[:i] + word[i + 1:] for i in range(len(word))}
+    swapped = {word[:i] + word[i + 1] + word[i] + word[i + 2:] for i in range(len(word) - 1)}
+    return (dropped | swapped) - {word}
+
+
+def misspelt_words(samples: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
+    """Per sample, 1.0 when it is out of `vocabulary`, holds no space, and is one slip (`slips`) from one of
+    its `MISSPELT_COMMON_WORDS` most frequent words of 3+ letters (a char-LM's word "prolem"); else 0.0."""
+    known = set(vocabulary)
+    misspelt = set().union(*(slips(w) for w in common_words(vocabulary, MISSPELT_COMMON_WORDS) if len(w) >= 3))
+    misspelt -= known
+
+    def is_misspelt(sample: str) -> bool:
+        word = sample.strip().lower()
+        return " " not in word and word in misspelt
+
+    return np.array([float(is_misspelt(s)) for s in samples], np.float64)
 
 
 def _share(count: int, total: int) -> float:
@@ -210,6 +242,7 @@ def text_properties(samples: Sequence[str], cut: Sequence[bool] | None = None,
     values = {p.name: np.array([r[p.name] for r in rows], np.float64) for p in TEXT_PROPERTIES}
     if vocabulary is not None:
         values["glued_words"] = glued_words(samples, vocabulary)
+        values["misspelt_words"] = misspelt_words(samples, vocabulary)
     return values
 
 
