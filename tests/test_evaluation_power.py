@@ -45,3 +45,60 @@ def test_rates_merge_seeds_across_files_and_leave_other_settings_out(power_rates
 def test_two_files_disagreeing_on_one_seeds_cell_is_an_error(power_rates):
     with pytest.raises(ValueError, match="disagree"):
         power_rates.merge([{"word": [_row(1.0, 0.1, 0, 5.0)]}, {"word": [_row(1.0, 0.1, 0, 1.0)]}], "word")
+
+
+@pytest.fixture
+def check_noise():
+    spec = importlib.util.spec_from_file_location("power_check_noise", os.path.join(_EVALUATION, "power_check_noise.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _analysis(out, name, current, baseline=None):
+    """A word-LM run's analysis.json with `current` = (OOV at position 1, OOV at positions 2-8)."""
+    import json
+
+    def body(counts):
+        first, rest = counts
+        return {"oov_by_position": [{"position": 1, "oov": first, "tokens": 5000}, {"position": 2, "oov": rest, "tokens": 5000}]}
+
+    os.makedirs(os.path.join(out, name, "released"))
+    report = {"current": body(current), **({"baseline": body(baseline)} if baseline else {})}
+    with open(os.path.join(out, name, "released", "analysis.json"), "w") as f:
+        json.dump(report, f)
+
+
+def test_check_noise_golden_difference_and_training_variance(check_noise):
+    d, se = check_noise.difference((10, 100), (30, 100))
+    assert d == pytest.approx(0.2) and se == pytest.approx(math.sqrt(0.09 / 100 + 0.21 / 100))
+    group = [(10, 100), (30, 100), (20, 100)]
+    pairs = [check_noise.difference(a, b) for a, b in [(group[0], group[1]), (group[0], group[2]), (group[1], group[2])]]
+    excess = sum(d * d - se * se for d, se in pairs) / 3
+    from scipy import stats
+    assert check_noise.training_variance([group]) == pytest.approx(excess * 2 / stats.chi2.ppf(0.05, 2))
+    # two groups: their pairs apart (no pair across groups), degrees of freedom added
+    other = [(50, 100), (50, 100)]
+    pooled = (3 * excess + (0.0 - 2 * 0.25 / 100)) / 4
+    assert check_noise.training_variance([group, other]) == pytest.approx(max(pooled, 0) * 3 / stats.chi2.ppf(0.05, 3))
+    assert check_noise.training_variance([[(5, 100), (5, 100), (5, 100)]]) == 0.0   # samples' noise explains them
+
+
+def test_check_noise_calibrates_against_clean_runs_without_the_pairs_own(check_noise, tmp_path):
+    """Clean trainings whose position-1 shares spread 4-12%: a 10% run at 16% passes the check's z but not
+    the training noise; a 50% run at 60% passes both; each clean pair is tested without its own runs."""
+    out = str(tmp_path / "a")
+    shares = {0: 40, 1: 120, 2: 80, 3: 60, 4: 100, 5: 50}          # of 1,000 OOV tokens, clean seeds 0-5
+    for seed in (1, 3, 5):
+        _analysis(out, f"word-epsinf-concat0-seed{seed}", (shares[seed], 1000 - shares[seed]),
+                  (shares[seed - 1], 1000 - shares[seed - 1]))
+    _analysis(out, "word-epsinf-concat0.1-seed1", (160, 840), (shares[0], 1000 - shares[0]))
+    _analysis(out, "word-epsinf-concat0.5-seed3", (600, 400), (shares[2], 1000 - shares[2]))
+    rows = check_noise.calibrate(check_noise.load_runs([out]))
+    fault = {r["fraction"]: r for r in rows if r["fraction"] > 0}
+    assert fault[0.1]["z_samples"] > 3 and not fault[0.1]["found_calibrated"]
+    assert fault[0.5]["found_calibrated"] and fault[0.5]["calibrated_z"] < fault[0.5]["z_samples"]
+    assert fault[0.1]["clean_runs"] == 5 and fault[0.5]["clean_runs"] == 5     # run A left out
+    clean = [r for r in rows if r["fraction"] == 0.0]
+    assert len(clean) == 15 and all(r["clean_runs"] == 4 for r in clean)   # every pair of 6, both runs left out
+    assert any(abs(r["z_samples"]) > 3 for r in clean) and not any(r["found_calibrated"] for r in clean)

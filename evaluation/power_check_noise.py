@@ -1,0 +1,173 @@
+"""The word-LM check of the power curve against training noise (issue 56): the check's z counts the samples'
+noise only, and two clean trainings differ by more (clean pairs' z spread ≈ 2.7 at 5,000 samples).
+
+  .venv/bin/python evaluation/power_check_noise.py runs/power-word-a runs/power-word-b --out rows.json
+
+Reads the word-LM runs `evaluation/power.py --story concat --kind word` left in its out directories (each
+run's `released/analysis.json`; no model is loaded). Per ε, every run trained without the bug (`concat0`)
+is a clean replicate. The check's statistic is position 1's share of the OOV tokens sampled at positions 1-8
+(`lm_analysis.position_one_share`); for a pair, d = share(B) − share(A), SE the two binomial errors. The
+training noise of d at that ε is τ² = mean over the clean pairs of (d² − SE²), taken at its 95% upper bound
+(chi-square, runs − 1 degrees of freedom, as `analysis.calibration`), and
+
+    calibrated z = d / √(SE² + τ²₉₅),   one-sided, threshold 3 (the check's own).
+
+Each pair is calibrated without its own runs (a fault pair without its clean run A; a clean pair without
+both), so a clean pair's calibrated z is its false-alarm test. Rows: one per pair, with the check's z and the
+calibrated one, and the cells' "found k of n" both ways.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import itertools
+import json
+import math
+import os
+import re
+
+import numpy as np
+from scipy import stats
+
+_RUN = re.compile(r"word-eps(?P<epsilon>[^-]+)-concat(?P<fraction>[0-9.]+)-seed(?P<seed>\d+)$")
+THRESHOLD = 3.0
+CONFIDENCE = 0.95
+
+
+def share_counts(body: dict) -> tuple[int, int]:
+    """(OOV at position 1, OOV at positions 1-8) of an analysis body (`lm_analysis.position_one_share`)."""
+    counts = [p["oov"] for p in body["oov_by_position"]]
+    return counts[0], sum(counts)
+
+
+def difference(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float]:
+    """(share(B) − share(A), its standard error from the samples)."""
+    (k_a, n_a), (k_b, n_b) = a, b
+    p_a, p_b = k_a / max(n_a, 1), k_b / max(n_b, 1)
+    return p_b - p_a, math.sqrt(p_a * (1 - p_a) / max(n_a, 1) + p_b * (1 - p_b) / max(n_b, 1))
+
+
+def training_variance(groups: list[list[tuple[int, int]]]) -> float:
+    """τ²₉₅ of d between two clean runs of one group (an ε): the 95% upper bound of mean(d² − SE²) over
+    every group's pairs, with Σ (runs − 1) degrees of freedom; 0 when the samples' noise explains them."""
+    pairs = [difference(a, b) for clean in groups for a, b in itertools.combinations(clean, 2)]
+    excess = float(np.mean([d * d - se * se for d, se in pairs]))
+    dof = sum(len(clean) - 1 for clean in groups if len(clean) > 1)
+    return max(excess, 0.0) * dof / float(stats.chi2.ppf(1.0 - CONFIDENCE, dof))
+
+
+def load_runs(directories: list[str]) -> dict:
+    """{(ε, fraction, out dir, seed): (k, n)} of every finished run, read from its analysis.json or from
+    the analysis of the run it was the baseline of."""
+    runs = {}
+    for out in directories:
+        for path in sorted(glob.glob(os.path.join(out, "word-*", "released", "analysis.json"))):
+            report = json.load(open(path))
+            run = os.path.basename(os.path.dirname(os.path.dirname(path)))
+            match = _RUN.match(run)
+            if not match or "-init" in run:
+                continue
+            key = (match["epsilon"], float(match["fraction"]), out, int(match["seed"]))
+            runs[key] = share_counts(report["current"])
+            if "baseline" in report:   # the clean reference A of this pair: seed 2S for B's seed 2S + 1
+                runs[(match["epsilon"], 0.0, out, int(match["seed"]) - 1)] = share_counts(report["baseline"])
+    return runs
+
+
+def calibrate(runs: dict, pooled: bool = True) -> list[dict]:
+    """Rows of every fault pair and clean pair, calibrated against the clean runs of their ε (`pooled`: of
+    every ε, each ε's pairs apart; then one τ for all ε), their own runs left out."""
+    rows = []
+    epsilons = sorted({k[0] for k in runs}, key=float)
+    every_clean = {k: v for k, v in runs.items() if k[1] == 0.0}
+
+    def tau2_without(epsilon, *left_out) -> tuple[float, int]:
+        kept = {k: v for k, v in every_clean.items() if k not in left_out and (pooled or k[0] == epsilon)}
+        groups = [[v for k, v in kept.items() if k[0] == e] for e in epsilons]
+        return training_variance(groups), len(kept)
+
+    for epsilon in epsilons:
+        clean = {k: v for k, v in every_clean.items() if k[0] == epsilon}
+        for b_key, b in sorted(runs.items()):
+            if b_key[0] != epsilon or b_key[3] % 2 == 0:
+                continue   # B runs have odd seeds (2S + 1); their A is seed 2S of the same out directory
+            a_key = (epsilon, 0.0, b_key[2], b_key[3] - 1)
+            if a_key not in clean:
+                continue
+            d, se = difference(clean[a_key], b)
+            tau2, left = tau2_without(epsilon, a_key, b_key)
+            z_samples = d / se if se > 0 else 0.0
+            z = d / math.sqrt(se * se + tau2)
+            rows.append({"epsilon": float(epsilon), "fraction": b_key[1], "out": b_key[2], "seed": b_key[3],
+                         "difference": d, "standard_error": se, "training_noise": math.sqrt(tau2),
+                         "clean_runs": left, "z_samples": z_samples, "calibrated_z": z,
+                         "found_samples": z_samples > THRESHOLD, "found_calibrated": z > THRESHOLD})
+        # every other clean pair (not a designated A/B pair above), for the false-alarm rate
+        for (ka, a), (kb, b) in itertools.combinations(sorted(clean.items()), 2):
+            if ka[2] == kb[2] and kb[3] == ka[3] + 1 and ka[3] % 2 == 0:
+                continue   # already a row as a designated pair of fraction 0
+            d, se = difference(a, b)
+            tau2, left = tau2_without(epsilon, ka, kb)
+            rows.append({"epsilon": float(epsilon), "fraction": 0.0, "out": f"{ka[2]}|{kb[2]}",
+                         "seed": f"{ka[3]}|{kb[3]}", "difference": d, "standard_error": se,
+                         "training_noise": math.sqrt(tau2), "clean_runs": left,
+                         "z_samples": d / se if se > 0 else 0.0, "calibrated_z": d / math.sqrt(se * se + tau2),
+                         "found_samples": abs(d / se if se > 0 else 0.0) > THRESHOLD,
+                         "found_calibrated": abs(d / math.sqrt(se * se + tau2)) > THRESHOLD, "any_pair": True})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    """Fraction × ε: "k of n (calibrated z, ...)", the clean row counting every clean pair (|z|, either order)."""
+    epsilons = sorted({r["epsilon"] for r in rows}, key=lambda e: -e)
+    fractions = sorted({r["fraction"] for r in rows}, reverse=True)
+    lines = ["| fraction of devices | " + " | ".join("∞" if math.isinf(e) else f"{e:g}" for e in epsilons) + " |",
+             "| --- |" + " --- |" * len(epsilons)]
+    for fraction in fractions:
+        cells = []
+        for epsilon in epsilons:
+            cell = [r for r in rows if r["epsilon"] == epsilon and r["fraction"] == fraction]
+            if not cell:
+                cells.append("")
+            elif fraction == 0.0:
+                largest = max(abs(r["calibrated_z"]) for r in cell)
+                cells.append(f"{sum(r['found_calibrated'] for r in cell)} of {len(cell)} (largest {largest:.1f}; "
+                             f"check's z: {sum(abs(r['z_samples']) > THRESHOLD for r in cell)})")
+            else:
+                zs = ", ".join(format(r["calibrated_z"], ".1f") for r in cell)
+                cells.append(f"{sum(r['found_calibrated'] for r in cell)} of {len(cell)} ({zs})")
+        name = "0 (clean pairs: false alarms)" if fraction == 0.0 else f"{fraction:g}"
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directories", nargs="+", help="power.py --story concat --kind word out directories")
+    parser.add_argument("--out", required=True, help="the rows (JSON)")
+    parser.add_argument("--per-epsilon", action="store_true",
+                        help="each ε's clean runs alone (default: one training noise from every ε's pairs)")
+    args = parser.parse_args()
+    rows = calibrate(load_runs(args.directories), pooled=not args.per_epsilon)
+    cells = collections.defaultdict(list)
+    for r in rows:
+        cells[(r["epsilon"], r["fraction"], bool(r.get("any_pair")))].append(r)
+    table = []
+    for (epsilon, fraction, any_pair), cell in sorted(cells.items()):
+        table.append({"epsilon": epsilon, "fraction": fraction, "clean_pairs_both_sides": any_pair, "pairs": len(cell),
+                      "found_samples": sum(r["found_samples"] for r in cell),
+                      "found_calibrated": sum(r["found_calibrated"] for r in cell),
+                      "calibrated_z": [round(r["calibrated_z"], 2) for r in cell],
+                      "training_noise": [round(r["training_noise"], 4) for r in cell]})
+        print(f"ε {epsilon:g} fraction {fraction:g}{' (other clean pairs, |z|)' if any_pair else ''}: found "
+              f"{table[-1]['found_samples']} of {len(cell)} by the check's z, {table[-1]['found_calibrated']} calibrated "
+              f"(z {', '.join(format(r['calibrated_z'], '.1f') for r in cell[:8])}{' ...' if len(cell) > 8 else ''})")
+    print(markdown(rows))
+    with open(args.out, "w") as f:
+        json.dump({"rows": rows, "table": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
