@@ -1,0 +1,50 @@
+"""Text faults outside the device catalog, written into a copy of a `.jsonl` file: data that reaches the tool
+already corrupted, as a modeler's would (issue 55: build for the family, not the catalog's cases).
+
+  .venv/bin/python evaluation/jsonl_outside_faults.py data.jsonl --fault leet --fraction 0.5 --out leet.jsonl
+
+Faults, on every line of a `fraction` of the users (drawn with `--seed`):
+- leet: e→3, o→0, a→4, i→1 (characters: digits inside words);
+- signature: " -- Sent from my phone" appended (ordinary words, every line longer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+
+_LEET = str.maketrans({"e": "3", "o": "0", "a": "4", "i": "1"})
+FAULTS = {"leet": lambda text: text.translate(_LEET), "signature": lambda text: text + " -- Sent from my phone"}
+
+
+def corrupt(rows: list[dict], fault: str, fraction: float, seed: int) -> tuple[list[dict], set]:
+    """(the rows with `fault` on every line of round(fraction × users) users, those users)."""
+    if fault not in FAULTS:
+        raise ValueError(f"fault must be one of {', '.join(FAULTS)}. Found {fault!r}.")
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1]. Found {fraction}.")
+    users = sorted({str(r["client_id"]) for r in rows})
+    hit = set(random.Random(seed).sample(users, round(fraction * len(users))))
+    change = FAULTS[fault]
+    return [{**r, "text": change(r["text"])} if str(r["client_id"]) in hit else r for r in rows], hit
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", help="a .jsonl file ({\"client_id\", \"text\"} a line)")
+    parser.add_argument("--fault", choices=sorted(FAULTS), required=True)
+    parser.add_argument("--fraction", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    with open(args.source, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    changed, hit = corrupt(rows, args.fault, args.fraction, args.seed)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in changed)
+    print(f"{args.fault}: {len(hit)} of {len({str(r['client_id']) for r in rows})} users' lines changed -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
