@@ -29,6 +29,7 @@ import os
 import re
 
 import numpy as np
+from power_rates import grid
 from scipy import stats
 
 _RUN = re.compile(r"word-eps(?P<epsilon>[^-]+)-concat(?P<fraction>[0-9.]+)-seed(?P<seed>\d+)$")
@@ -121,26 +122,17 @@ def calibrate(runs: dict, pooled: bool = True) -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """Fraction × ε: "k of n (calibrated z, ...)", the clean row counting every clean pair (|z|, either order)."""
-    epsilons = sorted({r["epsilon"] for r in rows}, key=lambda e: -e)
-    fractions = sorted({r["fraction"] for r in rows}, reverse=True)
-    lines = ["| fraction of devices | " + " | ".join("∞" if math.isinf(e) else f"{e:g}" for e in epsilons) + " |",
-             "| --- |" + " --- |" * len(epsilons)]
-    for fraction in fractions:
-        cells = []
-        for epsilon in epsilons:
-            cell = [r for r in rows if r["epsilon"] == epsilon and r["fraction"] == fraction]
-            if not cell:
-                cells.append("")
-            elif fraction == 0.0:
-                largest = max(abs(r["calibrated_z"]) for r in cell)
-                cells.append(f"{sum(r['found_calibrated'] for r in cell)} of {len(cell)} (largest {largest:.1f}; "
-                             f"check's z: {sum(abs(r['z_samples']) > THRESHOLD for r in cell)})")
-            else:
-                zs = ", ".join(format(r["calibrated_z"], ".1f") for r in cell)
-                cells.append(f"{sum(r['found_calibrated'] for r in cell)} of {len(cell)} ({zs})")
-        name = "0 (clean pairs: false alarms)" if fraction == 0.0 else f"{fraction:g}"
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    def cell(epsilon, fraction) -> str:
+        pairs = [r for r in rows if r["epsilon"] == epsilon and r["fraction"] == fraction]
+        if not pairs:
+            return ""
+        found = f"{sum(r['found_calibrated'] for r in pairs)} of {len(pairs)}"
+        if fraction == 0.0:
+            largest = max(abs(r["calibrated_z"]) for r in pairs)
+            return f"{found} (largest {largest:.1f}; check's z: {sum(abs(r['z_samples']) > THRESHOLD for r in pairs)})"
+        return f"{found} ({', '.join(format(r['calibrated_z'], '.1f') for r in pairs)})"
+
+    return grid({r["epsilon"] for r in rows}, {r["fraction"] for r in rows}, cell, "0 (clean pairs: false alarms)")
 
 
 def main() -> None:

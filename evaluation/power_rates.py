@@ -57,19 +57,27 @@ def rates(cells: dict) -> list[dict]:
 
 def markdown(table: list[dict]) -> str:
     """Fractions as rows, ε as columns (∞ first, as in docs/privacy.md): "k of n" (z per seed)."""
-    epsilons = sorted({c["epsilon"] for c in table}, key=lambda e: (not math.isinf(e), -e))
-    fractions = sorted({c["fraction"] for c in table}, reverse=True)
     by_cell = {(c["epsilon"], c["fraction"]): c for c in table}
+
+    def cell(epsilon, fraction) -> str:
+        c = by_cell.get((epsilon, fraction))
+        if c is None:
+            return ""
+        zs = ", ".join(f"{z:.1f}" for z in c["z"] if z is not None)
+        return f"{c['detected']} of {c['seeds']}" + (f" ({zs})" if zs else "")
+
+    return grid({c["epsilon"] for c in table}, {c["fraction"] for c in table}, cell, "0 (clean vs clean: false alarms)")
+
+
+def grid(epsilons, fractions, cell, clean_name: str) -> str:
+    """A Markdown table, a row per fraction of devices (largest first; 0 named `clean_name`) and a column per
+    ε (∞ first), each cell `cell(ε, fraction)`."""
+    epsilons = sorted(epsilons, key=lambda e: (not math.isinf(e), -e))
     head = "| fraction of devices | " + " | ".join("∞" if math.isinf(e) else f"{e:g}" for e in epsilons) + " |"
     lines = [head, "| --- " * (len(epsilons) + 1) + "|"]
-    for fraction in fractions:
-        cells = []
-        for epsilon in epsilons:
-            c = by_cell.get((epsilon, fraction))
-            zs = ", ".join(f"{z:.1f}" for z in c["z"] if z is not None) if c else ""
-            cells.append("" if c is None else f"{c['detected']} of {c['seeds']}" + (f" ({zs})" if zs else ""))
-        name = "0 (clean vs clean: false alarms)" if fraction == 0 else f"{fraction:g}"
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for fraction in sorted(fractions, reverse=True):
+        name = clean_name if fraction == 0 else f"{fraction:g}"
+        lines.append(f"| {name} | " + " | ".join(cell(e, fraction) for e in epsilons) + " |")
     return "\n".join(lines)
 
 

@@ -48,7 +48,8 @@ def test_two_files_disagreeing_on_one_seeds_cell_is_an_error(power_rates):
 
 
 @pytest.fixture
-def check_noise():
+def check_noise(monkeypatch):
+    monkeypatch.syspath_prepend(_EVALUATION)   # it imports power_rates beside it
     spec = importlib.util.spec_from_file_location("power_check_noise", os.path.join(_EVALUATION, "power_check_noise.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
