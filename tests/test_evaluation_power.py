@@ -10,13 +10,17 @@ import pytest
 _EVALUATION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation")
 
 
-@pytest.fixture
-def power_rates(monkeypatch):
-    monkeypatch.syspath_prepend(_EVALUATION)   # it imports power_figures beside it
-    spec = importlib.util.spec_from_file_location("power_rates", os.path.join(_EVALUATION, "power_rates.py"))
+def _evaluation_module(monkeypatch, name: str):
+    monkeypatch.syspath_prepend(_EVALUATION)   # the scripts import their neighbours (power_figures, power_rates)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_EVALUATION, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def power_rates(monkeypatch):
+    return _evaluation_module(monkeypatch, "power_rates")
 
 
 def _row(epsilon, fraction, seed, z, **extra):
@@ -49,11 +53,7 @@ def test_two_files_disagreeing_on_one_seeds_cell_is_an_error(power_rates):
 
 @pytest.fixture
 def check_noise(monkeypatch):
-    monkeypatch.syspath_prepend(_EVALUATION)   # it imports power_rates beside it
-    spec = importlib.util.spec_from_file_location("power_check_noise", os.path.join(_EVALUATION, "power_check_noise.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _evaluation_module(monkeypatch, "power_check_noise")
 
 
 def _analysis(out, name, current, baseline=None):
