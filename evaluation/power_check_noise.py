@@ -1,5 +1,5 @@
 """The word-LM check of the power curve against training noise (issue 56): the check's z counts the samples'
-noise only, and two clean trainings differ by more (clean pairs' z spread ≈ 2.7 at 5,000 samples).
+noise only, and two clean trainings differ by more (clean pairs' z spread 2.9 at 5,000 samples, 2026-12-05).
 
   .venv/bin/python evaluation/power_check_noise.py runs/power-word-a runs/power-word-b --out rows.json
 
@@ -7,8 +7,9 @@ Reads the word-LM runs `evaluation/power.py --story concat --kind word` left in 
 run's `released/analysis.json`; no model is loaded). Per ε, every run trained without the bug (`concat0`)
 is a clean replicate. The check's statistic is position 1's share of the OOV tokens sampled at positions 1-8
 (`lm_analysis.position_one_share`); for a pair, d = share(B) − share(A), SE the two binomial errors. The
-training noise of d at that ε is τ² = mean over the clean pairs of (d² − SE²), taken at its 95% upper bound
-(chi-square, runs − 1 degrees of freedom, as `analysis.calibration`), and
+training noise of d is τ² = mean over the clean pairs of (d² − SE²), each ε's pairs apart and pooled over ε
+(`--per-epsilon`: that ε's alone), taken at its 95% upper bound (chi-square, Σ (runs − 1) degrees of freedom,
+as `analysis.calibration`), and
 
     calibrated z = d / √(SE² + τ²₉₅),   one-sided, threshold 3 (the check's own).
 
@@ -65,7 +66,8 @@ def load_runs(directories: list[str]) -> dict:
     runs = {}
     for out in directories:
         for path in sorted(glob.glob(os.path.join(out, "word-*", "released", "analysis.json"))):
-            report = json.load(open(path))
+            with open(path, encoding="utf-8") as f:
+                report = json.load(f)
             run = os.path.basename(os.path.dirname(os.path.dirname(path)))
             match = _RUN.match(run)
             if not match or "-init" in run:
