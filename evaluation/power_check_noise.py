@@ -33,15 +33,11 @@ import numpy as np
 from power_rates import grid
 from scipy import stats
 
+from fedgen_debug.analysis.lm_analysis import position_one_share
+from fedgen_debug.stats import Z_THRESHOLD as THRESHOLD   # the check's own
+
 _RUN = re.compile(r"word-eps(?P<epsilon>[^-]+)-concat(?P<fraction>[0-9.]+)-seed(?P<seed>\d+)$")
-THRESHOLD = 3.0
 CONFIDENCE = 0.95
-
-
-def share_counts(body: dict) -> tuple[int, int]:
-    """(OOV at position 1, OOV at positions 1-8) of an analysis body (`lm_analysis.position_one_share`)."""
-    counts = [p["oov"] for p in body["oov_by_position"]]
-    return counts[0], sum(counts)
 
 
 def difference(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float]:
@@ -73,9 +69,9 @@ def load_runs(directories: list[str]) -> dict:
             if not match or "-init" in run:
                 continue
             key = (match["epsilon"], float(match["fraction"]), out, int(match["seed"]))
-            runs[key] = share_counts(report["current"])
+            runs[key] = position_one_share(report["current"])
             if "baseline" in report:   # the clean reference A of this pair: seed 2S for B's seed 2S + 1
-                runs[(match["epsilon"], 0.0, out, int(match["seed"]) - 1)] = share_counts(report["baseline"])
+                runs[(match["epsilon"], 0.0, out, int(match["seed"]) - 1)] = position_one_share(report["baseline"])
     return runs
 
 
@@ -86,10 +82,17 @@ def calibrate(runs: dict, pooled: bool = True) -> list[dict]:
     epsilons = sorted({k[0] for k in runs}, key=float)
     every_clean = {k: v for k, v in runs.items() if k[1] == 0.0}
 
-    def tau2_without(epsilon, *left_out) -> tuple[float, int]:
+    def pair_row(epsilon, a, b, left_out, two_sided: bool, **about) -> dict:
+        """B against A, calibrated against the clean runs other than `left_out` (one-sided as the check;
+        `two_sided` for a clean pair of no set order)."""
         kept = {k: v for k, v in every_clean.items() if k not in left_out and (pooled or k[0] == epsilon)}
-        groups = [[v for k, v in kept.items() if k[0] == e] for e in epsilons]
-        return training_variance(groups), len(kept)
+        tau2 = training_variance([[v for k, v in kept.items() if k[0] == e] for e in epsilons])
+        d, se = difference(a, b)
+        z_samples, z = d / se if se > 0 else 0.0, d / math.sqrt(se * se + tau2)
+        size = abs if two_sided else (lambda x: x)
+        return {"epsilon": float(epsilon), **about, "difference": d, "standard_error": se,
+                "training_noise": math.sqrt(tau2), "clean_runs": len(kept), "z_samples": z_samples,
+                "calibrated_z": z, "found_samples": size(z_samples) > THRESHOLD, "found_calibrated": size(z) > THRESHOLD}
 
     for epsilon in epsilons:
         clean = {k: v for k, v in every_clean.items() if k[0] == epsilon}
@@ -99,26 +102,14 @@ def calibrate(runs: dict, pooled: bool = True) -> list[dict]:
             a_key = (epsilon, 0.0, b_key[2], b_key[3] - 1)
             if a_key not in clean:
                 continue
-            d, se = difference(clean[a_key], b)
-            tau2, left = tau2_without(epsilon, a_key, b_key)
-            z_samples = d / se if se > 0 else 0.0
-            z = d / math.sqrt(se * se + tau2)
-            rows.append({"epsilon": float(epsilon), "fraction": b_key[1], "out": b_key[2], "seed": b_key[3],
-                         "difference": d, "standard_error": se, "training_noise": math.sqrt(tau2),
-                         "clean_runs": left, "z_samples": z_samples, "calibrated_z": z,
-                         "found_samples": z_samples > THRESHOLD, "found_calibrated": z > THRESHOLD})
+            rows.append(pair_row(epsilon, clean[a_key], b, (a_key, b_key), False,
+                                 fraction=b_key[1], out=b_key[2], seed=b_key[3]))
         # every other clean pair (not a designated A/B pair above), for the false-alarm rate
         for (ka, a), (kb, b) in itertools.combinations(sorted(clean.items()), 2):
             if ka[2] == kb[2] and kb[3] == ka[3] + 1 and ka[3] % 2 == 0:
                 continue   # already a row as a designated pair of fraction 0
-            d, se = difference(a, b)
-            tau2, left = tau2_without(epsilon, ka, kb)
-            rows.append({"epsilon": float(epsilon), "fraction": 0.0, "out": f"{ka[2]}|{kb[2]}",
-                         "seed": f"{ka[3]}|{kb[3]}", "difference": d, "standard_error": se,
-                         "training_noise": math.sqrt(tau2), "clean_runs": left,
-                         "z_samples": d / se if se > 0 else 0.0, "calibrated_z": d / math.sqrt(se * se + tau2),
-                         "found_samples": abs(d / se if se > 0 else 0.0) > THRESHOLD,
-                         "found_calibrated": abs(d / math.sqrt(se * se + tau2)) > THRESHOLD, "any_pair": True})
+            rows.append({**pair_row(epsilon, a, b, (ka, kb), True, fraction=0.0, out=f"{ka[2]}|{kb[2]}",
+                                    seed=f"{ka[3]}|{kb[3]}"), "any_pair": True})
     return rows
 
 
