@@ -118,7 +118,7 @@ def test_calibration_transfer_finds_a_noisier_sources_pairs_alarming_against_the
     for i in range(8):
         run(f"quiet/r{i}", "synthetic-images:writers=9", 0.02)
         run(f"noisy/r{i}", "npz:/real.npz", 0.3)
-    clean, fault = run("pair/clean", "npz:/real.npz", 0.3), run("pair/fault", "npz:/real.npz", 0.3, shift=3.0)
+    clean, fault = run("pair/clean", "npz:/real.npz", 0.3), run("pair/fault", "npz:/real.npz", 0.3, shift=5.0)
     out = str(tmp_path / "t.json")
     monkeypatch.setattr(sys, "argv", ["x", "--kind", "gan", "--samples", "400", "--source", str(tmp_path / "quiet/r*"),
                                       "--source", str(tmp_path / "noisy/r*"), "--pair", f"{clean}:{fault}", "--out", out])

@@ -226,6 +226,18 @@ def test_specks_do_not_read_as_a_larger_or_moved_glyph(glyph_halves, share):
     assert not {"scale", "position", "stroke"} & set(families), families
 
 
+def test_half_the_glyphs_turned_ranks_the_quarter_turn_match_first(glyph_halves):
+    """A fault on half the devices leaves a mixture: the moments move half way, while half the glyphs now
+    have quarter-turned siblings in their own set (`image_symmetry`)."""
+    a, b, values_a = glyph_halves
+    turned = b.copy()
+    half = np.random.default_rng(0).random(len(b)) < 0.5
+    turned[half] = np.rot90(turned[half], 1, axes=(1, 2))
+    ranked = df.rank(df.compare_properties(ip.IMAGE_PROPERTIES, values_a, ip.image_properties(turned)))
+    assert ranked[0]["property"] == "quarter_turn_match" and ranked[0]["z"] > 5.0, ranked[:3]
+    assert df.significant_families(ranked)[0] == "orientation"
+
+
 def test_small_rotations_move_orientation_significantly(glyph_halves):
     """A 15-30° rotation resampled bilinearly also blurs (sharpness ranks first, measured); the strokes'
     axis alignment still moves, and in the direction of the turn."""

@@ -37,10 +37,15 @@ Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
   the diagonals; a 15-30° turn moves it, 90° turns and mirrors do not), `ink_slant` (the x·y correlation
   of the ink mass), `elongation` (taller vs wider), `skew_x`, `skew_y`, `coskew_x`, `coskew_y` (the ink's
   third moments: rotating by 180° flips all four) and `mass_balance_x`, `mass_balance_y` (ink centroid vs
-  box centre). Measured limits: rotating synthetic glyphs by 180° or flipping them moves `centre_y` (their
-  boxes sit off centre) about as far as any orientation property, and a mirror of 200 glyphs is below
-  significance (the population is nearly symmetric); on real FEMNIST a mirror or flip moves `stroke_slant`
-  by 1.6 spreads (handwriting leans right), a 180° turn nothing much: the class mix sees that one.
+  box centre), and, against the other samples of the set (`image_symmetry`), `quarter_turn_match`,
+  `half_turn_match`, `mirror_match`, `flip_match`, `transpose_match`: how much nearer a sample comes to its
+  nearest other sample when turned or mirrored, which a set holding turned copies of its glyphs (a
+  fault on some of the devices) raises. They alone depend on the rest of the set (a ratio of two distances
+  in the same set, so its size largely cancels). Measured limits of the moments: rotating synthetic glyphs
+  by 180° or flipping them moves `centre_y` (their boxes sit off centre) about as far as any orientation
+  property, and a mirror of 200 glyphs is below significance (the population is nearly symmetric); on real
+  FEMNIST a mirror or flip moves `stroke_slant` by 1.6 spreads (handwriting leans right), a 180° turn
+  nothing much.
 
 The primary model's view (`classifier_properties`, from its logits [n, K]): `predicted_class` (class_mix;
 compared with `differences.compare_categories`) and `confidence` (max softmax).
@@ -51,6 +56,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
+from fedgen_debug.analysis import image_symmetry
 from fedgen_debug.analysis.differences import Property
 
 FRAME = 3                  # the frame gan_analysis reads the background from (gan_analysis.FRAME)
@@ -109,6 +115,17 @@ IMAGE_PROPERTIES = (
              "ink centroid minus box centre, over the box's half width"),
     Property("mass_balance_y", "orientation", "ink mass higher in its box", "ink mass lower in its box",
              "ink centroid minus box centre, over the box's half height"),
+    # `image_symmetry`: a sample against the other samples of its own set.
+    Property("quarter_turn_match", "orientation", "fewer quarter-turned copies", "more quarter-turned copies",
+             "log(nearest other sample's distance / the same after a 90° turn either way), centred ink"),
+    Property("half_turn_match", "orientation", "fewer upside-down (180°) copies", "more upside-down (180°) copies",
+             "log(nearest other sample's distance / the same after a 180° turn), centred ink"),
+    Property("mirror_match", "orientation", "fewer mirrored copies", "more mirrored copies",
+             "log(nearest other sample's distance / the same mirrored left-right), centred ink"),
+    Property("flip_match", "orientation", "fewer flipped copies", "more flipped (top-bottom) copies",
+             "log(nearest other sample's distance / the same flipped top-bottom), centred ink"),
+    Property("transpose_match", "orientation", "fewer transposed copies", "more transposed copies",
+             "log(nearest other sample's distance / the same transposed), centred ink"),
 )
 
 CLASSIFIER_PROPERTIES = (
@@ -291,6 +308,7 @@ def image_properties(images) -> dict[str, np.ndarray]:
     out["skew_y"] = _ratio((wy * dy ** 3).sum(axis=1), var_y ** 1.5)
     out["mass_balance_x"] = _ratio(mean_x - box_x, (right - left + 1) / 2.0)
     out["mass_balance_y"] = _ratio(mean_y - box_y, (bottom - top + 1) / 2.0)
+    out.update(image_symmetry.symmetry_matches(relative, has_ink))
 
     geometric = [p.name for p in IMAGE_PROPERTIES if p.family not in ("polarity", "brightness", "contrast", "noise")]
     for name in geometric:
