@@ -530,3 +530,14 @@ def test_a_pair_gets_the_calibration_of_its_settings_kind_and_selections(tmp_pat
     store.write_json(store.released(adaptive, "config.json"), config)
     assert calibration_store.training_settings(adaptive)["clip"] == "adaptive:0.5"
     assert calibration_store.choose(None, "gan", "replicate", adaptive, adaptive)[0] is None
+    # So is a generator of other options (sharper FEMNIST samples): a run at the defaults still matches.
+    sharp = str(tmp_path / "sharp")
+    config = store.read_config(high)
+    config["gan"].update(gen_ema=0.9, gen_upsample="bilinear", cycle_client_data=True, d_step="fixed", init=None)
+    store.write_json(store.released(sharp, "config.json"), config)
+    assert calibration_store.training_settings(sharp) == {**settings, "options": {
+        "gen_ema": 0.9, "gen_upsample": "bilinear", "cycle_client_data": True}}
+    assert calibration_store.choose(None, "gan", "selection", sharp, sharp)[0] is None
+    config["gan"].update(gen_ema=0.0, gen_upsample="transpose", cycle_client_data=False)
+    store.write_json(store.released(sharp, "config.json"), config)
+    assert calibration_store.choose(None, "gan", "selection", sharp, low)[0].name == "t4"

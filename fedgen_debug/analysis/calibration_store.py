@@ -23,10 +23,18 @@ from fedgen_debug.runs import store
 
 SHIPPED_DIR = os.path.join(os.path.dirname(__file__), "calibrations")
 NONE = "none"
+# Run options that change what the auxiliary draws and how it varies from training to training, with their
+# defaults: a run that sets one is calibrated only by runs that set it alike (an EMA generator with bilinear
+# upsampling draws legible FEMNIST letters where the preset alone draws blobs, docs/gan.md; a public
+# initialisation pulls samples towards the public data). Defaults are left out of the settings, so runs at
+# the defaults keep matching calibrations measured before these options existed.
+MODEL_OPTIONS = {"cycle_client_data": False, "gen_ema": 0.0, "gen_upsample": "transpose", "d_step": "fixed",
+                 "init": None}
 
 
 def training_settings(run_dir: str) -> dict:
-    """The settings a run's training noise depends on, from its released config."""
+    """The settings a run's training noise depends on, from its released config (`MODEL_OPTIONS` under
+    "options", when any is not at its default)."""
     config = store.read_config(run_dir)
     if config is None:
         raise ValueError(f"{run_dir}: not a run directory (no released config).")
@@ -36,9 +44,11 @@ def training_settings(run_dir: str) -> dict:
     def number(value):   # an adaptive clip has no fixed S: its quantile is the setting then
         return None if value is None else float(value)
 
+    options = {name: run[name] for name, default in MODEL_OPTIONS.items() if run.get(name, default) != default}
     return {"preset": run["preset"], "rounds": int(training["rounds"]),
             "clients_per_round": int(dp["clients_per_round"]), "noise_multiplier": float(dp["noise_multiplier"]),
-            "clip": number(dp.get("clip")) if dp.get("clip_quantile") is None else f"adaptive:{dp['clip_quantile']}"}
+            "clip": number(dp.get("clip")) if dp.get("clip_quantile") is None else f"adaptive:{dp['clip_quantile']}",
+            **({"options": options} if options else {})}
 
 
 def run_data(run_dir: str) -> str | None:
