@@ -169,3 +169,12 @@ def test_pooled_references_shrink_the_pair_noise_by_the_references_count(monkeyp
     for avoid in (None, 0, 7, 15):
         sets = script.reference_sets(16, 3, avoid)
         assert len(sets) == script.SETS_PER_RUN and all(len(set(s)) == 3 and avoid not in s for s in sets)
+
+
+def test_any_bug_sharp_gans_take_the_generator_options_femnist_needs():
+    script = _load("any_bug")
+    plain = script.run_config("images", "word", "synthetic-images:writers=10,seed=0", "rotate:0.5", 3, None)
+    sharp = script.run_config("images", "word", "synthetic-images:writers=10,seed=0", "rotate:0.5", 3, None, sharp=True)
+    assert (plain.gen_ema, plain.gen_upsample, plain.cycle_client_data) == (0.0, "transpose", False)
+    assert (sharp.gen_ema, sharp.gen_upsample, sharp.cycle_client_data) == (0.9, "bilinear", True)
+    assert sharp.fault == plain.fault == "rotate:0.5" and sharp.seed == 3
