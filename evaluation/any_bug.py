@@ -77,7 +77,8 @@ def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, 
 
     settings = bug_settings(bug, modality)
     if modality == "images":
-        return GANRun(data, select, preset="demo", seed=seed, rounds=rounds, **settings, **(SHARP_GAN if sharp else {}))
+        sharpening = SHARP_GAN if sharp else {}
+        return GANRun(data, select, preset="demo", seed=seed, rounds=rounds, **settings, **sharpening)
     return LMRun(kind, data, preset="demo", seed=seed, rounds=rounds, vocab=vocab, **settings)
 
 

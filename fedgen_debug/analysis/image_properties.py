@@ -38,14 +38,14 @@ Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
   of the ink mass), `elongation` (taller vs wider), `skew_x`, `skew_y`, `coskew_x`, `coskew_y` (the ink's
   third moments: rotating by 180° flips all four) and `mass_balance_x`, `mass_balance_y` (ink centroid vs
   box centre), and, against the other samples of the set (`image_symmetry`), `quarter_turn_match`,
-  `half_turn_match`, `mirror_match`, `flip_match`, `transpose_match`: how much nearer a sample comes to its
-  nearest other sample when turned or mirrored, which a set holding turned copies of its glyphs (a
-  fault on some of the devices) raises. They alone depend on the rest of the set (a ratio of two distances
-  in the same set, so its size largely cancels). Measured limits of the moments: rotating synthetic glyphs
-  by 180° or flipping them moves `centre_y` (their boxes sit off centre) about as far as any orientation
-  property, and a mirror of 200 glyphs is below significance (the population is nearly symmetric); on real
-  FEMNIST a mirror or flip moves `stroke_slant` by 1.6 spreads (handwriting leans right), a 180° turn
-  nothing much.
+  `half_turn_match`, `mirror_match`, `flip_match`, `transpose_match`: how much nearer that turn or mirror
+  brings a sample to another sample of its set than its six turns and mirrors do on average, which a set
+  holding turned copies of its glyphs (a fault on some of the devices) raises. They alone depend on the
+  rest of the set (differences of log distances within it, so its size largely cancels). Measured limits of
+  the moments: rotating synthetic glyphs by 180° or flipping them moves `centre_y` (their boxes sit off
+  centre) about as far as any orientation property, and a mirror of 200 glyphs is below significance (the
+  population is nearly symmetric); on real FEMNIST a mirror or flip moves `stroke_slant` by 1.6 spreads
+  (handwriting leans right), a 180° turn nothing much.
 
 The primary model's view (`classifier_properties`, from its logits [n, K]): `predicted_class` (class_mix;
 compared with `differences.compare_categories`) and `confidence` (max softmax).
@@ -117,15 +117,15 @@ IMAGE_PROPERTIES = (
              "ink centroid minus box centre, over the box's half height"),
     # `image_symmetry`: a sample against the other samples of its own set.
     Property("quarter_turn_match", "orientation", "fewer quarter-turned copies", "more quarter-turned copies",
-             "log(nearest other sample's distance / the same after a 90° turn either way), centred ink"),
+             "mean log distance to the nearest other sample over six turns, minus it after a 90° turn either way"),
     Property("half_turn_match", "orientation", "fewer upside-down (180°) copies", "more upside-down (180°) copies",
-             "log(nearest other sample's distance / the same after a 180° turn), centred ink"),
+             "mean log distance to the nearest other sample over six turns, minus it after a 180° turn"),
     Property("mirror_match", "orientation", "fewer mirrored copies", "more mirrored copies",
-             "log(nearest other sample's distance / the same mirrored left-right), centred ink"),
+             "mean log distance to the nearest other sample over six turns, minus it mirrored left-right"),
     Property("flip_match", "orientation", "fewer flipped copies", "more flipped (top-bottom) copies",
-             "log(nearest other sample's distance / the same flipped top-bottom), centred ink"),
+             "mean log distance to the nearest other sample over six turns, minus it flipped top-bottom"),
     Property("transpose_match", "orientation", "fewer transposed copies", "more transposed copies",
-             "log(nearest other sample's distance / the same transposed), centred ink"),
+             "mean log distance to the nearest other sample over six turns, minus it transposed"),
 )
 
 CLASSIFIER_PROPERTIES = (
