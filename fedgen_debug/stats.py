@@ -36,12 +36,17 @@ def feature_statistics(features) -> tuple[np.ndarray, np.ndarray]:
     return features.mean(axis=0), np.cov(features, rowvar=False).reshape(features.shape[1], -1)
 
 
-def nearest_neighbour_distances(features) -> np.ndarray:
-    """Per row of `features` [n, d]: the Euclidean distance to its nearest other row."""
+def nearest_neighbour_distances(features, reference=None) -> np.ndarray:
+    """Per row i of `features` [n, d]: the Euclidean distance to its nearest other row, or, given
+    `reference` [m, d], to its nearest reference row j ≠ i (row i of both is one item: itself, or a
+    transform of it, `analysis.image_symmetry`)."""
     features = np.asarray(features, np.float64)
-    if features.ndim != 2 or len(features) < 2:
-        raise ValueError(f"features must be [n, d] with n >= 2. Found shape {list(features.shape)}.")
-    squared = np.sum(features ** 2, axis=1)
-    distances = squared[:, None] + squared[None, :] - 2.0 * features @ features.T
-    np.fill_diagonal(distances, np.inf)
+    reference = features if reference is None else np.asarray(reference, np.float64)
+    if features.ndim != 2 or len(features) < 2 or reference.ndim != 2 or reference.shape[1] != features.shape[1]:
+        raise ValueError(f"features must be [n, d] with n >= 2 (reference [m, d]). Found shapes "
+                         f"{list(features.shape)}, {list(reference.shape)}.")
+    distances = (np.sum(features ** 2, axis=1)[:, None] + np.sum(reference ** 2, axis=1)[None, :]
+                 - 2.0 * features @ reference.T)
+    same = np.arange(min(len(features), len(reference)))
+    distances[same, same] = np.inf
     return np.sqrt(np.clip(distances.min(axis=1), 0.0, None))

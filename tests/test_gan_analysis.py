@@ -233,6 +233,9 @@ def test_sample_quality_with_the_cnn():
 def test_nearest_neighbour_distances_by_hand():
     points = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 5.0]])
     assert ga.nearest_neighbour_distances(points) == pytest.approx([5.0, 1.0, 1.0])
+    # Against a reference whose row i stands for query i (never its own neighbour).
+    reference = np.array([[0.0, 1.0], [0.0, 0.0], [3.0, 5.0]])
+    assert ga.nearest_neighbour_distances(points, reference) == pytest.approx([0.0, 1.0, 5.0])
 
 
 def test_near_duplicates_tell_a_collapsed_generator_from_varied_samples():

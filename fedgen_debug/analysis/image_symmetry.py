@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgen_debug.stats import nearest_neighbour_distances
+
 MAX_REFERENCE = 1000       # an image's neighbours are looked for among at most this many images of its set
 # Distances below this count as this (darkness units; GAN samples' nearest others lie 1.5-5.6 apart): an exact
 # duplicate would otherwise give a log without bound, and one outlier would outweigh a thousand samples.
@@ -64,12 +66,8 @@ def centred(relative: np.ndarray) -> np.ndarray:
 
 
 def _nearest_other(queries: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """The distance of each query i to its nearest reference image j ≠ i (queries [n, d], reference [m, d];
-    query i and reference i are the same image, or a transform of it)."""
-    squared = (queries ** 2).sum(axis=1)[:, None] + (reference ** 2).sum(axis=1)[None, :] - 2.0 * queries @ reference.T
-    m = len(reference)
-    squared[np.arange(min(len(queries), m)), np.arange(min(len(queries), m))] = np.inf
-    return np.sqrt(np.maximum(squared.min(axis=1), DISTANCE_FLOOR ** 2))
+    """The distance of each query i to its nearest reference image j ≠ i, at least `DISTANCE_FLOOR`."""
+    return np.maximum(nearest_neighbour_distances(queries, reference), DISTANCE_FLOOR)
 
 
 def symmetry_matches(relative: np.ndarray, has_ink: np.ndarray) -> dict[str, np.ndarray]:
