@@ -542,3 +542,16 @@ def test_a_pair_gets_the_calibration_of_its_settings_kind_and_selections(tmp_pat
     config["gan"].update(gen_ema=0.0, gen_upsample="transpose", cycle_client_data=False)
     store.write_json(store.released(sharp, "config.json"), config)
     assert calibration_store.choose(None, "gan", "selection", sharp, low)[0].name == "t4"
+
+
+def test_model_options_defaults_are_the_runs_own():
+    """`calibration_store.MODEL_OPTIONS` copies the run configs' defaults (importing them would pull in
+    TensorFlow): a default that drifted would take every default run off the shipped calibrations."""
+    import dataclasses
+
+    from fedgen_debug.training.gan_run import GANRun
+    from fedgen_debug.training.lm_run import LMRun
+
+    gan = {f.name: f.default for f in dataclasses.fields(GANRun)}
+    assert {name: gan[name] for name in calibration_store.MODEL_OPTIONS} == calibration_store.MODEL_OPTIONS
+    assert {f.name: f.default for f in dataclasses.fields(LMRun)}["init"] == calibration_store.MODEL_OPTIONS["init"]
