@@ -62,6 +62,20 @@ def test_calibrated_z_counts_both_noises_and_is_none_without_a_calibration():
     assert C.calibrated_z(_row(0.5, 0.02, kind="categories"), mix) == pytest.approx(3.0)
 
 
+def test_the_upper_bound_factor_is_what_estimate_noise_widens_a_clean_estimate_by():
+    # By hand: χ²₀.₀₅(4) = 0.7107, √(4 / 0.7107) = 2.372; χ²₀.₀₅(30) = 18.493, √(30 / 18.493) = 1.274.
+    assert C.upper_bound_factor(4) == pytest.approx(2.372, abs=1e-3)
+    assert C.upper_bound_factor(30) == pytest.approx(1.274, abs=1e-3)
+    # Five replicate runs whose pairs differ with no sampling noise: τ_upper / τ̂ is that factor.
+    runs = [0.0, 1.0, 3.0, -1.0, 2.0]
+    pairs = [[_row(runs[j] - runs[i], 0.0)] for i, j in itertools.combinations(range(5), 2)]
+    noise, dof = C.estimate_noise(pairs, "replicate", 4)
+    (p,) = noise.values()
+    assert p.training_noise_upper / p.training_noise == pytest.approx(C.upper_bound_factor(dof))
+    with pytest.raises(ValueError, match="degrees_of_freedom"):
+        C.upper_bound_factor(0)
+
+
 def test_degrees_of_freedom_of_shared_and_disjoint_pairs():
     assert C.replicate_degrees_of_freedom(list(itertools.combinations(range(5), 2))) == 4
     assert C.replicate_degrees_of_freedom([(0, 1), (2, 3), (4, 5)]) == 3
@@ -401,6 +415,7 @@ def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs,
     result = run_cli("calibrate", *char_runs, "--out", path, "--samples", "100")
     assert result.returncode == 0, result.stderr
     assert "2 degrees of freedom" in result.stdout and "false alarms" in result.stdout
+    assert "4.42x its estimate at 2 degrees of freedom (twice the runs: 2.09x)" in result.stdout
     calibration = calibration_store.load(path)
     assert calibration.kind == "char" and calibration.pair_type == "replicate" and calibration.false_alarms["pairs"] == 0
     assert calibration.source["data"] == "synthetic-text:users=12,seed=3"     # what it was measured on

@@ -184,6 +184,7 @@ def run_calibrate(args) -> int:
     import os
 
     from fedgen_debug.analysis import calibrate, calibration_store
+    from fedgen_debug.analysis import calibration as calibration_module
 
     if args.pairs:
         runs, pairs = _parse_pairs(args.runs)
@@ -199,6 +200,10 @@ def run_calibrate(args) -> int:
           f"{calibration.degrees_of_freedom} degrees of freedom, threshold |calibrated z| > {calibration.z_threshold:.2f}")
     print(f"  false alarms with each clean pair left out: {alarms['alarms']} of {alarms['pairs']}"
           + (f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else ""))
+    dof = calibration.degrees_of_freedom
+    print(f"  each property's training noise is taken at its 95% upper bound, {calibration_module.upper_bound_factor(dof):.2f}x "
+          f"its estimate at {dof} degrees of freedom (twice the runs: "
+          f"{calibration_module.upper_bound_factor(2 * dof + 1):.2f}x); more clean runs find smaller differences")
     for source in calibration.source.get("sources", []):   # several sources of data, each calibrated apart
         print(f"    {source['data']}: {source['runs']} runs, {source['degrees_of_freedom']} degrees of freedom, "
               f"{source['false_alarms']} of {source['tested']} left-out pairs alarmed")
