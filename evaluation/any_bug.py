@@ -65,7 +65,7 @@ DEFAULT_DATA = {"images": "synthetic-images:writers=100,seed=0", "text": "synthe
 
 
 # `--sharp`: the generator options docs/gan.md finds real FEMNIST needs for legible letters (the preset alone
-# draws ink blobs there); the runs' settings then differ from the shipped calibrations' (`calibration_store`).
+# draws ink blobs there); such runs take their own shipped calibration, `gan-sharp-replicate` (`calibration_store`).
 SHARP_GAN = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinear"}
 
 
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--vocab", help="text: the LMs' vocabulary (file:PATH, public:SPEC or dp; default: the "
                                         "data's, as train-lm chooses)")
     parser.add_argument("--sharp", action="store_true", help="images: GANs with --cycle-client-data --gen-ema 0.9 "
-                        "--gen-upsample bilinear (legible letters on real FEMNIST; no shipped calibration)")
+                        "--gen-upsample bilinear (legible letters on real FEMNIST; calibrated by gan-sharp-replicate)")
     parser.add_argument("--train-only", action="store_true", help="train the runs, diagnose nothing")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()

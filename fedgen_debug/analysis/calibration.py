@@ -210,7 +210,7 @@ def upper_bound_factor(degrees_of_freedom: int) -> float:
     degrees of freedom (5 replicate runs), 1.59 at 10, 1.27 at 30. A difference must be this much more than
     the estimated training noise to reach the same calibrated z: the power few clean runs cost."""
     check_at_least("degrees_of_freedom", degrees_of_freedom, 1)
-    return math.sqrt(degrees_of_freedom / float(stats.chi2.ppf(1.0 - CONFIDENCE, degrees_of_freedom)))
+    return math.sqrt(_upper_variance(float(degrees_of_freedom), degrees_of_freedom))   # Σ = dof: σ̂² = 1
 
 
 def _upper_variance(sum_of_squares: float, dof: int) -> float:
