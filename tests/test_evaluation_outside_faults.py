@@ -1,8 +1,10 @@
-"""Text faults outside the catalog (`evaluation/jsonl_outside_faults.py`): which users, which lines, what."""
+"""Faults outside the catalog, written into copies of data files (`evaluation/jsonl_outside_faults.py`,
+`evaluation/npz_outside_faults.py`): which users, which lines or images, what."""
 
 import importlib.util
 import os
 
+import numpy as np
 import pytest
 
 _PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation", "jsonl_outside_faults.py")
@@ -34,3 +36,66 @@ def test_unknown_faults_and_fractions_are_refused(outside):
         outside.corrupt([], "rot13", 0.5, seed=0)
     with pytest.raises(ValueError, match="fraction"):
         outside.corrupt([], "leet", 1.5, seed=0)
+
+
+# Image faults outside the catalog (`evaluation/npz_outside_faults.py`).
+_NPZ_PATH = os.path.join(os.path.dirname(_PATH), "npz_outside_faults.py")
+
+
+@pytest.fixture
+def image_outside():
+    spec = importlib.util.spec_from_file_location("npz_outside_faults", _NPZ_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bar_images(n_per_user: int = 2):
+    """uint8, white background: a dark vertical bar in columns 12-15, rows 4-23, on three users' images."""
+    image = np.full((28, 28), 255, np.uint8)
+    image[4:24, 12:16] = 0
+    client_ids = np.repeat(np.array(["u0", "u1", "u2"]), n_per_user)
+    return np.stack([image] * len(client_ids)), client_ids
+
+
+def test_image_faults_change_only_the_chosen_users_images_in_the_files_dtype(image_outside):
+    pixels, client_ids = _bar_images()
+    changed, hit = image_outside.corrupt(pixels, client_ids, "ruled", 2 / 3, seed=3)
+    assert len(hit) == 2 and changed.dtype == np.uint8 and changed.shape == pixels.shape
+    for image, before, user in zip(changed, pixels, client_ids):
+        if user in hit:   # row 21: half grey where it was white, the bar's ink stays ink
+            assert list(image[21, :12]) == [128] * 12 and list(image[21, 12:16]) == [0] * 4
+            assert np.array_equal(np.delete(image, 21, axis=0), np.delete(before, 21, axis=0))
+        else:
+            assert np.array_equal(image, before)
+    assert np.array_equal(image_outside.corrupt(pixels, client_ids, "shear", 0.0, seed=3)[0], pixels)
+
+
+def test_each_image_fault_moves_the_ink_as_it_says(image_outside):
+    pixels, client_ids = _bar_images(1)
+    ink = lambda image: image < 128   # noqa: E731
+    squashed = image_outside.corrupt(pixels, client_ids, "squash", 1.0, seed=0)[0][0]
+    columns = np.flatnonzero(ink(squashed).any(axis=0))
+    assert list(columns) == [13, 14] and ink(squashed)[4:24].any(axis=1).all()   # 4 wide → about 2.4, centred
+    sheared = image_outside.corrupt(pixels, client_ids, "shear", 1.0, seed=0)[0][0]
+    mean_column = lambda row: np.flatnonzero(ink(sheared)[row]).mean()   # noqa: E731
+    assert mean_column(5) - mean_column(22) == pytest.approx(0.3 * 17, abs=1.0)   # the bottom leans left
+    occluded = image_outside.corrupt(pixels, client_ids, "occlude", 1.0, seed=0)[0][0]
+    assert (occluded[:, 18:] == 255).all() and np.array_equal(occluded[:, :18], pixels[0][:, :18])
+
+
+def test_black_background_float_files_are_changed_in_their_own_convention(image_outside):
+    pixels, client_ids = _bar_images(1)
+    mnist_style = (255 - pixels).astype(np.float32) / 255.0    # 0.0 the background, ink bright
+    changed = image_outside.corrupt(mnist_style, client_ids, "occlude", 1.0, seed=0, background="black")[0]
+    assert changed.dtype == np.float32 and (changed[:, :, 18:] == 0.0).all()
+    assert np.allclose(changed[:, :, :18], mnist_style[:, :, :18])
+
+
+def test_unknown_image_faults_fractions_and_backgrounds_are_refused(image_outside):
+    pixels, client_ids = _bar_images(1)
+    for kwargs, message in (({"fault": "swirl", "fraction": 0.5}, "fault must be one of"),
+                            ({"fault": "ruled", "fraction": -0.1}, "fraction"),
+                            ({"fault": "ruled", "fraction": 0.5, "background": "grey"}, "background")):
+        with pytest.raises(ValueError, match=message):
+            image_outside.corrupt(pixels, client_ids, seed=0, **kwargs)
