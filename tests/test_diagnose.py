@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from fedgen_debug.analysis import diagnose, diagnosis_summary, differences, gan_analysis
+from fedgen_debug.analysis import diagnose, diagnosis_summary, differences, gan_analysis, image_properties
 from fedgen_debug.cli.diagnose_cmd import format_report
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
@@ -283,6 +283,12 @@ def test_the_answer_says_cannot_tell_where_only_the_samples_noise_is_exceeded():
     assert said(not_found, quiet) == said(not_found, quiet, calibrated=True) == "no"
     assert said(found, significant, healthy=False) == said(not_found, quiet, healthy=False) == "cannot tell"
     assert "no calibration" in diagnose.answer(not_found, significant, True, False)[1]
+    # A selection pair calibrated by replicate pairs only: two selections of users differ by more without a
+    # bug, so what passes the replicate noise is a candidate, as uncalibrated; a named check still answers.
+    stand_in = diagnose.answer(not_found, significant, True, True, replicate_for_selection=True)
+    assert stand_in[0] == "cannot tell" and "two selections of users" in stand_in[1]
+    assert diagnose.answer(found, significant, True, True, replicate_for_selection=True)[0] == "yes"
+    assert diagnose.answer(not_found, quiet, True, True, replicate_for_selection=True)[0] == "no"
 
 
 def test_an_uncalibrated_clean_looking_difference_prints_cannot_tell_everywhere():
@@ -339,3 +345,32 @@ def test_an_lm_analysis_releases_the_samples_diagnose_would_draw(lm_pair):
     store.write_json(store.released(run_dir, store.SAMPLES_JSON), {**released, "model_sha256": "0" * 64})
     assert lm_analysis.released_texts(run_dir, 120, 3) is None
     store.write_json(store.released(run_dir, store.SAMPLES_JSON), released)
+
+
+@pytest.mark.parametrize("pair", ["replicate", "selection"])
+def test_a_selection_pair_on_a_replicate_calibration_cannot_tell_what_a_replicate_pair_calls_yes(
+        gan_pair, pair, monkeypatch):
+    """The same samples and the same replicate calibration: a replicate pair is told "yes", a selection pair
+    (two sets of users, e.g. T4's high and low accuracy with sharp generators, where only `gan-sharp-replicate`
+    is shipped) "cannot tell", and the printed report and the app's headline say why."""
+    from fedgen_debug.analysis import calibration as C
+    from fedgen_debug.analysis import calibration_store
+
+    monkeypatch.setattr(gan_analysis, "TREND_SNAPSHOTS", 2)
+    noise = {p.name: C.PropertyNoise(0.0, 0.0, 0.0, 10) for p in image_properties.IMAGE_PROPERTIES}
+    replicate = C.Calibration("rep", "gan", "test", "replicate", noise, 9, 1e-6, {"settings": {}})
+    monkeypatch.setattr(calibration_store, "choose", lambda *args: (replicate, None))
+    monkeypatch.setattr(diagnose, "pair_type", lambda kind, a, b: pair)
+    real_health = diagnose.image_health   # 2-round test GANs may draw blanks: health is not what this tests
+    monkeypatch.setattr(diagnose, "image_health", lambda *args: {**real_health(*args), "healthy": True})
+    report = diagnose.diagnose(gan_pair["before"], gan_pair["after"], samples=40)
+    assert report["calibration"]["calibrated"] and any(c["significant"] for c in report["differences"])
+    text = "\n".join(format_report(report))
+    headline = diagnosis_summary.headline(diagnosis_summary.summarize(report, "B/released/diagnosis.json"))
+    if pair == "replicate":
+        assert report["answer"] == "yes" and headline.startswith("what changed: ") and "cannot tell" not in headline
+    else:
+        assert report["answer"] == "cannot tell" and not report["differ"]
+        assert "two selections of users" in report["answer_reason"]
+        assert "differ: CANNOT TELL" in text and "(candidates: beyond replicate pairs' training noise only)" in text
+        assert headline.startswith("what changed: cannot tell (two selections of users, calibrated on replicate")

@@ -21,8 +21,9 @@ of DP releases: no ε.
    Without a calibration for the runs' settings, against the samples' noise only, and the report says
    so (`calibration.calibrated: false`). The answer (`answer`): "yes" when a named check found its bug
    or, calibrated, a property is significant; "cannot tell" when an auxiliary is unhealthy or,
-   uncalibrated, properties exceed only the samples' noise (clean pairs of trainings do that too); else
-   "no". `differ` is `answer == "yes"`.
+   uncalibrated, properties exceed only the samples' noise (clean pairs of trainings do that too), or a
+   selection pair is calibrated by replicate pairs only (two selections differ more); else "no". `differ`
+   is `answer == "yes"`.
 4. **Named checks.** The two verdicts the tool had (`pixel_inversion_suspected`, `tokenization_bug_suspected`)
    with their own statistics and thresholds, unchanged.
 5. **Evidence.** The samples of each side most unlike the other, along the significant properties (a
@@ -347,12 +348,18 @@ def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
     return list(dict.fromkeys(found + differences.significant_families(ranked)))
 
 
-def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bool) -> tuple[str, str]:
+def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bool,
+           replicate_for_selection: bool = False) -> tuple[str, str]:
     """("yes" | "no" | "cannot tell", why). A named check keeps its own statistic and threshold, so it
     answers without a calibration. A property beyond the samples' noise alone is no answer: two trainings
     of the same users with other secrets differ by more than that (both clean pairs of the real-ε runs of
     issue 56 were "different" by it), so uncalibrated, it says "cannot tell" and leaves the ranking as
-    candidates; nothing beyond even the samples' noise is a "no" either way."""
+    candidates; nothing beyond even the samples' noise is a "no" either way.
+    `replicate_for_selection`: a selection pair (two sets of users) calibrated by replicate pairs only, for
+    want of clean pairs of its selections at its settings. Two selections differ without a bug by more than
+    that: at the demo preset the training noise of clean T4 pairs is 1.0-4.9× (median 2.2×) that of replicate
+    pairs, about offsets of up to 1.9 replicate noises (`gan-demo-t4` against `gan-demo-replicate`), so a
+    property beyond the replicate noise is a candidate, "cannot tell", as uncalibrated."""
     if not healthy:
         return "cannot tell", "an auxiliary is unhealthy: its samples are no evidence about the data"
     found = [c["name"] for c in checks if c["suspected"] and not c.get("inconclusive")]
@@ -361,6 +368,11 @@ def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bo
     significant = [c["property"] for c in ranked if c["significant"]]
     if not significant:
         return "no", "no property beyond the threshold and no named check found its bug"
+    if calibrated and replicate_for_selection:
+        return "cannot tell", (f"{len(significant)} properties beyond the training noise of clean replicate pairs, "
+                               "but these are two selections of users, which differ without a bug by more than that "
+                               "(at the demo preset by a median 2.2x); calibrate clean pairs of these selections "
+                               "(`fedgen-debug calibrate --pairs A:B A:B A:B ...`)")
     if calibrated:
         return "yes", f"{len(significant)} properties beyond the training noise of clean pairs"
     return "cannot tell", (f"{len(significant)} properties beyond the samples' noise, but clean pairs of "
@@ -426,7 +438,8 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
         report["distinctive_terms"] = text_properties.distinctive_terms(texts["a"], texts["b"], top=10)
     healthy = all(h["healthy"] for h in health.values())
     families = report_families(checks, ranked)
-    said, why = answer(checks, ranked, healthy, chosen is not None)
+    said, why = answer(checks, ranked, healthy, chosen is not None,
+                       replicate_for_selection=chosen is not None and chosen.pair_type != pair)
     report.update(
         health=health,
         calibration=_calibration_report(chosen, pair, note, ranked[0]["z_threshold"] if ranked else None),

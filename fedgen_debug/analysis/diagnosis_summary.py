@@ -72,6 +72,9 @@ def headline(summary: dict, sides: dict | None = None) -> str:
         reasons = "; ".join(f"{names.get(side, side)}: {reason}" for side, reason in sorted(unhealthy.items()))
         return f"{UNHEALTHY} — {reasons}; its differences are no evidence of a data change"
     significant = [row for row in summary.get("top", []) if row.get("significant")]
+    if answer_of(summary) == "cannot tell" and significant and summary.get("calibrated"):
+        return ("what changed: cannot tell (two selections of users, calibrated on replicate pairs only); beyond "
+                "replicate pairs' training noise only: " + _by_family(significant))
     if answer_of(summary) == "cannot tell" and significant:
         return ("what changed: cannot tell against training noise (no calibration for these runs); beyond the "
                 "samples' noise only: " + _by_family(significant))

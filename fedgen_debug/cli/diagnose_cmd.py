@@ -50,7 +50,9 @@ def format_report(report: dict, top: int = 8) -> list[str]:
     if calibration.get("note"):
         lines.append(f"  note: {calibration['note']}")
     if report["families"]:
-        candidates = " (candidates: beyond the samples' noise only)" if answer_of(report) == "cannot tell" else ""
+        candidates = "" if answer_of(report) != "cannot tell" else (
+            " (candidates: beyond replicate pairs' training noise only)" if calibration["calibrated"]
+            else " (candidates: beyond the samples' noise only)")
         lines.append(f"  families, most significant first{candidates}: {', '.join(report['families'])}")
     z_name = "calib. z" if calibration["calibrated"] else "z"
     lines.append(f"  {'property':<20} {'family':<12} {'A':>9} {'B':>9} {'effect':>14}  {z_name:>8}  B is ...")
