@@ -7,15 +7,20 @@ import os
 import numpy as np
 import pytest
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation", "jsonl_outside_faults.py")
+_EVALUATION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation")
+
+
+def _script(name: str):
+    """An `evaluation/` script as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_EVALUATION, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
 def outside():
-    spec = importlib.util.spec_from_file_location("jsonl_outside_faults", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("jsonl_outside_faults")
 
 
 def test_every_line_of_the_chosen_users_changes_and_no_other(outside):
@@ -39,15 +44,9 @@ def test_unknown_faults_and_fractions_are_refused(outside):
 
 
 # Image faults outside the catalog (`evaluation/npz_outside_faults.py`).
-_NPZ_PATH = os.path.join(os.path.dirname(_PATH), "npz_outside_faults.py")
-
-
 @pytest.fixture
 def image_outside():
-    spec = importlib.util.spec_from_file_location("npz_outside_faults", _NPZ_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("npz_outside_faults")
 
 
 def _bar_images(n_per_user: int = 2):
