@@ -136,7 +136,7 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
         if c.pair_type == pair and (pair == "replicate" or c.source.get("selections") == sides):
             return for_runs(c, (run_a, run_b))
     matching = [c for c in matching if c.pair_type == "replicate"]
-    if matching:   # a selection pair with only replicate pairs measured at its settings
+    if matching:   # a selection pair with only replicate pairs at its settings: candidates only (diagnose.answer)
         calibration, data = for_runs(matching[0], (run_a, run_b))
         return calibration, _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at "
                                     "these settings: calibrated against replicate pairs' training noise only; two "
