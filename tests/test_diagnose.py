@@ -297,6 +297,9 @@ def test_an_uncalibrated_clean_looking_difference_prints_cannot_tell_everywhere(
     text = "\n".join(format_report(report))
     assert "differ: CANNOT TELL" in text and "because: 1 properties beyond" in text and "differ: YES" not in text
     assert "families, most significant first (candidates: beyond the samples' noise only): spacing" in text
+    # An unhealthy side's candidates are named for that, calibrated or not.
+    sick = {**report, "unhealthy": {"b": "mostly blank"}, "calibration": {**report["calibration"], "calibrated": True}}
+    assert "(candidates: an auxiliary is unhealthy): spacing" in "\n".join(format_report(sick))
     summary = diagnosis_summary.summarize(report, "B/released/diagnosis.json")
     assert summary["answer"] == "cannot tell" and summary["differ"] is False
     assert diagnosis_summary.headline(summary).startswith("what changed: cannot tell against training noise")

@@ -62,7 +62,8 @@ def summarize(report: dict, report_path: str, relative_to: str | None = None) ->
 def headline(summary: dict, sides: dict | None = None) -> str:
     """One line: "what changed: polarity — background_level darker, ..."; for an unhealthy side, that
     it is an unhealthy auxiliary and not a data change; uncalibrated, that it cannot tell, with what exceeds
-    the samples' noise; else that nothing differs beyond the noise.
+    the samples' noise; a selection pair on a replicate calibration, the same with what exceeds that; else
+    that nothing differs beyond the noise.
     `sides` names "a" and "b" ("period 2", ...) in the unhealthy case."""
     if summary.get("unavailable"):
         return f"no diagnosis: {summary['unavailable']}"

@@ -51,7 +51,8 @@ def format_report(report: dict, top: int = 8) -> list[str]:
         lines.append(f"  note: {calibration['note']}")
     if report["families"]:
         candidates = "" if answer_of(report) != "cannot tell" else (
-            " (candidates: beyond replicate pairs' training noise only)" if calibration["calibrated"]
+            " (candidates: an auxiliary is unhealthy)" if "unhealthy" in report
+            else " (candidates: beyond replicate pairs' training noise only)" if calibration["calibrated"]
             else " (candidates: beyond the samples' noise only)")
         lines.append(f"  families, most significant first{candidates}: {', '.join(report['families'])}")
     z_name = "calib. z" if calibration["calibrated"] else "z"
