@@ -5,7 +5,8 @@ T2 and T4 must run the model the users really run: a stand-in trained on other h
 chance on the users' data, and then "low-accuracy users" are just users. The contract of a model file
 (`.keras`, `.h5`, or a Keras SavedModel directory):
 
-- **input**: one grayscale 28×28 image, shape [n, 28, 28] or [n, 28, 28, 1];
+- **input**: one grayscale 28×28 image, shape [n, 28, 28], [n, 28, 28, 1] or flattened [n, 784] (row by
+  row, as an MLP on MNIST takes it);
 - **pixels** (`PrimaryContract`): `background` "white" (1.0 is paper, dark ink: FEMNIST as TFF stores it,
   and the tool's images) or "black" (0 is paper: MNIST's convention); `scale` 1 (pixels in [0, 1]) or 255;
 - **output**: [n, K] class scores, K ≥ 2, as `logits` or `probabilities` (`auto`: probabilities when the
@@ -30,6 +31,7 @@ BACKGROUNDS = ("white", "black")
 OUTPUTS = ("auto", "logits", "probabilities")
 SCALES = (1.0, 255.0)
 MODEL_SUFFIXES = (".keras", ".h5")
+INPUT_SHAPES = ((28, 28), (28, 28, 1), (784,))   # the last: flattened row by row (row-major, as numpy reshapes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,9 +88,9 @@ def check_contract(model: tf.keras.Model, path: str) -> None:
         raise ValueError(f"{where} must take one input and return one output. Found {len(model.inputs)} inputs, "
                          f"{len(model.outputs)} outputs.")
     shape = tuple(model.input_shape[1:])
-    if shape not in ((28, 28), (28, 28, 1)):
-        raise ValueError(f"{where} must take 28×28 grayscale images, shape [n, 28, 28] or [n, 28, 28, 1]. "
-                         f"Found input shape {list(shape)}.")
+    if shape not in INPUT_SHAPES:
+        raise ValueError(f"{where} must take 28×28 grayscale images, shape [n, 28, 28], [n, 28, 28, 1] or "
+                         f"[n, 784]. Found input shape {list(shape)}.")
     out = tuple(model.output_shape[1:])
     if len(out) != 1 or out[0] is None or out[0] < 2:
         raise ValueError(f"{where} must return [n, K] class scores with K >= 2. Found output shape {list(out)}.")

@@ -68,8 +68,24 @@ def test_an_inversion_bug_still_reaches_the_model(black_paper_model):
     assert _accuracy(model, 1.0 - pixels, labels) < _accuracy(model, pixels, labels) - 0.3
 
 
+
+def test_a_flat_input_model_reads_the_image_row_by_row(tmp_path, black_paper_model):
+    """An MLP on [n, 784] (MNIST's classic input) with the same weights as one on [n, 28, 28] answers the
+    same: the adapter flattens row by row, as Keras' Flatten and numpy's reshape do."""
+    pixels, _ = _digits(DATA)
+    shaped = tf.keras.models.load_model(black_paper_model, compile=False)
+    flat = tf.keras.Sequential([tf.keras.Input((784,)), tf.keras.layers.Dense(64, activation="relu"),
+                                tf.keras.layers.Dense(CLASSES, activation="softmax")])
+    flat.set_weights(shaped.get_weights())
+    path = str(tmp_path / "flat.keras")
+    flat.save(path)
+    contract = PrimaryContract("black", "auto", 255.0)
+    np.testing.assert_allclose(cnn.logits(load_model_file(path, contract), pixels[:50]),
+                               cnn.logits(load_model_file(black_paper_model, contract), pixels[:50]), atol=1e-5)
+
+
 @pytest.mark.parametrize("layers, message", [
-    ([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)], r"28×28 grayscale.*\[32, 32, 3\]"),
+    ([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)], r"28×28 grayscale.*\[n, 784\]. Found input shape \[32, 32, 3\]"),
     ([tf.keras.Input((28, 28)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(1)], r"K >= 2. Found output shape \[1\]"),
     ([tf.keras.Input((28, 28)), tf.keras.layers.Dense(4)], r"K >= 2. Found output shape \[28, 4\]"),
 ])
