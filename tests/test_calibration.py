@@ -562,6 +562,12 @@ def test_a_pair_gets_the_calibration_of_its_settings_kind_and_selections(tmp_pat
     assert chosen is None and "fedgen-debug calibrate" in note
     chosen, note = calibration_store.choose(None, "gan", "selection", high, other)
     assert chosen is None and "different settings" in note
+    # A T4 pair at 200 rounds: replicate noise only (no replicate calibration there either), and the note says
+    # where the shipped T4 calibration holds, so the pair can be trained there instead.
+    high_200 = _fake_gan_run(tmp_path, "high200", "by-user-accuracy:high", rounds=200)
+    chosen, note = calibration_store.choose(None, "gan", "selection", high_200, other)
+    assert chosen is None and "t4 at rounds 150 (these runs: 200)" in note and "rep at" not in note
+    assert "measured elsewhere" not in calibration_store.choose(None, "gan", "selection", correct, wrong)[1]
     assert calibration_store.choose("none", "gan", "selection", high, low) == (None, "calibration switched off "
                                                                                  "(--calibration none): sampling noise only")
     with pytest.raises(ValueError, match="for gan runs"):

@@ -130,16 +130,32 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     if settings[0] != settings[1]:
         return None, (f"the two runs were trained with different settings ({settings[0]} vs {settings[1]}); "
                       "no calibration: sampling noise only")
-    matching = [c for c in shipped() if c.kind == kind and c.source.get("settings") == settings[0]]
     sides = selections(run_a, run_b)
-    for c in matching:
-        if c.pair_type == pair and (pair == "replicate" or c.source.get("selections") == sides):
+    same_pairs = [c for c in shipped() if c.kind == kind and c.pair_type == pair
+                  and (pair == "replicate" or c.source.get("selections") == sides)]
+    for c in same_pairs:
+        if c.source.get("settings") == settings[0]:
             return for_runs(c, (run_a, run_b))
-    matching = [c for c in matching if c.pair_type == "replicate"]
+    hint = elsewhere(same_pairs, settings[0])
+    matching = [c for c in shipped() if c.kind == kind and c.pair_type == "replicate"
+                and c.source.get("settings") == settings[0]]
     if matching:   # a selection pair with only replicate pairs at its settings: candidates only (diagnose.answer)
         calibration, data = for_runs(matching[0], (run_a, run_b))
         return calibration, _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at "
                                     "these settings: calibrated against replicate pairs' training noise only; two "
-                                    "selections are different users and also differ in style without a bug", data)
-    return None, (f"no calibration measured at these settings ({settings[0]}): sampling noise only; make one with "
-                  "`fedgen-debug calibrate` from 3 or more replicate runs")
+                                    "selections are different users and also differ in style without a bug", hint, data)
+    return None, _joined(f"no calibration measured at these settings ({settings[0]}): sampling noise only; make one "
+                         "with `fedgen-debug calibrate` from 3 or more replicate runs", hint)
+
+
+def elsewhere(calibrations, settings: dict) -> str | None:
+    """Where the shipped calibrations of this pair type were measured, when not at `settings`: the settings that
+    differ, so a modeler can train at a calibrated setting instead (e.g. T4 pairs at the demo's 150 rounds)."""
+    hints = []
+    for c in calibrations:
+        measured = c.source.get("settings") or {}
+        differ = sorted(k for k in {*measured, *settings} if measured.get(k) != settings.get(k))
+        if differ:
+            hints.append(f"{c.name} at " + ", ".join(f"{k} {measured.get(k, 'default')} (these runs: "
+                                                     f"{settings.get(k, 'default')})" for k in differ))
+    return ("shipped calibrations of this pair type were measured elsewhere: " + "; ".join(hints)) if hints else None
