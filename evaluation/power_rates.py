@@ -5,7 +5,7 @@ merged per (ε, fraction), as a Markdown table and a figure.
       docs/power_2026-12-05.json --story word --out docs/power_word_rate_2026-12-05.png
 
 A rows file is `power.py`'s `summary.json` ({"rows": [...]}) or a docs rows file ({"word": [...],
-"gan": [...]}). Rows on other data, another vocabulary or with public pretraining are left out: the
+"gan": [...]}, or "gan_synthetic" beside other data's rows). Rows on other data, another vocabulary or with public pretraining are left out: the
 rates are of one setting, the default synthetic users. A cell measured twice for one seed (a file that
 repeats another's rows) counts once; two files disagreeing on it is an error.
 """
@@ -26,8 +26,8 @@ def rows_of(document: dict, story: str) -> list[dict]:
         kind = "gan" if document.get("story") == "invert" else "word"
         default = str(document.get("data", "synthetic-")).startswith("synthetic-") and not document.get("vocab")
         rows = document["rows"] if kind == story and default else []
-    else:
-        rows = document.get(story, [])
+    else:   # "gan_synthetic": the synthetic writers' GAN rows of a file that also holds other data's
+        rows = document.get(story, []) + document.get(f"{story}_synthetic", [])
     return [r for r in rows if not r.get("init") and not r.get("data") and not r.get("vocab")]
 
 
@@ -55,15 +55,16 @@ def rates(cells: dict) -> list[dict]:
     return sorted(out, key=lambda c: (-c["fraction"], math.isinf(c["epsilon"]), -c["epsilon"]))
 
 
-def markdown(table: list[dict]) -> str:
-    """Fractions as rows, ε as columns (∞ first, as in docs/privacy.md): "k of n" (z per seed)."""
+def markdown(table: list[dict], with_z: bool = True) -> str:
+    """Fractions as rows, ε as columns (∞ first, as in docs/privacy.md): "k of n" (z per seed, `with_z`: the
+    word check's; the GAN verdict's z is a capped test of dark shares, 0 or 100, and says nothing more)."""
     by_cell = {(c["epsilon"], c["fraction"]): c for c in table}
 
     def cell(epsilon, fraction) -> str:
         c = by_cell.get((epsilon, fraction))
         if c is None:
             return ""
-        zs = ", ".join(f"{z:.1f}" for z in c["z"] if z is not None)
+        zs = ", ".join(f"{z:.1f}" for z in c["z"] if z is not None) if with_z else ""
         return f"{c['detected']} of {c['seeds']}" + (f" ({zs})" if zs else "")
 
     return grid({c["epsilon"] for c in table}, {c["fraction"] for c in table}, cell, "0 (clean vs clean: false alarms)")
@@ -93,7 +94,7 @@ def main() -> None:
         with open(path, encoding="utf-8") as f:
             documents.append(json.load(f))
     table = rates(merge(documents, args.story))
-    print(markdown(table))
+    print(markdown(table, with_z=args.story == "word"))
     if args.out:
         draw_rates(table, args.out, args.title)
 

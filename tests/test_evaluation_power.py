@@ -46,6 +46,14 @@ def test_rates_merge_seeds_across_files_and_leave_other_settings_out(power_rates
     assert os.path.getsize(tmp_path / "rate.png") > 1000
 
 
+def test_gan_rates_read_synthetic_rows_beside_other_datas_and_print_no_capped_z(power_rates):
+    docs = {"gan_synthetic": [_row(4.0, 0.5, 1, 100.0)], "gan_femnist": [_row(4.0, 0.5, 2, 100.0)],
+            "gan": [_row(4.0, 0.5, 0, 0.0)]}
+    table = power_rates.rates(power_rates.merge([docs], "gan"))
+    assert [(c["detected"], c["seeds"]) for c in table] == [(1, 2)]
+    assert "| 0.5 | 1 of 2 |" in power_rates.markdown(table, with_z=False)
+
+
 def test_two_files_disagreeing_on_one_seeds_cell_is_an_error(power_rates):
     with pytest.raises(ValueError, match="disagree"):
         power_rates.merge([{"word": [_row(1.0, 0.1, 0, 5.0)]}, {"word": [_row(1.0, 0.1, 0, 1.0)]}], "word")
