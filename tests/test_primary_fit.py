@@ -22,6 +22,7 @@ def test_a_threshold_near_chance_warns_with_the_chance_level_and_suggests_primar
     assert fit["near_chance"] and not fit["crossed"] and fit["chance"] == pytest.approx(1 / 62)
     (warning,) = fit["warnings"]
     assert "near chance" in warning and "1.6% for 62 classes" in warning and "--primary" in warning
+    assert "background=black" in warning and "--primary-background" in warning   # a convention mix-up looks the same
     # Skill (acc − 1/K)/(1 − 1/K): 10 classes, 0.19 is exactly 0.1 (not near); 0.18 is.
     assert primary_fit.skill(0.19, 10) == pytest.approx(0.1)
     assert not primary_fit.check({0.75: 0.1901}, 10, "x")["near_chance"]

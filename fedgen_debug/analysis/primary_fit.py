@@ -48,7 +48,9 @@ def check(thresholds: dict, classes: int, classes_source: str) -> dict:
         warnings.append(f"the primary model is near chance on these users ({named} of user accuracy, DP; "
                         f"chance is {chance:.1%} for {classes} classes, {classes_source}): low- and high-accuracy "
                         "users are not told apart by a bug, so a verdict says little; pass the model the users "
-                        "really run (--primary)")
+                        "really run (--primary), and check both pixel conventions: the data's paper colour "
+                        "(npz:PATH,background=black when 0 is paper) and the model's (--primary-background, "
+                        "--primary-scale): one of them wrong shows every image inverted to the model")
     if crossed:
         warnings.append(f"the low-accuracy threshold is not below the high one ({named}, DP): the selection "
                         "cannot separate the users; pass the model the users really run (--primary)")
