@@ -5,9 +5,10 @@ merged per (ε, fraction), as a Markdown table and a figure.
       docs/power_2026-12-05.json --story word --out docs/power_word_rate_2026-12-05.png
 
 A rows file is `power.py`'s `summary.json` ({"rows": [...]}) or a docs rows file ({"word": [...],
-"gan": [...]}, or "gan_synthetic" beside other data's rows). Rows on other data, another vocabulary or with public pretraining are left out: the
-rates are of one setting, the default synthetic users. A cell measured twice for one seed (a file that
-repeats another's rows) counts once; two files disagreeing on it is an error.
+"gan": [...]}, or "gan_synthetic" beside other data's rows). Rows on other data, another vocabulary or
+with public pretraining are left out: the rates are of one setting, the default synthetic users. A cell
+measured twice for one seed (a file that repeats another's rows) counts once; two files disagreeing on it
+is an error.
 """
 
 from __future__ import annotations

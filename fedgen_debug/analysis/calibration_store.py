@@ -130,15 +130,14 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     if settings[0] != settings[1]:
         return None, (f"the two runs were trained with different settings ({settings[0]} vs {settings[1]}); "
                       "no calibration: sampling noise only")
-    sides = selections(run_a, run_b)
-    same_pairs = [c for c in shipped() if c.kind == kind and c.pair_type == pair
+    sides, calibrations = selections(run_a, run_b), [c for c in shipped() if c.kind == kind]
+    same_pairs = [c for c in calibrations if c.pair_type == pair
                   and (pair == "replicate" or c.source.get("selections") == sides)]
     for c in same_pairs:
         if c.source.get("settings") == settings[0]:
             return for_runs(c, (run_a, run_b))
     hint = elsewhere(same_pairs, settings[0])
-    matching = [c for c in shipped() if c.kind == kind and c.pair_type == "replicate"
-                and c.source.get("settings") == settings[0]]
+    matching = [c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == settings[0]]
     if matching:   # a selection pair with only replicate pairs at its settings: candidates only (diagnose.answer)
         calibration, data = for_runs(matching[0], (run_a, run_b))
         return calibration, _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at "
