@@ -71,7 +71,9 @@ def test_a_sigkilled_run_leaves_no_worker_behind():
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         assert eventually(lambda: not _alive(worker)), f"worker {worker} outlived its SIGKILLed parent"
-        assert not [p for p in children if _alive(p)], "a child outlived its SIGKILLed parent"
+        # The bridge gets SIGTERM, not KILL (it removes its socket first): on a loaded machine that takes a moment.
+        assert eventually(lambda: not [p for p in children if _alive(p)]), \
+            f"a child outlived its SIGKILLed parent: {[p for p in children if _alive(p)]}"
     finally:
         if proc.poll() is None:
             proc.kill()
