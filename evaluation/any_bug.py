@@ -38,7 +38,7 @@ EXPECTED_FAMILY = {
     "flip": "orientation", "transpose": "orientation", "blur": "sharpness", "rescale": "resolution",
     "shift": "position", "zoom": "scale", "contrast": "contrast", "gamma": "brightness",
     "normalize_twice": "contrast", "noise": "noise", "jpeg": "resolution", "threshold": "sharpness",
-    "erode": "stroke", "dilate": "stroke",
+    "erode": "stroke", "dilate": "stroke", "mark": "artefact",
     "concat": "spacing", "entities": "characters", "mojibake": "characters", "truncate": "length",
     "split": "spacing", "typos": "characters", "strip_punctuation": "characters",
     "duplicate_words": "repetition", "missing_spaces": "spacing", "number_format": "characters",

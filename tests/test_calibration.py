@@ -121,7 +121,12 @@ def test_runs_on_a_measured_source_use_its_own_noise_and_other_data_the_widest()
     # Another size or seed of the tool's synthetic writers is the synthetic source; a modeler's other npz is not.
     own, source = two.for_data(["synthetic-images:writers=3400,seed=7"] * 2)
     assert source == "synthetic-images:writers=100,seed=0" and own.properties["p"].training_noise_upper == 0.2
-    for specs in (["npz:/digits.npz"] * 2, ["npz:/femnist.npz", "synthetic-images:writers=100,seed=0"], [None, None]):
+    # The same file by another path is that source (the shipped calibrations name ../shared/data/...); another
+    # file, or the same one read with other options, is not.
+    own, source = two.for_data(["npz:../data/femnist.npz", "npz:/elsewhere/femnist.npz"])
+    assert source == "npz:/femnist.npz" and own.properties["p"].training_noise_upper == 0.5
+    for specs in (["npz:/digits.npz"] * 2, ["npz:/femnist.npz", "synthetic-images:writers=100,seed=0"], [None, None],
+                  ["npz:/femnist.npz,background=black"] * 2, ["jsonl:/femnist.npz"] * 2):
         assert two.for_data(specs) == (two.widened(), None) and two.widened().other_data   # widened (below)
     assert two.properties["p"].training_noise_upper == 0.5                      # the widest
     assert C.Calibration.from_json(json.loads(json.dumps(two.to_json()))) == two
@@ -434,6 +439,30 @@ def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs,
     # The test preset has no shipped calibration: sampling noise only, and the report says how to make one.
     default = diagnose.diagnose(char_runs[0], char_runs[1], samples=100)
     assert not default["calibration"]["calibrated"] and "fedgen-debug calibrate" in default["calibration"]["note"]
+
+
+def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_runs, tmp_path):
+    """A calibration measured before a property existed (one deleted from a real one) gets it from these runs,
+    and only it; a shipped name is accepted in place of a file."""
+    full = tmp_path / "full.json"
+    assert run_cli("calibrate", *char_runs, "--out", str(full), "--samples", "100").returncode == 0
+    older = json.loads(full.read_text())
+    missing = sorted(older["properties"])[0]
+    del older["properties"][missing]
+    older["name"], older["z_threshold"] = "older", C.threshold_for(len(older["properties"]))
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    out = tmp_path / "merged.json"
+    result = run_cli("calibrate", *char_runs, "--supplement", str(tmp_path / "older.json"), "--out", str(out),
+                     "--samples", "100")
+    assert result.returncode == 0, result.stderr
+    assert f"supplemented with {missing} from 3 runs" in result.stdout
+    merged, measured = calibration_store.load(str(out)), calibration_store.load(str(full))
+    assert merged.name == "older" and merged.properties == measured.properties
+    assert merged.z_threshold == measured.z_threshold and merged.source["supplements"][0]["properties"] == [missing]
+    refused = run_cli("calibrate", *char_runs, "--supplement", str(full), "--out", str(tmp_path / "x.json"))
+    assert refused.returncode != 0 and "no property" in refused.stderr
+    unknown = run_cli("calibrate", *char_runs, "--supplement", "no-such-calibration", "--out", str(tmp_path / "y.json"))
+    assert unknown.returncode != 0 and "gan-demo-t4" in unknown.stderr      # the shipped names are listed
 
 
 def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path):

@@ -115,6 +115,18 @@ def test_stroke_width_faults():
     assert np.sum(_on_device(faults.Dilate(1.0, radius=2), bar) < 0.5) == 9 * 24
 
 
+def test_a_mark_is_drawn_under_the_ink_on_every_image():
+    image = np.ones((2, 28, 28), np.float32)
+    image[:, 21, 3] = 0.0                                              # ink where the line runs
+    line = _on_device(faults.Mark(1.0), image)
+    assert np.allclose(line[:, 21, 4:], 0.5) and np.all(line[:, 21, 3] == 0.0)   # the ink stays the darker
+    assert np.all(np.delete(line, 21, axis=1) == 1.0)
+    frame = _on_device(faults.Mark(1.0, kind="frame", darkness=0.3), image)
+    assert np.sum(frame[0] < 1.0) == 4 * 27 + 1 and np.isclose(frame[0, 0, 0], 0.7)
+    stamp = _on_device(faults.Mark(1.0, kind="stamp"), image)
+    assert np.sum(stamp[1] < 1.0) == 16 + 1 and np.allclose(stamp[1, 22:26, 22:26], 0.5)
+
+
 def test_noise_is_seeded_per_device_and_kind():
     white = np.ones((4, 28, 28), np.float32)
     gaussian = _on_device(faults.Noise(1.0, seed=3), white)
@@ -188,6 +200,7 @@ def test_every_image_fault_is_in_the_catalog_and_parses_with_its_settings():
     ("rotate:0.5,degrees=360", "degrees must be finite and not a multiple of 360. Found 360.0."),
     ("gamma:0.5,gamma=1", "gamma: 1 would change nothing"),
     ("jpeg:0.5,quality=0", r"quality must be in \[1, 95\]. Found 0."),
+    ("mark:0.5,kind=logo", "kind must be one of line, frame, stamp. Found 'logo'."),
 ])
 def test_bad_settings_say_what_is_wrong(spec, message):
     with pytest.raises(ValueError, match=message):

@@ -12,6 +12,7 @@ trained with its own secret. Reads released artefacts only: sampling is post-pro
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from fedgen_debug.analysis import calibration as calibration_module
@@ -22,8 +23,11 @@ log = logging.getLogger(__name__)
 
 
 def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: str, name: str,
-          samples: int = 1000, seed: int = 0, description: str = "") -> calibration_module.Calibration:
-    """The calibration from `run_dirs` (indices into it as `pairs`; None: all pairs, replicate runs only)."""
+          samples: int = 1000, seed: int = 0, description: str = "",
+          supplement_to: calibration_module.Calibration | None = None) -> calibration_module.Calibration:
+    """The calibration from `run_dirs` (indices into it as `pairs`; None: all pairs, replicate runs only).
+    With `supplement_to`, that calibration `supplement`ed by these runs (their false alarms measured as the
+    result diagnoses them)."""
     if len(run_dirs) < 3 and pairs is None:
         raise ValueError(f"calibrate needs 3 or more replicate runs. Found {len(run_dirs)}.")
     if pair_type == "selection" and pairs is None:
@@ -55,6 +59,8 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     except ValueError as e:
         raise ValueError(f"{e} Each source of data needs 3 or more healthy replicate runs (or selection pairs).") from e
     alarms = calibration_module.false_alarms_left_out(rows, pair_type, kind, data)
+    alarms_as_supplement = None if supplement_to is None else \
+        calibration_module.false_alarms_left_out(rows, pair_type, kind, data, base=supplement_to)
     by_source = {source["data"]: {"degrees_of_freedom": source["degrees_of_freedom"],
                                   "properties": source.pop("properties")} for source in sources}
     for source in sources:
@@ -63,7 +69,7 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
         source["tested"] = sum(d.get("data") == source["data"] for d in alarms["details"])
     log.info("calibration %s: %d clean pairs, %d degrees of freedom; left out, %d of %d pairs alarmed", name,
              len(pairs), dof, alarms["alarms"], alarms["pairs"])
-    return calibration_module.Calibration(
+    measured = calibration_module.Calibration(
         name=name, kind=kind, preset=settings[0]["preset"], pair_type=pair_type, properties=noise,
         degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(next(iter(rows.values())))),
         source={"settings": settings[0], "data": ", ".join(sorted({d for d in data if d})) or None,
@@ -73,6 +79,51 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
                 "seed": seed, "description": description,
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms, by_source=by_source if len(by_source) > 1 else None)
+    return measured if supplement_to is None else supplement(supplement_to, measured, alarms_as_supplement)
+
+
+def supplement(base: calibration_module.Calibration, extra: calibration_module.Calibration,
+               false_alarms: dict | None = None) -> calibration_module.Calibration:
+    """`base` with the properties it does not hold taken from `extra`: clean runs at base's settings and of
+    each of its sources, measured after it (for a property the tool added since). Base's own properties
+    keep their noise; each added one keeps extra's, from extra's pairs and degrees of freedom (its own
+    upper bound); the threshold counts every property now held, so base's measured false alarms stay an
+    upper bound. `false_alarms`: extra's clean pairs diagnosed as the result would (`build`).
+    `source["supplements"]` lists what came from where."""
+    for field in ("kind", "preset", "pair_type"):
+        if getattr(base, field) != getattr(extra, field):
+            raise ValueError(f"a supplement must be of the same {field} as {base.name}. Found "
+                             f"{getattr(extra, field)}, not {getattr(base, field)}.")
+    if base.source.get("settings") != extra.source.get("settings"):
+        raise ValueError(f"a supplement must be trained at {base.name}'s settings {base.source.get('settings')}. "
+                         f"Found {extra.source.get('settings')}.")
+    base_sources = list(base.by_source or [base.source.get("data")])
+    extra_sources = list(extra.by_source or [extra.source.get("data")])
+    matched = {calibration_module.matching_source([b for b in base_sources if b], e): e for e in extra_sources}
+    if set(matched) != set(base_sources):
+        raise ValueError(f"a supplement needs clean runs of each of {base.name}'s sources of data, and of no "
+                         f"other: {', '.join(map(str, base_sources))}. Found {', '.join(map(str, extra_sources))}.")
+    added = sorted(set(extra.properties) - set(base.properties))
+    if not added:
+        raise ValueError(f"{extra.name} holds no property that {base.name} does not already hold.")
+
+    def own(source):
+        return extra.by_source[source]["properties"] if extra.by_source else extra.properties
+
+    properties = {**base.properties, **{name: extra.properties[name] for name in added}}
+    by_source = None if base.by_source is None else {
+        source: {"degrees_of_freedom": held["degrees_of_freedom"],
+                 "properties": {**held["properties"], **{name: own(matched[source])[name] for name in added}}}
+        for source, held in base.by_source.items()}
+    record = {"properties": added, "data": extra.source.get("data"), "runs": extra.source.get("runs"),
+              "pairs": extra.source.get("pairs"), "degrees_of_freedom": extra.degrees_of_freedom,
+              "description": extra.source.get("description", ""),
+              **({} if false_alarms is None else {"false_alarms": {k: false_alarms[k] for k in
+                                                                    ("pairs", "alarms", "rate_upper_95")}})}
+    return dataclasses.replace(
+        base, properties=properties, by_source=by_source,
+        z_threshold=calibration_module.threshold_for(len(properties)),
+        source={**base.source, "supplements": [*base.source.get("supplements", []), record]})
 
 
 def _healthy_only(run_dirs: list[str], per_run: list[list], pairs: list[tuple[int, int]], unhealthy: set[int],

@@ -61,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import statistics
 from collections.abc import Mapping, Sequence
 
@@ -187,14 +188,23 @@ def _properties_json(properties: Mapping[str, PropertyNoise]) -> dict:
 
 
 def matching_source(measured: Sequence[str], spec: str | None) -> str | None:
-    """The measured data spec that `spec` is: the same spec, or the only one of the same synthetic generator
-    (another size or seed of the tool's own synthetic users); None for a modeler's other file."""
+    """The measured data spec that `spec` is: the same spec, the only one of the same synthetic generator
+    (another size or seed of the tool's own synthetic users), or the only file of the same scheme and name
+    (the same file reached by another path: `npz:/data/femnist.npz` is `npz:../data/femnist.npz`, whose
+    relative path named it from wherever the calibration was measured); None for a modeler's other file."""
     if spec is None:
         return None
     if spec in measured:
         return spec
-    scheme = spec.strip().partition(":")[0]
-    same = [m for m in measured if scheme.startswith("synthetic-") and m.strip().partition(":")[0] == scheme]
+    scheme, _, rest = spec.strip().partition(":")
+    if scheme.startswith("synthetic-"):
+        same = [m for m in measured if m.strip().partition(":")[0] == scheme]
+    else:
+        def file_and_options(one):   # "npz:PATH,background=black" → ("npz", "NAME", "background=black")
+            kind, _, where = one.strip().partition(":")
+            path, _, options = where.partition(",")
+            return kind, os.path.basename(path), options
+        same = [m for m in measured if file_and_options(m) == file_and_options(spec)]
     return same[0] if len(same) == 1 else None
 
 
@@ -419,8 +429,11 @@ def leave_pair_out_false_alarms(values_by_run: Sequence, compare_pair, pair_type
 
 
 def false_alarms_left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_type: str, kind: str,
-                          source_of_run: Sequence | None = None) -> dict:
-    """`leave_pair_out_false_alarms` of clean pairs already compared ((run, run) → comparison rows)."""
+                          source_of_run: Sequence | None = None, base: Calibration | None = None) -> dict:
+    """`leave_pair_out_false_alarms` of clean pairs already compared ((run, run) → comparison rows). With
+    `base` (a calibration these runs supplement, `calibrate.supplement`), each pair is diagnosed as the
+    supplemented calibration would: base's noise for the properties base holds (measured on other runs, so
+    not left out), the left-out noise of these runs for the rest, the threshold over all of them."""
     check_one_source_per_pair(list(rows_by_pair), source_of_run)
     alarms, details = 0, []
     for pair, rows in rows_by_pair.items():
@@ -428,6 +441,11 @@ def false_alarms_left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_
             calibration = left_out(rows_by_pair, set(pair), pair_type, kind, source_of_run)
         except ValueError:
             continue
+        if base is not None:
+            held = base.for_data([None if source_of_run is None else source_of_run[pair[0]]] * 2)[0].properties
+            properties = {**calibration.properties, **held}
+            calibration = dataclasses.replace(calibration, properties=properties,
+                                              z_threshold=threshold_for(len(properties)))
         top = apply(rows, calibration)[0]
         alarms += top["significant"]
         details.append({"pair": list(pair), "alarm": top["significant"], "top_property": top["property"],

@@ -108,6 +108,17 @@ def save(calibration: Calibration, path: str) -> None:
     store.write_json(path, calibration.to_json())
 
 
+def named(option: str) -> Calibration:
+    """A calibration file, or the shipped calibration of that name."""
+    if os.path.exists(option):
+        return load(option)
+    found = [c for c in shipped() if c.name == option]
+    if not found:
+        raise ValueError(f"no calibration file {option!r} and no shipped calibration of that name. Shipped: "
+                         f"{', '.join(c.name for c in shipped())}.")
+    return found[0]
+
+
 def shipped() -> list[Calibration]:
     return [load(p) for p in sorted(glob.glob(os.path.join(SHIPPED_DIR, "*.json")))]
 

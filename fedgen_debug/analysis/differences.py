@@ -60,6 +60,7 @@ IMAGE_FAMILIES = (
     "stroke",        # thinner or thicker strokes
     "resolution",    # upsampled from fewer pixels (blocks), compression blocks
     "noise",         # speckle on the background
+    "artefact",      # a mark drawn into every image: a ruled line, a frame, a stamp
     "class_mix",     # which classes the primary model sees
     "confidence",    # how sure the primary model is
 )

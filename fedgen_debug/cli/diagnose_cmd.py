@@ -29,6 +29,9 @@ def register(sub) -> None:
     calibrate.add_argument("--name", help="its name in reports (default: the file name)")
     calibrate.add_argument("--samples", type=int, default=1000, help="samples drawn from each run")
     calibrate.add_argument("--seed", type=int, default=0, help="the samples' public seed")
+    calibrate.add_argument("--supplement", metavar="CALIBRATION",
+                           help="add to this calibration (a file, or a shipped one's name) the properties it does not "
+                                "hold, measured on these runs (trained at its settings, on each of its sources)")
     calibrate.set_defaults(handler=run_calibrate)
 
 
@@ -195,9 +198,20 @@ def run_calibrate(args) -> int:
     else:
         runs, pairs, pair_type = args.runs, None, "replicate"
     name = args.name or os.path.splitext(os.path.basename(args.out))[0]
+    base = None if args.supplement is None else calibration_store.named(args.supplement)
     calibration = calibrate.build(runs, pairs, pair_type, name, samples=args.samples, seed=args.seed,
-                                  description=f"fedgen-debug calibrate {' '.join(args.runs)}")
+                                  description=f"fedgen-debug calibrate {' '.join(args.runs)}", supplement_to=base)
     calibration_store.save(calibration, args.out)
+    if base is not None:
+        added = calibration.source["supplements"][-1]
+        alarms = added["false_alarms"]
+        print(f"calibration {base.name} supplemented with {', '.join(added['properties'])} from {added['runs']} runs "
+              f"({added['degrees_of_freedom']} degrees of freedom); threshold |calibrated z| > "
+              f"{calibration.z_threshold:.2f} over {len(calibration.properties)} properties")
+        print(f"  false alarms of these runs' clean pairs, each left out for the added properties: {alarms['alarms']} "
+              f"of {alarms['pairs']}" + (f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else ""))
+        print(f"wrote {args.out}")
+        return 0
     alarms = calibration.false_alarms
     print(f"calibration {name}: {calibration.kind} {pair_type} pairs at {calibration.source['settings']}, "
           f"{calibration.degrees_of_freedom} degrees of freedom, threshold |calibrated z| > {calibration.z_threshold:.2f}")

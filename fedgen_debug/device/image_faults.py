@@ -25,6 +25,9 @@ The faults, with their settings [defaults] (`NAME:FRACTION,key=value` in `device
 - threshold: binarized: x ≥ level → 1 else 0 [level (0.5)]
 - erode: strokes thinner (ink eroded: a max filter on white-background pixels) [radius (1)]
 - dilate: strokes thicker (ink dilated: a min filter) [radius (1)]
+- mark: a mark drawn into every image, under the ink: a ruled line across row 21 (paper showing through),
+  a 1-pixel frame (a scanner's border), or a 4×4 stamp in the bottom-right corner (a date, a logo)
+  [kind (line), darkness (0.5): how much darker than the background]
 
 normalize_twice: a model's input pipeline standardizes once, `(x − mean)/std` (defaults: MNIST's
 constants, the most copied line of image preprocessing); a device that standardizes data that is already
@@ -51,6 +54,7 @@ from fedgen_debug.validation import check_in_range, check_one_of, check_positive
 
 BACKGROUND = 1.0          # the canonical format's white background
 NOISE_KINDS = ("gaussian", "salt_pepper")
+MARK_KINDS = ("line", "frame", "stamp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,5 +317,31 @@ class Dilate(Erode):
         return ndimage.grey_erosion(pixels, size=(1, size, size), mode="constant", cval=BACKGROUND)
 
 
+@dataclasses.dataclass(frozen=True)
+class Mark(ImageFault):
+    """The same mark on every image, as dark as `darkness` below the background, never lighter than the ink
+    already there (a pixel keeps the darker of the two)."""
+    kind: str = "line"
+    darkness: float = 0.5
+    name: ClassVar[str] = "mark"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_one_of("kind", self.kind, MARK_KINDS)
+        check_in_range("darkness", self.darkness, 0.05, 1.0)
+
+    def transform_images(self, pixels, client_id):
+        mark = np.zeros(pixels.shape[1:], bool)
+        if self.kind == "line":
+            mark[21] = True
+        elif self.kind == "frame":
+            mark[[0, -1]] = True
+            mark[:, [0, -1]] = True
+        else:
+            mark[22:26, 22:26] = True
+        return np.where(mark, np.minimum(pixels, BACKGROUND - self.darkness), pixels)
+
+
 IMAGE_FAULTS = {cls.name: cls for cls in (Rotate, RotateSmall, Mirror, Flip, Transpose, Blur, Rescale, Shift, Zoom,
-                                          Contrast, Gamma, NormalizeTwice, Noise, Jpeg, Threshold, Erode, Dilate)}
+                                          Contrast, Gamma, NormalizeTwice, Noise, Jpeg, Threshold, Erode, Dilate,
+                                          Mark)}
