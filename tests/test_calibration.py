@@ -514,7 +514,7 @@ def test_calibrate_runs_of_two_sources_pairs_them_within_each_and_lists_both(cha
 
     from fedgen_debug.cli import diagnose_cmd
     args = argparse.Namespace(runs=[*char_runs, *copies], pairs=False, out=str(tmp_path / "two.json"), name=None,
-                              samples=50, seed=0)
+                              samples=50, seed=0, supplement=None)
     assert diagnose_cmd.run_calibrate(args) == 0
     printed = capsys.readouterr().out
     assert "synthetic-text:users=12,seed=3: 3 runs, 2 degrees of freedom, 0 of 0 left-out pairs alarmed" in printed
@@ -523,6 +523,24 @@ def test_calibrate_runs_of_two_sources_pairs_them_within_each_and_lists_both(cha
         calibrate.build([*char_runs, *copies], [(0, 3), (1, 4), (2, 5)], "selection", "two", samples=50)
     with pytest.raises(ValueError, match="Each source of data needs 3 or more"):
         calibrate.build([*char_runs, *copies[:2]], None, "replicate", "two", samples=50)
+
+
+def test_replicates_read_by_two_primary_models_pair_only_within_each(char_runs, tmp_path, monkeypatch):
+    """A T1 GAN's class mix and confidence are its primary model's view: runs of one source read by two models
+    are two groups of replicates (6 runs, 3 + 3 pairs, 4 degrees of freedom), not 15 pairs."""
+    import shutil
+
+    from fedgen_debug.analysis import calibrate
+
+    copies = []
+    for i, run in enumerate(char_runs):
+        copies.append(str(tmp_path / f"keras{i}"))
+        shutil.copytree(run, copies[-1])
+    monkeypatch.setattr(calibration_store, "run_primary", lambda d: "model.keras" if d in copies else None)
+    calibration = calibrate.build([*char_runs, *copies], None, "replicate", "two primaries", samples=50)
+    assert (calibration.source["pairs"], calibration.degrees_of_freedom) == (6, 4)
+    assert {tuple(d["pair"]) for d in calibration.false_alarms["details"]} <= {(0, 1), (0, 2), (1, 2), (3, 4), (3, 5),
+                                                                                (4, 5)}
 
 
 def test_healthy_only_reindexes_the_pairs_that_are_left():

@@ -2,8 +2,9 @@
 training settings, with its false alarms measured on the same runs left out.
 
 Replicate runs: the same users trained R ≥ 3 times with different secrets (`--seed` changes only the public
-initialisation; each run draws its own secret), no bug in any. Every pair of runs on the same data is a
-clean pair (R − 1 degrees of freedom). Runs on several sources of data (3 or more runs each) calibrate each
+initialisation; each run draws its own secret), no bug in any. Every pair of runs on the same data, read by
+the same primary model (a GAN's class mix and confidence are its primary's view), is a clean pair (R − 1
+degrees of freedom; runs minus groups when several primaries split them). Runs on several sources of data (3 or more runs each) calibrate each
 source apart: runs on one of them are later diagnosed against its own noise, runs on other data against
 the widest per property (`calibration.envelope`, `Calibration.for_data`). Selection pairs: K ≥ 3 clean
 pairs "A:B" of the two selections a diagnosis will compare (e.g. T4's high- and low-accuracy runs), each
@@ -40,7 +41,10 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     if any(s != settings[0] for s in settings):
         raise ValueError(f"calibrate needs runs trained with the same settings. Found {settings}.")
     data = [calibration_store.run_data(d) for d in run_dirs]
-    pairs = calibration_module.all_pairs(len(run_dirs), data) if pairs is None else list(pairs)
+    if pairs is None:   # replicates: runs of one source, read by one primary model (its class mix, confidence)
+        primary = [calibration_store.run_primary(d) for d in run_dirs]
+        pairs = [(i, j) for i, j in calibration_module.all_pairs(len(run_dirs), data) if primary[i] == primary[j]]
+    pairs = list(pairs)
     calibration_module.check_one_source_per_pair(pairs, data)
     sides = {tuple(calibration_store.selections(run_dirs[a], run_dirs[b]) or ()) for a, b in pairs}
     if pair_type == "selection" and len(sides) != 1:

@@ -57,6 +57,12 @@ def run_data(run_dir: str) -> str | None:
     return (config.get("gan") or config.get("lm") or {}).get("data")
 
 
+def run_primary(run_dir: str) -> str | None:
+    """The modeler's primary model a GAN run named (`--primary`; None: the tool's own stand-in CNN, or an LM)."""
+    config = store.read_config(run_dir) or {}
+    return (config.get("gan") or {}).get("primary")
+
+
 def data_note(calibration: Calibration, run_dirs) -> str | None:
     """A note when the runs train on data `calibration` did not measure (`calibration.matching_source`: the
     same spec, or the tool's same synthetic generator): training noise depends on the data as well as on

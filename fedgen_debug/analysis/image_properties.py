@@ -31,13 +31,15 @@ Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
 - resolution: `blockiness` (2×2 blocks from nearest-neighbour upsampling: how much weaker the differences
   inside 2-pixel blocks are than across their borders, at the better of the two block phases).
 - noise: `background_speckle` (mean neighbour difference on the background at least 3 pixels from ink).
-- artefact, a mark a faulty pipeline draws into every image (a ruled line, a frame, a stamp, a date):
-  read on the *faint ink* (darker than `FAINT_OF_PEAK` of the peak, less its specks), since such a mark is
-  often lighter than the glyph (a grey ruled line is no ink by the half-peak rule): `straight_line` (the
-  longest straight run of faint ink along a row or column, within a band of `LINE_BAND` rows or columns
-  so that a slightly wavy drawn line still counts, over the image's width: a line across reads 1, the
-  longest bar of a glyph about half) and `detached_ink` (the share of the faint ink outside its largest
-  8-connected piece: a stamp or a date beside the glyph). A shift or a turn of the glyph moves neither.
+- artefact, a mark a faulty pipeline draws into every image (a ruled line, a frame, a stamp, a date), often
+  lighter than the glyph (a grey ruled line is no ink by the half-peak rule): `line_darkness` (the darkest
+  straight line across the whole image: over rows and columns, each read in a band of `LINE_BAND` so that
+  a wavy line counts, the `LINE_PERCENTILE`th percentile of the relative darkness along it. No glyph spans
+  a whole row, so a clean image reads about 0, a line across or a frame its own darkness, however broken
+  or faint: a GAN trained on half ruled writers draws the line faint and in pieces) and `detached_ink`
+  (the share of the faint ink, darker than `FAINT_OF_PEAK` of the peak and less its specks, outside its
+  largest 8-connected piece: a stamp or a date beside the glyph). A shift or a turn of the glyph moves
+  neither.
 - orientation: `vertical_strokes` (gradient energy across x vs across y: rotation by 90° or transposition
   swaps them), `stroke_slant` (the gradients' x·y correlation: mirroring flips it, rotating by 15-30°
   shifts it), `axis_alignment`, `axis_twist` (the gradient angle's 4th harmonic: strokes along the axes or
@@ -75,6 +77,7 @@ BACKGROUND_CLEARANCE = 3   # background speckle is read this many pixels (city b
 MIN_INK_PIECE = 3          # 8-connected ink pieces smaller than this are specks (noise), not strokes
 FAINT_OF_PEAK = 0.25       # faint ink (the artefact family): darker than this share of the peak darkness
 LINE_BAND = 2              # a straight line may wander across this many rows (columns)
+LINE_PERCENTILE = 25       # a line across: this share of its pixels at least this dark (gaps allowed)
 _SIZE = 28
 
 IMAGE_PROPERTIES = (
@@ -100,8 +103,8 @@ IMAGE_PROPERTIES = (
              "how much weaker neighbour differences are inside 2×2 blocks than across their borders"),
     Property("background_speckle", "noise", "cleaner background", "noisier background",
              "mean neighbour difference on the background, 3+ pixels from ink"),
-    Property("straight_line", "artefact", "fewer long straight lines", "more long straight lines (a ruled line, a frame)",
-             "longest straight run of faint ink along a row or column (a band of 2), over the image width"),
+    Property("line_darkness", "artefact", "fainter lines across the image", "darker lines across the image (a ruled line, a frame)",
+             "darkest row or column (a band of 2) across the whole image: its 25th percentile of darkness over the peak"),
     Property("detached_ink", "artefact", "less ink apart from the glyph", "more ink apart from the glyph (a mark, a stamp)",
              "share of the faint ink outside its largest 8-connected piece"),
     Property("vertical_strokes", "orientation", "more horizontal strokes", "more vertical strokes",
@@ -206,24 +209,14 @@ def _without_specks(ink: np.ndarray) -> np.ndarray:
     return np.where(kept.any(axis=(1, 2))[:, None, None], kept, ink)
 
 
-def _longest_run(mask: np.ndarray) -> np.ndarray:
-    """[n, R, C] → [n]: the longest run of True along the last axis, over all rows."""
-    run = np.zeros(mask.shape[:-1])
-    best = np.zeros(mask.shape[:-1])
-    for column in range(mask.shape[-1]):
-        run = (run + 1.0) * mask[..., column]
-        best = np.maximum(best, run)
-    return best.max(axis=1)
-
-
-def _straight_line(faint: np.ndarray) -> np.ndarray:
-    """The longest straight run of `faint` along rows or columns, each read in a band of `LINE_BAND`
-    neighbouring rows (columns) merged, over the image's size."""
-    def banded(mask):     # [n, rows, cols] → [n, rows − LINE_BAND + 1, cols]: OR over each band of rows
-        return np.logical_or.reduce([mask[:, k:mask.shape[1] - LINE_BAND + 1 + k] for k in range(LINE_BAND)])
-    along_rows = _longest_run(banded(faint))
-    along_columns = _longest_run(banded(np.transpose(faint, (0, 2, 1))))
-    return np.maximum(along_rows, along_columns) / _SIZE
+def _line_darkness(relative: np.ndarray) -> np.ndarray:
+    """Over rows and columns, each a band of `LINE_BAND` merged by their darker pixel, the largest
+    `LINE_PERCENTILE`th percentile of `relative` along it: [n, H, W] → [n]."""
+    def banded(image):    # [n, rows, cols] → [n, rows − LINE_BAND + 1, cols]: the darker of each band's rows
+        return np.maximum.reduce([image[:, k:image.shape[1] - LINE_BAND + 1 + k] for k in range(LINE_BAND)])
+    along_rows = np.percentile(banded(relative), LINE_PERCENTILE, axis=2).max(axis=1)
+    along_columns = np.percentile(banded(np.transpose(relative, (0, 2, 1))), LINE_PERCENTILE, axis=2).max(axis=1)
+    return np.maximum(along_rows, along_columns)
 
 
 def _detached_share(faint: np.ndarray) -> np.ndarray:
@@ -335,9 +328,8 @@ def image_properties(images) -> dict[str, np.ndarray]:
         (np.abs(np.diff(upright, axis=1)) * pairs_y).sum(axis=(1, 2))
     out["background_speckle"] = _ratio(speckle_sum, pairs_x.sum(axis=(1, 2)) + pairs_y.sum(axis=(1, 2)))
 
-    faint = _without_specks(relative > FAINT_OF_PEAK)
-    out["straight_line"] = _straight_line(faint)
-    out["detached_ink"] = _detached_share(faint)
+    out["line_darkness"] = _line_darkness(relative)
+    out["detached_ink"] = _detached_share(_without_specks(relative > FAINT_OF_PEAK))
 
     energy_x, energy_y = (gx ** 2).sum(axis=(1, 2)), (gy ** 2).sum(axis=(1, 2))
     out["vertical_strokes"] = _ratio(energy_x - energy_y, energy_x + energy_y)
