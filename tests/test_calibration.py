@@ -338,6 +338,14 @@ def test_every_shipped_calibration_loads_and_is_measured_on_enough_runs():
         assert sum(n.relative_noise is not None for n in c.properties.values()) >= len(c.properties) / 3
         assert all(n.relative_noise is not None for n in c.widened().properties.values())
         assert all(spec.split(":")[0] in c.source["description"] for spec in specs)
+        # Properties added since (`calibrate --supplement`): each from 5 or more clean runs at these settings
+        # (or 5 selection pairs), of every source, its clean pairs diagnosed as the supplemented calibration would.
+        for added in c.source.get("supplements", []):
+            assert added["properties"] and set(added["properties"]) <= set(c.properties), c.name
+            assert added["degrees_of_freedom"] >= 4 and added["false_alarms"]["pairs"] >= 5, c.name
+            for own in (c.by_source or {}).values():
+                assert set(added["properties"]) <= set(own["properties"]), c.name
+        assert c.z_threshold == pytest.approx(C.threshold_for(len(c.properties)), abs=0.02)
 
 
 # Re-measured on 2026-12-05 with 20 fresh pairs (1 unhealthy left out): 2 of 19 left-out clean T4 pairs alarm,

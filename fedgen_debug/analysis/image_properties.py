@@ -34,9 +34,10 @@ Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
 - artefact, a mark a faulty pipeline draws into every image (a ruled line, a frame, a stamp, a date), often
   lighter than the glyph (a grey ruled line is no ink by the half-peak rule): `line_darkness` (the darkest
   straight line across the whole image: over rows and columns, each read in a band of `LINE_BAND` so that
-  a wavy line counts, the `LINE_PERCENTILE`th percentile of the relative darkness along it. No glyph spans
-  a whole row, so a clean image reads about 0, a line across or a frame its own darkness, however broken
-  or faint: a GAN trained on half ruled writers draws the line faint and in pieces) and `detached_ink`
+  a wavy line counts, the `LINE_PERCENTILE`th percentile of the relative darkness along it, less the
+  median line's, which noise on every pixel raises as much. No glyph spans a whole row, so a clean image
+  reads about 0, a line across or a frame its own darkness, however broken or faint: a GAN trained on half
+  ruled writers draws the line faint and in pieces) and `detached_ink`
   (the share of the faint ink, darker than `FAINT_OF_PEAK` of the peak and less its specks, outside its
   largest 8-connected piece: a stamp or a date beside the glyph). A shift or a turn of the glyph moves
   neither.
@@ -104,7 +105,7 @@ IMAGE_PROPERTIES = (
     Property("background_speckle", "noise", "cleaner background", "noisier background",
              "mean neighbour difference on the background, 3+ pixels from ink"),
     Property("line_darkness", "artefact", "fainter lines across the image", "darker lines across the image (a ruled line, a frame)",
-             "darkest row or column (a band of 2) across the whole image: its 25th percentile of darkness over the peak"),
+             "darkest row or column (a band of 2) across the whole image, its 25th percentile of darkness over the peak, less the median line's"),
     Property("detached_ink", "artefact", "less ink apart from the glyph", "more ink apart from the glyph (a mark, a stamp)",
              "share of the faint ink outside its largest 8-connected piece"),
     Property("vertical_strokes", "orientation", "more horizontal strokes", "more vertical strokes",
@@ -210,13 +211,14 @@ def _without_specks(ink: np.ndarray) -> np.ndarray:
 
 
 def _line_darkness(relative: np.ndarray) -> np.ndarray:
-    """Over rows and columns, each a band of `LINE_BAND` merged by their darker pixel, the largest
-    `LINE_PERCENTILE`th percentile of `relative` along it: [n, H, W] → [n]."""
-    def banded(image):    # [n, rows, cols] → [n, rows − LINE_BAND + 1, cols]: the darker of each band's rows
-        return np.maximum.reduce([image[:, k:image.shape[1] - LINE_BAND + 1 + k] for k in range(LINE_BAND)])
-    along_rows = np.percentile(banded(relative), LINE_PERCENTILE, axis=2).max(axis=1)
-    along_columns = np.percentile(banded(np.transpose(relative, (0, 2, 1))), LINE_PERCENTILE, axis=2).max(axis=1)
-    return np.maximum(along_rows, along_columns)
+    """Over rows and columns, each a band of `LINE_BAND` merged by their darker pixel, the
+    `LINE_PERCENTILE`th percentile of `relative` along it; the largest, less the median line's (noise on
+    every pixel darkens every line alike, a mark one): [n, H, W] → [n]."""
+    def excess(image):    # [n, rows, cols]: each band of rows merged by its darker pixel
+        banded = np.maximum.reduce([image[:, k:image.shape[1] - LINE_BAND + 1 + k] for k in range(LINE_BAND)])
+        along = np.percentile(banded, LINE_PERCENTILE, axis=2)
+        return along.max(axis=1) - np.median(along, axis=1)
+    return np.maximum(excess(relative), excess(np.transpose(relative, (0, 2, 1))))
 
 
 def _detached_share(faint: np.ndarray) -> np.ndarray:
