@@ -377,3 +377,14 @@ def test_a_selection_pair_on_a_replicate_calibration_cannot_tell_what_a_replicat
         assert "two selections of users" in report["answer_reason"]
         assert "differ: CANNOT TELL" in text and "(candidates: beyond replicate pairs' training noise only)" in text
         assert headline.startswith("what changed: cannot tell (two selections of users, calibrated on replicate")
+
+
+def test_properties_a_calibration_does_not_hold_are_named_with_the_command_that_adds_them():
+    from fedgen_debug.analysis import calibration as C
+    held = C.Calibration("older", "gan", "demo", "replicate", {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10)}, 9, 3.0,
+                         {"settings": {}})
+    ranked = [{"property": "p"}, {"property": "line_darkness"}]
+    report = diagnose._calibration_report(held, "replicate", "a note", 3.0, ranked)
+    assert report["note"].startswith("a note; not in calibration older, so never called: line_darkness")
+    assert "--supplement older" in report["note"]
+    assert diagnose._calibration_report(held, "replicate", None, 3.0, ranked[:1])["note"] is None

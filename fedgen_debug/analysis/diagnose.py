@@ -389,7 +389,8 @@ def pair_type(kind: str, run_a: str, run_b: str) -> str:
     return "replicate" if len(selections) == 1 else "selection"
 
 
-def _calibration_report(calibration, pair: str, note: str | None, threshold: float | None) -> dict:
+def _calibration_report(calibration, pair: str, note: str | None, threshold: float | None,
+                        ranked: list[dict] = ()) -> dict:
     if calibration is None:
         return {"calibrated": False, "name": None, "pair_type": pair, "against": "sampling noise of the two sample sets",
                 "clean_pairs": 0, "z_threshold": threshold, "false_alarms": None,
@@ -401,6 +402,11 @@ def _calibration_report(calibration, pair: str, note: str | None, threshold: flo
                 else f", the widest of {len(sources)} sources" if len(sources) > 1 else "")
     if calibration.other_data:
         noise_of += ", widened to the samples' spread for data it did not measure"
+    unknown = [c["property"] for c in ranked if c["property"] not in calibration.properties]
+    if unknown:   # measured, shown, never called: a calibration older than these properties
+        note = "; ".join(filter(None, [note, f"not in calibration {calibration.name}, so never called: "
+                                       f"{', '.join(unknown)} (`fedgen-debug calibrate CLEAN_RUNS ... --supplement "
+                                       f"{calibration.name}` adds them)"]))
     return {"calibrated": True, "name": calibration.name, "pair_type": calibration.pair_type,
             "against": f"training noise of clean {calibration.pair_type} pairs ({calibration.name}{noise_of})",
             "clean_pairs": next(iter(calibration.properties.values())).pairs,
@@ -442,7 +448,7 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
                        replicate_for_selection=chosen is not None and chosen.pair_type != pair)
     report.update(
         health=health,
-        calibration=_calibration_report(chosen, pair, note, ranked[0]["z_threshold"] if ranked else None),
+        calibration=_calibration_report(chosen, pair, note, ranked[0]["z_threshold"] if ranked else None, ranked),
         answer=said,
         answer_reason=why,
         differ=said == "yes",
