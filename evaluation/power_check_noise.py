@@ -75,6 +75,12 @@ def load_runs(directories: list[str]) -> dict:
     return runs
 
 
+def at_epsilons(runs: dict, epsilons: str) -> dict:
+    """The runs at the comma-separated ε only ("inf" for ∞): their clean runs alone set the training noise."""
+    wanted = {float(e) for e in epsilons.split(",")}
+    return {k: v for k, v in runs.items() if float(k[0]) in wanted}
+
+
 def calibrate(runs: dict, pooled: bool = True) -> list[dict]:
     """Rows of every fault pair and clean pair, calibrated against the clean runs of their ε (`pooled`: of
     every ε, each ε's pairs apart; then one τ for all ε), their own runs left out."""
@@ -134,8 +140,13 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="the rows (JSON)")
     parser.add_argument("--per-epsilon", action="store_true",
                         help="each ε's clean runs alone (default: one training noise from every ε's pairs)")
+    parser.add_argument("--epsilons", help="comma-separated: read only the runs at these ε (e.g. leave out an ε "
+                                           "whose clean runs disagree far more than the others', pooled apart)")
     args = parser.parse_args()
-    rows = calibrate(load_runs(args.directories), pooled=not args.per_epsilon)
+    runs = load_runs(args.directories)
+    if args.epsilons:
+        runs = at_epsilons(runs, args.epsilons)
+    rows = calibrate(runs, pooled=not args.per_epsilon)
     cells = collections.defaultdict(list)
     for r in rows:
         cells[(r["epsilon"], r["fraction"], bool(r.get("any_pair")))].append(r)

@@ -111,3 +111,13 @@ def test_check_noise_calibrates_against_clean_runs_without_the_pairs_own(check_n
     clean = [r for r in rows if r["fraction"] == 0.0]
     assert len(clean) == 15 and all(r["clean_runs"] == 4 for r in clean)   # every pair of 6, both runs left out
     assert any(abs(r["z_samples"]) > 3 for r in clean) and not any(r["found_calibrated"] for r in clean)
+
+
+def test_check_noise_reads_only_the_epsilons_asked_for(check_noise, tmp_path):
+    """An ε whose clean runs disagree far more (few OOV samples) would set the noise of every ε pooled."""
+    out = str(tmp_path / "a")
+    for epsilon, shares in (("inf", (50, 60)), ("0.5", (10, 400))):
+        _analysis(out, f"word-eps{epsilon}-concat0-seed1", (shares[1], 1000 - shares[1]), (shares[0], 1000 - shares[0]))
+    runs = check_noise.load_runs([out])
+    kept = check_noise.at_epsilons(runs, "inf")
+    assert {k[0] for k in runs} == {"inf", "0.5"} and {k[0] for k in kept} == {"inf"} and len(kept) == 2
