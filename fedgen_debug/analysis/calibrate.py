@@ -4,11 +4,11 @@ training settings, with its false alarms measured on the same runs left out.
 Replicate runs: the same users trained R ≥ 3 times with different secrets (`--seed` changes only the public
 initialisation; each run draws its own secret), no bug in any. Every pair of runs on the same data, read by
 the same primary model (a GAN's class mix and confidence are its primary's view), is a clean pair (R − 1
-degrees of freedom; runs minus groups when several primaries split them). Runs on several sources of data (3 or more runs each) calibrate each
-source apart: runs on one of them are later diagnosed against its own noise, runs on other data against
-the widest per property (`calibration.envelope`, `Calibration.for_data`). Selection pairs: K ≥ 3 clean
-pairs "A:B" of the two selections a diagnosis will compare (e.g. T4's high- and low-accuracy runs), each
-trained with its own secret. Reads released artefacts only: sampling is post-processing, no ε.
+degrees of freedom; runs minus groups when several primaries split them). Runs on several sources of data
+(3 or more runs each) calibrate each source apart: runs on one of them are later diagnosed against its own
+noise, runs on other data against the widest per property (`calibration.envelope`, `Calibration.for_data`).
+Selection pairs: K ≥ 3 clean pairs "A:B" of the two selections a diagnosis will compare (e.g. T4's high-
+and low-accuracy runs), each trained with its own secret. Reads released artefacts only: sampling is post-processing, no ε.
 """
 
 from __future__ import annotations
