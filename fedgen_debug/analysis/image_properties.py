@@ -201,13 +201,19 @@ def _ratio(numerator, denominator) -> np.ndarray:
     return out
 
 
+def _pieces(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 8-connected pieces of [n, H, W] masks, within each image, never across images: (labels [n, H, W],
+    each label's pixel count, label 0 the background's)."""
+    in_plane = np.zeros((3, 3, 3), bool)
+    in_plane[1] = True
+    labels, count = ndimage.label(mask, structure=in_plane)
+    return labels, np.bincount(labels.ravel(), minlength=count + 1)
+
+
 def _without_specks(ink: np.ndarray) -> np.ndarray:
     """[n, H, W] ink masks less their 8-connected pieces of under `MIN_INK_PIECE` pixels; an image whose
     ink is all specks keeps it (it is then measured as it is, not called blank)."""
-    in_plane = np.zeros((3, 3, 3), bool)
-    in_plane[1] = True                       # 8-connected within an image, never across images
-    labels, count = ndimage.label(ink, structure=in_plane)
-    sizes = np.bincount(labels.ravel(), minlength=count + 1)
+    labels, sizes = _pieces(ink)
     sizes[0] = 0
     kept = sizes[labels] >= MIN_INK_PIECE
     return np.where(kept.any(axis=(1, 2))[:, None, None], kept, ink)
@@ -226,11 +232,8 @@ def _line_darkness(relative: np.ndarray) -> np.ndarray:
 
 def _detached_share(faint: np.ndarray) -> np.ndarray:
     """The share of each image's `faint` pixels outside its largest 8-connected piece (0 without any)."""
-    in_plane = np.zeros((3, 3, 3), bool)
-    in_plane[1] = True
-    labels, count = ndimage.label(faint, structure=in_plane)
-    sizes = np.bincount(labels.ravel(), minlength=count + 1)
-    image_of = np.zeros(count + 1, np.int64)
+    labels, sizes = _pieces(faint)
+    image_of = np.zeros(len(sizes), np.int64)
     image_of[labels.ravel()] = np.repeat(np.arange(len(faint)), faint[0].size)
     largest = np.zeros(len(faint))
     np.maximum.at(largest, image_of[1:], sizes[1:])

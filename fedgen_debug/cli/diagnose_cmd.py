@@ -186,6 +186,12 @@ def _parse_pairs(specs: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
     return runs, pairs
 
 
+def _alarm_count(alarms: dict) -> str:
+    """"k of n (95% upper bound r)" of a calibration's left-out false alarms."""
+    return f"{alarms['alarms']} of {alarms['pairs']}" + (
+        f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else "")
+
+
 def run_calibrate(args) -> int:
     import os
 
@@ -208,15 +214,13 @@ def run_calibrate(args) -> int:
         print(f"calibration {base.name} supplemented with {', '.join(added['properties'])} from {added['runs']} runs "
               f"({added['degrees_of_freedom']} degrees of freedom); threshold |calibrated z| > "
               f"{calibration.z_threshold:.2f} over {len(calibration.properties)} properties")
-        print(f"  false alarms of these runs' clean pairs, each left out for the added properties: {alarms['alarms']} "
-              f"of {alarms['pairs']}" + (f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else ""))
+        print(f"  false alarms of these runs' clean pairs, each left out for the added properties: {_alarm_count(alarms)}")
         print(f"wrote {args.out}")
         return 0
     alarms = calibration.false_alarms
     print(f"calibration {name}: {calibration.kind} {pair_type} pairs at {calibration.source['settings']}, "
           f"{calibration.degrees_of_freedom} degrees of freedom, threshold |calibrated z| > {calibration.z_threshold:.2f}")
-    print(f"  false alarms with each clean pair left out: {alarms['alarms']} of {alarms['pairs']}"
-          + (f" (95% upper bound {alarms['rate_upper_95']:.3f})" if alarms["pairs"] else ""))
+    print(f"  false alarms with each clean pair left out: {_alarm_count(alarms)}")
     dof = calibration.degrees_of_freedom
     print(f"  each property's training noise is taken at its 95% upper bound, {calibration_module.upper_bound_factor(dof):.2f}x "
           f"its estimate at {dof} degrees of freedom (twice the runs: "
