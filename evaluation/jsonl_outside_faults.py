@@ -5,7 +5,13 @@ already corrupted, as a modeler's would (issue 55: build for the family, not the
 
 Faults, on every line of a `fraction` of the users (drawn with `--seed`):
 - leet: e→3, o→0, a→4, i→1 (characters: digits inside words);
-- signature: " -- Sent from my phone" appended (ordinary words, every line longer).
+- signature: " -- Sent from my phone" appended (ordinary words, every line longer);
+- html: the line left in the markup it was scraped from, "<p>TEXT</p>" (symbols: < / >);
+- form_encoded: spaces written as "+", as a query string or a form post logs them (a symbol between words);
+- emoji: " 🙂" appended to every line (a character outside ASCII, its own token).
+
+`play_to_jsonl` writes a play script (`play:` format) as the `.jsonl` contract, one speaker a user, one
+sentence a line, so the faults can be written into Tiny Shakespeare as a modeler's file would hold it.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import json
 import random
 
 _LEET = str.maketrans({"e": "3", "o": "0", "a": "4", "i": "1"})
-FAULTS = {"leet": lambda text: text.translate(_LEET), "signature": lambda text: text + " -- Sent from my phone"}
+FAULTS = {"leet": lambda text: text.translate(_LEET), "signature": lambda text: text + " -- Sent from my phone",
+          "html": lambda text: f"<p>{text}</p>", "form_encoded": lambda text: "+".join(text.split(" ")),
+          "emoji": lambda text: text + " \U0001F642"}
 
 
 def corrupt(rows: list[dict], fault: str, fraction: float, seed: int) -> tuple[list[dict], set]:
@@ -30,16 +38,28 @@ def corrupt(rows: list[dict], fault: str, fraction: float, seed: int) -> tuple[l
     return [{**r, "text": change(r["text"])} if str(r["client_id"]) in hit else r for r in rows], hit
 
 
+def play_to_jsonl(path: str) -> list[dict]:
+    """A play script's speakers and sentences (`data.plays.read_play`) as `.jsonl` rows."""
+    from fedgen_debug.data.plays import read_play   # the package, only for this conversion
+    play = read_play(path)
+    return [{"client_id": speaker, "text": line.decode("utf-8")} for speaker in play.client_ids
+            for line in play.client_arrays(speaker)["text"]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", help="a .jsonl file ({\"client_id\", \"text\"} a line)")
+    parser.add_argument("source", help="a .jsonl file ({\"client_id\", \"text\"} a line), or a play script with --play")
+    parser.add_argument("--play", action="store_true", help="the source is a play script (`play:` format)")
     parser.add_argument("--fault", choices=sorted(FAULTS), required=True)
     parser.add_argument("--fraction", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    with open(args.source, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    if args.play:
+        rows = play_to_jsonl(args.source)
+    else:
+        with open(args.source, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
     changed, hit = corrupt(rows, args.fault, args.fraction, args.seed)
     with open(args.out, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in changed)

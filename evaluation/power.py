@@ -134,7 +134,8 @@ def main() -> None:
     for r in rows:
         cells[(r["epsilon"], r["fraction"])].append(r["detected"])
     table = [{"epsilon": e, "fraction": f, "detected": sum(v), "seeds": len(v)} for (e, f), v in sorted(cells.items())]
-    write_json(os.path.join(args.out, "summary.json"), {"story": args.story, "kind": args.kind, "data": data,
+    write_json(os.path.join(args.out, "summary.json"), {"story": args.story, "data": data,
+                                                        "kind": tag,
                                                         "vocab": args.vocab,
                                                         "deployment": args.deployment, "rows": rows, "table": table})
     for cell in table:

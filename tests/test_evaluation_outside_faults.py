@@ -36,6 +36,21 @@ def test_every_line_of_the_chosen_users_changes_and_no_other(outside):
     assert outside.corrupt(rows, "leet", 0.0, seed=1)[0] == rows
 
 
+def test_markup_form_encoding_and_emoji_write_what_a_pipeline_would(outside):
+    rows = [{"client_id": "a", "text": "to be or not."}]
+    written = {fault: outside.corrupt(rows, fault, 1.0, seed=0)[0][0]["text"] for fault in ("html", "form_encoded", "emoji")}
+    assert written == {"html": "<p>to be or not.</p>", "form_encoded": "to+be+or+not.", "emoji": "to be or not. \U0001F642"}
+
+
+def test_a_play_becomes_one_user_per_speaker_one_line_per_sentence(outside, tmp_path):
+    play = tmp_path / "play.txt"
+    play.write_text("First Citizen:\nBefore we proceed. Hear me\nspeak!\n\nAll:\nSpeak, speak.\n", encoding="utf-8")
+    rows = outside.play_to_jsonl(str(play))
+    assert rows == [{"client_id": "All", "text": "Speak, speak."},
+                    {"client_id": "First Citizen", "text": "Before we proceed."},
+                    {"client_id": "First Citizen", "text": "Hear me speak!"}]
+
+
 def test_unknown_faults_and_fractions_are_refused(outside):
     with pytest.raises(ValueError, match="fault must be one of"):
         outside.corrupt([], "rot13", 0.5, seed=0)
