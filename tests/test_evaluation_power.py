@@ -1,7 +1,8 @@
-"""The power curve's rates over seeds (`evaluation/power_rates.py`, drawn by `power_figures.draw_rates`),
-on hand-built rows files."""
+"""The power curve's rates over seeds (`evaluation/power_rates.py`, drawn by `power_figures.draw_rates`) and
+its one-page summary (`power_summary.py`), on hand-built rows files."""
 
 import importlib.util
+import json
 import math
 import os
 
@@ -121,3 +122,34 @@ def test_check_noise_reads_only_the_epsilons_asked_for(check_noise, tmp_path):
     runs = check_noise.load_runs([out])
     kept = check_noise.at_epsilons(runs, "inf")
     assert {k[0] for k in runs} == {"inf", "0.5"} and {k[0] for k in kept} == {"inf"} and len(kept) == 2
+
+
+# The power curve on one page (`evaluation/power_summary.py`).
+@pytest.fixture
+def power_summary(monkeypatch):
+    return _evaluation_module(monkeypatch, "power_summary")
+
+
+def _cell(epsilon, fraction, detected, seeds):
+    return {"epsilon": epsilon, "fraction": fraction, "detected": detected, "seeds": seeds, "from": "test"}
+
+
+def test_summary_table_has_a_row_per_story_and_fraction_and_blank_cells_not_run(power_summary, tmp_path):
+    panels = [{"title": "word, A", "reading": "z", "cells": [_cell("inf", 0.5, 3, 3), _cell("1", 0.5, 2, 3),
+                                                              _cell("1", 0.0, 0, 9)]},
+              {"title": "gan, B", "reading": "verdict", "cells": [_cell("inf", 0.05, 0, 3)]}]
+    assert power_summary.markdown(panels).splitlines() == [
+        "| story, source | fraction | ∞ | 1 |", "| --- | --- | --- | --- |",
+        "| word, A | 50% | 3 of 3 | 2 of 3 |", "| word, A | clean pairs (false alarms) |  | 0 of 9 |",
+        "| gan, B | 5% | 0 of 3 |  |"]
+    power_summary.draw(panels, str(tmp_path / "summary.png"), "N=10000,qN=1000")
+    assert (tmp_path / "summary.png").stat().st_size > 10_000
+
+
+def test_the_shipped_summary_counts_no_more_found_than_seeds(power_summary):
+    with open(os.path.join(os.path.dirname(_EVALUATION), "docs", "power_summary_2026-12-06.json"), encoding="utf-8") as f:
+        panels = json.load(f)["panels"]
+    cells = [c for p in panels for c in p["cells"]]
+    assert len(panels) == 4 and all(0 <= c["detected"] <= c["seeds"] and c["from"] for c in cells)
+    assert all(c["seeds"] >= 3 or c["fraction"] == 0 or (p["title"].startswith("word-LM") and c["seeds"] == 2)
+               for p in panels for c in p["cells"])
