@@ -21,7 +21,7 @@ STYLE = {0.5: ("C0", "o"), 0.1: ("C1", "s"), 0.05: ("C2", "^"), 0.01: ("C3", "v"
 
 
 def epsilon_of(cell: dict) -> float:
-    return math.inf if str(cell["epsilon"]) == "inf" else float(cell["epsilon"])
+    return float(cell["epsilon"])    # "inf" parses as ∞
 
 
 def markdown(panels: list[dict]) -> str:
