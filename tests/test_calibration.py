@@ -239,6 +239,73 @@ def test_threshold_is_bonferroni_over_the_properties():
     assert C.threshold_for(26) == pytest.approx(stats.norm.isf(0.05 / 52))
 
 
+def test_the_clean_pairs_threshold_is_their_conformal_quantile_and_needs_19_pairs():
+    # ⌈(n + 1) · 0.95⌉-th smallest |largest z|: with 19 pairs the largest, with 39 the second largest.
+    assert C.clean_pairs_threshold([float(v) for v in range(1, 19)]) is None          # 18: no bound at 5%
+    assert C.clean_pairs_threshold([-float(v) for v in range(1, 20)]) == 19.0          # signs do not count
+    assert C.clean_pairs_threshold([float(v) for v in range(1, 40)]) == 38.0
+    assert C.clean_pairs_threshold([float(v) for v in range(1, 11)], rate=0.1) == 10.0
+    # Only ever raised: Bonferroni's stands where the clean pairs' own is lower (or unmeasured).
+    assert C.threshold_with_clean_pairs(33, {"clean_pairs_threshold": 4.1}) == 4.1
+    assert C.threshold_with_clean_pairs(33, {"clean_pairs_threshold": 1.9}) == C.threshold_for(33)
+    assert C.threshold_with_clean_pairs(33, {"clean_pairs_threshold": None}) == C.threshold_for(33)
+    assert C.threshold_with_clean_pairs(33, None) == C.threshold_for(33)
+
+
+def test_left_out_false_alarms_use_the_other_pairs_threshold_and_report_both_counts():
+    """20 selection pairs: "p" is 0 ± 1 in each, but pair 7 reaches 30 (an outlying run). Bonferroni calls pair
+    7; so does the conformal threshold of the other 19 (their largest), since 30 passes it: 1 of 20 either
+    way. Every other pair is held to pair 7's value, the largest of its 19 others, and so is a new pair
+    (the pairs' own threshold: the largest of all 20)."""
+    rng = np.random.default_rng(3)
+    effects = rng.normal(0.0, 1.0, 20)
+    effects[7] = 30.0
+    rows = {(2 * k, 2 * k + 1): [_row(float(e), 0.01)] for k, e in enumerate(effects)}
+    alarms = C.false_alarms_left_out(rows, "selection", "gan")
+    assert alarms["alarms"] == alarms["alarms_at_bonferroni"] == 1 and alarms["details"][7]["alarm"]
+    largest = [abs(d["top_calibrated_z"]) for d in alarms["details"]]
+    assert alarms["clean_pairs_threshold"] == max(largest) == largest[7]
+    assert alarms["details"][7]["threshold"] == max(C.threshold_for(1), *largest[:7], *largest[8:])
+    assert all(d["threshold"] == largest[7] for i, d in enumerate(alarms["details"]) if i != 7)
+
+
+def _heavy_tailed_pairs(rng, pairs, properties=20, outlying=0.2, outlier_scale=6.0):
+    """Clean selection pairs (rows of `properties` properties) whose training noise is normal (τ = 1, the
+    samples' noise 0.05) except in an `outlying` share of pairs, where one property's is `outlier_scale`
+    times wider: the tails of clean T4 pairs (a low-accuracy GAN with a quarter of faint samples)."""
+    all_rows = []
+    for _ in range(pairs):
+        effects = rng.normal(0.0, 1.0, properties)
+        if rng.random() < outlying:
+            effects[rng.integers(properties)] *= outlier_scale
+        all_rows.append([_row(float(e), 0.05, name=f"p{k}") for k, e in enumerate(effects)])
+    return all_rows
+
+
+def test_heavy_tailed_clean_pairs_break_bonferroni_but_not_the_clean_pairs_threshold():
+    """The attack on the false-alarm bound: training noise with heavier tails than normal. 30 calibrations of
+    39 clean pairs each, every one then meeting 200 clean pairs it has not seen: beyond Bonferroni's
+    threshold (3.02 for 20 properties) clean pairs alarm about twice as often as the issue's 1 in 20; beyond
+    the calibration's own (max with the clean pairs' conformal quantile) at most 1 in 20 on average, by
+    exchangeability, whatever the tails."""
+    rng = np.random.default_rng(11)
+    bonferroni, own, thresholds = [], [], []
+    for _ in range(30):
+        rows = {(2 * k, 2 * k + 1): r for k, r in enumerate(_heavy_tailed_pairs(rng, 39))}
+        noise, dof = C.estimate_noise(list(rows.values()), "selection")
+        alarms = C.false_alarms_left_out(rows, "selection", "gan")
+        threshold = C.threshold_with_clean_pairs(len(noise), alarms)
+        thresholds.append(threshold)
+        calibration = C.Calibration("heavy", "gan", "demo", "selection", noise, dof, C.threshold_for(len(noise)), {})
+        for fresh in _heavy_tailed_pairs(rng, 200):
+            largest = abs(C.apply(fresh, calibration)[0]["calibrated_z"])
+            bonferroni.append(largest > C.threshold_for(len(noise)))
+            own.append(largest > threshold)
+    assert np.mean(bonferroni) > 0.08                      # the bound assumed normal tails, and fails (0.10-0.12)
+    assert np.mean(own) <= 0.065                           # ≤ 0.05 in expectation, ± 0.007 over 30 calibrations
+    assert sum(t > C.threshold_for(20) for t in thresholds) >= 20     # raised in most calibrations here
+
+
 def _simulated_runs(rng, runs, run_noise, samples=300, shift=0.0):
     """Each run's property values: N(run offset, 1) per sample, the run's offset ~ N(0, run_noise²) (training
     noise), `shift` added to the last run (a bug)."""
@@ -345,21 +412,31 @@ def test_every_shipped_calibration_loads_and_is_measured_on_enough_runs():
             assert added["degrees_of_freedom"] >= 4 and added["false_alarms"]["pairs"] >= 5, c.name
             for own in (c.by_source or {}).values():
                 assert set(added["properties"]) <= set(own["properties"]), c.name
-        assert c.z_threshold == pytest.approx(C.threshold_for(len(c.properties)), abs=0.02)
+        # Bonferroni's, raised to its clean pairs' own where their tails are heavier (19 or more pairs).
+        assert c.z_threshold == pytest.approx(C.threshold_with_clean_pairs(len(c.properties), c.false_alarms), abs=0.02)
 
 
-# Re-measured on 2026-12-05 with 20 fresh pairs (1 unhealthy left out): 2 of 19 left-out clean T4 pairs alarm,
-# and the calibration of 2026-12-04 alarmed on 5 of the same 19 it had not seen (docs/analysis.md). The
-# issue's bound is not met there; strict, so that meeting it turns this red.
-_BOUND_NOT_MET = {"gan-demo-t4": "2 of 19 clean T4 pairs alarm (2026-12-05): issue 55's 1 in 20 not met"}
-
-
+# gan-demo-t4 was a known failure here until 2026-12-06 (2 of 19 left-out clean T4 pairs beyond Bonferroni's
+# threshold): its clean pairs' tails are heavier than normal, and since then its threshold is their own 95% bound
+# (`clean_pairs_threshold`). Its 26 pairs then alarm once left out, as the bound allows; what it does on clean
+# pairs it never saw is `test_a_raised_threshold_was_tested_on_clean_pairs_it_never_saw`.
 @pytest.mark.parametrize("name", sorted(c.name for c in calibration_store.shipped()))
-def test_every_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name, request):
-    if name in _BOUND_NOT_MET:
-        request.applymarker(pytest.mark.xfail(reason=_BOUND_NOT_MET[name], strict=True))
+def test_every_shipped_calibration_alarms_on_at_most_one_clean_pair_in_20(name):
     (c,) = [c for c in calibration_store.shipped() if c.name == name]
     assert c.false_alarms["alarms"] <= c.false_alarms["pairs"] / 20      # the issue's ≤ 1 in 20
+
+
+def test_a_raised_threshold_was_tested_on_clean_pairs_it_never_saw():
+    """Left out, a calibration whose threshold is its clean pairs' own can alarm only on its largest pair: the
+    count says little. So each such shipped calibration records clean pairs trained after it, diagnosed with
+    it: at most 1 in 20 alarmed, each below its threshold unless counted."""
+    raised = [c for c in calibration_store.shipped() if c.z_threshold > C.threshold_for(len(c.properties)) + 1e-9]
+    assert [c.name for c in raised] == ["gan-demo-t4"]                # the clean pairs with heavier tails
+    for c in raised:
+        unseen = c.source["unseen"]
+        pairs, alarms = sum(u["pairs"] for u in unseen), sum(u["alarms"] for u in unseen)
+        assert pairs >= 8 and alarms <= pairs / 20
+        assert all(u["alarms"] > 0 or u["largest_calibrated_z"] <= c.z_threshold for u in unseen)
 
 
 # Runs on one of a calibration's sources use that source's own noise: each source's pairs, left out of it.
@@ -434,6 +511,7 @@ def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs,
     assert result.returncode == 0, result.stderr
     assert "2 degrees of freedom" in result.stdout and "false alarms" in result.stdout
     assert "4.42x its estimate at 2 degrees of freedom (twice the runs: 2.09x)" in result.stdout
+    assert "0 clean pairs: 19 or more also bound the threshold" in result.stdout   # too few for their own
     calibration = calibration_store.load(path)
     assert calibration.kind == "char" and calibration.pair_type == "replicate" and calibration.false_alarms["pairs"] == 0
     assert calibration.source["data"] == "synthetic-text:users=12,seed=3"     # what it was measured on

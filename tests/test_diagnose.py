@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from fedgen_debug.analysis import calibration as calibration_module
 from fedgen_debug.analysis import diagnose, diagnosis_summary, differences, gan_analysis, image_properties
 from fedgen_debug.cli.diagnose_cmd import format_report
 from fedgen_debug.data import client_data as cd
@@ -289,6 +290,28 @@ def test_the_answer_says_cannot_tell_where_only_the_samples_noise_is_exceeded():
     assert stand_in[0] == "cannot tell" and "two selections of users" in stand_in[1]
     assert diagnose.answer(found, significant, True, True, replicate_for_selection=True)[0] == "yes"
     assert diagnose.answer(not_found, quiet, True, True, replicate_for_selection=True)[0] == "no"
+
+
+def test_a_property_between_bonferroni_and_the_clean_pairs_threshold_is_a_candidate_not_a_no():
+    """A calibration whose clean pairs have heavier tails than normal holds a raised threshold (4.1 here, over 3
+    properties: Bonferroni 2.39). A pair at 3.0 is beyond Bonferroni but within what clean pairs reach: "cannot
+    tell", naming it; at 5.0 "yes"; at 2.0 "no"."""
+    noise = {name: calibration_module.PropertyNoise(0.0, 1.0, 1.0, 20) for name in ("p", "q", "s")}
+    raised = calibration_module.Calibration("t4", "gan", "demo", "selection", noise, 19, 4.1, {})
+    bonferroni = calibration_module.threshold_for(3)
+    not_found = [{"name": "pixel_inversion_suspected", "suspected": False, "inconclusive": False}]
+
+    def said(z):
+        rows = [{"property": "p", "family": "brightness", "kind": "mean", "difference": z,
+                 "difference_standard_error": 0.0, "z": 0.0, "effect": 0.0, "standardized_difference": 0.0}]
+        ranked = calibration_module.apply(rows, raised)
+        return diagnose.answer(not_found, ranked, True, True, within_tails=diagnose._within_tails(ranked, raised))
+
+    assert bonferroni < 3.0 < 4.1
+    assert said(3.0) == ("cannot tell", "1 properties beyond Bonferroni's threshold but within the largest "
+                                        "differences clean pairs of this type reach (p)")
+    assert said(5.0)[0] == "yes" and said(2.0)[0] == "no"
+    assert diagnose._within_tails([{"property": "p", "significant": False, "calibrated_z": 3.0}], None) == []
 
 
 def test_an_uncalibrated_clean_looking_difference_prints_cannot_tell_everywhere():

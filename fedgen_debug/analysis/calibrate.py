@@ -75,7 +75,8 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
              len(pairs), dof, alarms["alarms"], alarms["pairs"])
     measured = calibration_module.Calibration(
         name=name, kind=kind, preset=settings[0]["preset"], pair_type=pair_type, properties=noise,
-        degrees_of_freedom=dof, z_threshold=calibration_module.threshold_for(len(next(iter(rows.values())))),
+        degrees_of_freedom=dof,
+        z_threshold=calibration_module.threshold_with_clean_pairs(len(next(iter(rows.values()))), alarms),
         source={"settings": settings[0], "data": ", ".join(sorted({d for d in data if d})) or None,
                 **({"sources": sources} if len(sources) > 1 else {}),
                 "runs": len(kept_dirs), "pairs": len(pairs), "samples": samples,
@@ -91,8 +92,9 @@ def supplement(base: calibration_module.Calibration, extra: calibration_module.C
     """`base` with the properties it does not hold taken from `extra`: clean runs at base's settings and of
     each of its sources, measured after it (for a property the tool added since). Base's own properties
     keep their noise; each added one keeps extra's, from extra's pairs and degrees of freedom (its own
-    upper bound); the threshold counts every property now held, so base's measured false alarms stay an
-    upper bound. `false_alarms`: extra's clean pairs diagnosed as the result would (`build`).
+    upper bound); the threshold counts every property now held (and stays at least base's clean pairs' own),
+    so base's measured false alarms stay an upper bound. `false_alarms`: extra's clean pairs diagnosed as the
+    result would (`build`).
     `source["supplements"]` lists what came from where."""
     for field in ("kind", "preset", "pair_type"):
         if getattr(base, field) != getattr(extra, field):
@@ -126,7 +128,7 @@ def supplement(base: calibration_module.Calibration, extra: calibration_module.C
                                                                     ("pairs", "alarms", "rate_upper_95")}})}
     return dataclasses.replace(
         base, properties=properties, by_source=by_source,
-        z_threshold=calibration_module.threshold_for(len(properties)),
+        z_threshold=calibration_module.threshold_with_clean_pairs(len(properties), base.false_alarms),
         source={**base.source, "supplements": [*base.source.get("supplements", []), record]})
 
 

@@ -33,6 +33,7 @@ of DP releases: no ε.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -349,7 +350,7 @@ def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
 
 
 def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bool,
-           replicate_for_selection: bool = False) -> tuple[str, str]:
+           replicate_for_selection: bool = False, within_tails: Sequence[str] = ()) -> tuple[str, str]:
     """("yes" | "no" | "cannot tell", why). A named check keeps its own statistic and threshold, so it
     answers without a calibration. A property beyond the samples' noise alone is no answer: two trainings
     of the same users with other secrets differ by more than that (both clean pairs of the real-ε runs of
@@ -359,13 +360,19 @@ def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bo
     want of clean pairs of its selections at its settings. Two selections differ without a bug by more than
     that: at the demo preset the training noise of clean T4 pairs is 1.0-4.9× (median 2.2×) that of replicate
     pairs, about offsets of up to 1.9 replicate noises (`gan-demo-t4` against `gan-demo-replicate`), so a
-    property beyond the replicate noise is a candidate, "cannot tell", as uncalibrated."""
+    property beyond the replicate noise is a candidate, "cannot tell", as uncalibrated.
+    `within_tails`: properties beyond Bonferroni's threshold but not beyond the calibration's, raised to its
+    clean pairs' own (`calibration.clean_pairs_threshold`): clean pairs of this type get there more often
+    than 1 in 20, so they are candidates, "cannot tell", not a "no"."""
     if not healthy:
         return "cannot tell", "an auxiliary is unhealthy: its samples are no evidence about the data"
     found = [c["name"] for c in checks if c["suspected"] and not c.get("inconclusive")]
     if found:
         return "yes", f"the named check {', '.join(found)} found its bug"
     significant = [c["property"] for c in ranked if c["significant"]]
+    if not significant and within_tails:
+        return "cannot tell", (f"{len(within_tails)} properties beyond Bonferroni's threshold but within the "
+                               f"largest differences clean pairs of this type reach ({', '.join(within_tails)})")
     if not significant:
         return "no", "no property beyond the threshold and no named check found its bug"
     if calibrated and replicate_for_selection:
@@ -378,6 +385,16 @@ def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bo
     return "cannot tell", (f"{len(significant)} properties beyond the samples' noise, but clean pairs of "
                            "trainings differ that much too and no calibration covers these runs "
                            "(`fedgen-debug calibrate`)")
+
+
+def _within_tails(ranked: list[dict], calibration) -> list[str]:
+    """The properties beyond Bonferroni's threshold over the calibration's properties but not beyond its own
+    (raised to its clean pairs' tails: `calibration.threshold_with_clean_pairs`)."""
+    if calibration is None:
+        return []
+    bonferroni = calibration_module.threshold_for(len(calibration.properties))
+    return [c["property"] for c in ranked if not c["significant"] and c.get("calibrated_z") is not None
+            and abs(c["calibrated_z"]) > bonferroni]
 
 
 def pair_type(kind: str, run_a: str, run_b: str) -> str:
@@ -445,7 +462,8 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     healthy = all(h["healthy"] for h in health.values())
     families = report_families(checks, ranked)
     said, why = answer(checks, ranked, healthy, chosen is not None,
-                       replicate_for_selection=chosen is not None and chosen.pair_type != pair)
+                       replicate_for_selection=chosen is not None and chosen.pair_type != pair,
+                       within_tails=_within_tails(ranked, chosen))
     report.update(
         health=health,
         calibration=_calibration_report(chosen, pair, note, ranked[0]["z_threshold"] if ranked else None, ranked),

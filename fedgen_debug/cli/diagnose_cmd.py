@@ -221,6 +221,14 @@ def run_calibrate(args) -> int:
     print(f"calibration {name}: {calibration.kind} {pair_type} pairs at {calibration.source['settings']}, "
           f"{calibration.degrees_of_freedom} degrees of freedom, threshold |calibrated z| > {calibration.z_threshold:.2f}")
     print(f"  false alarms with each clean pair left out: {_alarm_count(alarms)}")
+    bonferroni = calibration_module.threshold_for(len(calibration.properties))
+    if calibration.z_threshold > bonferroni:   # heavier tails than normal: the clean pairs' own threshold
+        print(f"  the clean pairs' largest |calibrated z| have heavier tails than normal: the threshold is their own "
+              f"95% bound, not Bonferroni's {bonferroni:.2f} (beyond which {alarms['alarms_at_bonferroni']} of "
+              f"{alarms['pairs']} alarmed)")
+    elif alarms.get("clean_pairs_threshold") is None:
+        print(f"  {alarms['pairs']} clean pairs: 19 or more also bound the threshold by the clean pairs' own "
+              f"largest |calibrated z|, whatever their tails")
     dof = calibration.degrees_of_freedom
     print(f"  each property's training noise is taken at its 95% upper bound, {calibration_module.upper_bound_factor(dof):.2f}x "
           f"its estimate at {dof} degrees of freedom (twice the runs: "
