@@ -37,6 +37,19 @@ def test_only_the_properties_the_base_lacks_are_added_each_with_its_own_runs_noi
     assert C.Calibration.from_json(json.loads(json.dumps(merged.to_json()))) == merged
 
 
+def test_a_base_whose_clean_pairs_raised_its_threshold_keeps_it_raised():
+    base = _calibration({"old": _noise(0.2)}, "npz:femnist.npz")
+    base = C.Calibration(**{**base.__dict__, "z_threshold": 4.0,
+                            "false_alarms": {"pairs": 26, "alarms": 1, "clean_pairs_threshold": 4.0}})
+    extra = _calibration({"old": _noise(0.3), "new": _noise(0.6)}, "npz:femnist.npz", name="extra")
+    merged = calibrate.supplement(base, extra)
+    assert merged.z_threshold == 4.0 > C.threshold_for(2)            # never back down to Bonferroni's
+    rows = {(i, j): [_row("old", 0.1), _row("new", 0.05 * (i - j))] for i in range(6) for j in range(i + 1, 6)}
+    diagnosed = C.false_alarms_left_out(rows, "replicate", "gan", base=merged)
+    assert diagnosed["pairs"] == 15                                   # each left out of 4 other runs
+    assert all(d["threshold"] == 4.0 for d in diagnosed["details"])   # its clean pairs are held to it too
+
+
 def test_each_source_of_the_base_gets_its_own_sources_noise():
     synthetic, real = "synthetic-images:writers=100,seed=0", "npz:../shared/data/femnist.npz"
     old = {synthetic: {"old": _noise(0.1)}, real: {"old": _noise(0.3)}}

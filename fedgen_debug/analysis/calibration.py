@@ -477,9 +477,7 @@ def false_alarms_left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_
             held = base.for_data([None if source_of_run is None else source_of_run[pair[0]]] * 2)[0].properties
             properties = {**calibration.properties, **held}
             calibration = dataclasses.replace(calibration, properties=properties,
-                                              z_threshold=threshold_for(len(properties)))
-        if base is not None:
-            calibration = dataclasses.replace(calibration, z_threshold=max(calibration.z_threshold, base.z_threshold))
+                                              z_threshold=max(threshold_for(len(properties)), base.z_threshold))
         top = apply(rows, calibration)[0]
         details.append({"pair": list(pair), "alarm": top["significant"], "top_property": top["property"],
                         "top_calibrated_z": top["calibrated_z"], "threshold": top["z_threshold"],
