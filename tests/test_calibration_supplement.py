@@ -2,6 +2,7 @@
 calibration.false_alarms_left_out with a base): what is taken from where, the threshold over all properties,
 the refusals, and clean pairs diagnosed as the supplemented calibration would diagnose them."""
 
+import dataclasses
 import json
 
 import pytest
@@ -39,8 +40,8 @@ def test_only_the_properties_the_base_lacks_are_added_each_with_its_own_runs_noi
 
 def test_a_base_whose_clean_pairs_raised_its_threshold_keeps_it_raised():
     base = _calibration({"old": _noise(0.2)}, "npz:femnist.npz")
-    base = C.Calibration(**{**base.__dict__, "z_threshold": 4.0,
-                            "false_alarms": {"pairs": 26, "alarms": 1, "clean_pairs_threshold": 4.0}})
+    base = dataclasses.replace(base, z_threshold=4.0,
+                               false_alarms={"pairs": 26, "alarms": 1, "clean_pairs_threshold": 4.0})
     extra = _calibration({"old": _noise(0.3), "new": _noise(0.6)}, "npz:femnist.npz", name="extra")
     merged = calibrate.supplement(base, extra)
     assert merged.z_threshold == 4.0 > C.threshold_for(2)            # never back down to Bonferroni's

@@ -227,7 +227,7 @@ def clean_pairs_threshold(largest: Sequence[float], rate: float = FAMILY_WISE_RA
 
     Why: Bonferroni over the properties assumes each calibrated z is normal. Clean T4 pairs have heavier
     tails (a low-accuracy GAN with a quarter of faint samples moves mid_level 4 training noises): 2 of 19
-    left out and 5 of 19 unseen pairs passed Bonferroni's 3.17 (docs/analysis.md). The threshold a
+    left out and 5 of 19 unseen pairs passed Bonferroni's threshold (docs/analysis.md). The threshold a
     calibration uses is the larger of the two (`threshold_with_clean_pairs`)."""
     check_at_least("rate", rate, 1e-9)
     values = sorted(abs(float(v)) for v in largest)
@@ -465,7 +465,7 @@ def false_alarms_left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_
     not left out), the left-out noise of these runs for the rest, the threshold over all of them (at least
     base's). Without `base`, "clean_pairs_threshold" is the pairs' own (`clean_pairs_threshold` of their
     largest left-out |z|), and each pair alarms beyond Bonferroni's and the one of the other pairs
-    ("alarms_at_bonferroni": beyond Bonferroni's alone)."""
+    ("alarms_at_bonferroni": beyond Bonferroni's alone; both None with `base`)."""
     check_one_source_per_pair(list(rows_by_pair), source_of_run)
     details = []
     for pair, rows in rows_by_pair.items():
@@ -483,7 +483,7 @@ def false_alarms_left_out(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_
                         "top_calibrated_z": top["calibrated_z"], "threshold": top["z_threshold"],
                         **({} if source_of_run is None else {"data": source_of_run[pair[0]]})})
     largest = [abs(d["top_calibrated_z"] or 0.0) for d in details]
-    at_bonferroni = sum(d["alarm"] for d in details)
+    at_bonferroni = None if base is not None else sum(d["alarm"] for d in details)
     if base is None:   # each pair also against the clean-pairs threshold of the others (left out as its noise)
         for i, d in enumerate(details):
             own = clean_pairs_threshold(largest[:i] + largest[i + 1:])
