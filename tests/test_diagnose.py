@@ -292,6 +292,18 @@ def test_the_answer_says_cannot_tell_where_only_the_samples_noise_is_exceeded():
     assert diagnose.answer(not_found, quiet, True, True, replicate_for_selection=True)[0] == "no"
 
 
+def test_the_word_lm_check_says_what_else_raises_unk_at_position_one():
+    """The word-LM's named check reads UNK at position 1, which markup at the start of each line raises too
+    (docs/analysis.md): its "yes" says so; the char-LM's (space mass) answers as before."""
+    quiet = [{"property": "mean_length", "family": "length", "significant": False}]
+    word = [{"name": "tokenization_bug_suspected", "suspected": True, "statistic": "position_1_share_of_oov"}]
+    char = [{**word[0], "statistic": "space_mass"}]
+    said_word, said_char = diagnose.answer(word, quiet, True, True), diagnose.answer(char, quiet, True, True)
+    assert said_word[0] == said_char[0] == "yes"
+    assert "anything else new at the start of sentences" in said_word[1]
+    assert said_char[1] == "the named check tokenization_bug_suspected found its bug"
+
+
 def test_a_property_between_bonferroni_and_the_clean_pairs_threshold_is_a_candidate_not_a_no():
     """A calibration whose clean pairs have heavier tails than normal holds a raised threshold (4.1 here, over 3
     properties: Bonferroni 2.39). A pair at 3.0 is beyond Bonferroni but within what clean pairs reach: "cannot

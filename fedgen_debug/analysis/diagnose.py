@@ -349,6 +349,15 @@ def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
     return list(dict.fromkeys(found + differences.significant_families(ranked)))
 
 
+# What a named check's statistic reads beyond the bug it is named for. The word-LM's is UNK at position 1: glued
+# first words raise it, and so does markup at the start of each line (docs/analysis.md, 2026-12-06: three
+# text faults outside the catalog), or any prefix the vocabulary does not hold.
+NAMED_CHECK_READS = {
+    "position_1_share_of_oov": "its statistic is UNK at position 1: glued first words, or anything else new at the "
+                               "start of sentences (markup, a prefix); a char-LM's samples show which",
+}
+
+
 def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bool,
            replicate_for_selection: bool = False, within_tails: Sequence[str] = ()) -> tuple[str, str]:
     """("yes" | "no" | "cannot tell", why). A named check keeps its own statistic and threshold, so it
@@ -368,7 +377,9 @@ def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bo
         return "cannot tell", "an auxiliary is unhealthy: its samples are no evidence about the data"
     found = [c["name"] for c in checks if c["suspected"] and not c.get("inconclusive")]
     if found:
-        return "yes", f"the named check {', '.join(found)} found its bug"
+        reads = [NAMED_CHECK_READS[c["statistic"]] for c in checks if c["suspected"] and not c.get("inconclusive")
+                 and c.get("statistic") in NAMED_CHECK_READS]
+        return "yes", f"the named check {', '.join(found)} found its bug" + "".join(f" ({r})" for r in reads)
     significant = [c["property"] for c in ranked if c["significant"]]
     if not significant and within_tails:
         return "cannot tell", (f"{len(within_tails)} properties beyond Bonferroni's threshold but within the "
