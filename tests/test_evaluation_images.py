@@ -92,6 +92,54 @@ def test_property_faults_on_data_ranks_salt_and_pepper_as_noise_and_the_clean_ha
     assert lines["salt and pepper 5%"].startswith("families ['noise'")
 
 
+def test_fault_ceiling_finds_a_quarter_turn_as_orientation_and_clean_data_as_nothing(tmp_path, monkeypatch):
+    """`evaluation/fault_ceiling.py`: a fault on every device of a small npz of synthetic writers, measured
+    on the data against the shipped calibration; the clean row compares two independent draws of the
+    same images."""
+    script = _load("fault_ceiling")
+    config = si.SyntheticImagesConfig(writers=30, min_examples=10, max_examples=10, median_examples=10)
+    writers = [si.generate_writer(0, w, config) for w in range(30)]
+    path = str(tmp_path / "w.npz")
+    np.savez(path, pixels=np.round(np.concatenate([p for p, _ in writers]) * 255).astype(np.uint8),
+             labels=np.concatenate([labels for _, labels in writers]), client_ids=np.repeat(np.arange(30), 10))
+    out = str(tmp_path / "rows.jsonl")
+    monkeypatch.setattr(sys, "argv", ["x", "--data", f"npz:{path}", "--faults", "rotate,blur", "--fractions", "1.0",
+                                      "--samples", "200", "--out", out])
+    script.main()
+    rows = {r["fault"]: r for r in map(json.loads, open(out))}
+    assert rows["clean"]["detected"] is False and rows["clean"]["families"] == []
+    assert rows["rotate"]["families"][0] == "orientation" and rows["rotate"]["family_rank"] == 1
+    assert rows["blur"]["own_family_best"][0] in ("edge_width", "edge_steepness")
+    assert rows["blur"]["family_rank"] >= 1
+
+
+def test_fault_ceiling_ranks_the_faults_own_family_among_the_significant_ones():
+    script = _load("fault_ceiling")
+
+    def row(name, family, z, significant):
+        return {"property": name, "family": family, "calibrated_z": z, "significant": significant, "z_threshold": 3.0}
+
+    ranked = [row("mid_level", "brightness", 7.0, True), row("edge_width", "sharpness", 4.0, True),
+              row("edge_steepness", "sharpness", -5.0, True), row("extent", "scale", 1.0, False)]
+    got = script.fault_row("blur", 0.5, ranked)
+    assert got["families"] == ["brightness", "sharpness"] and got["family_rank"] == 2
+    assert got["own_family_best"] == ("edge_steepness", -5.0)
+    assert script.fault_row("zoom", 0.5, ranked)["family_rank"] == 0   # scale is not beyond the threshold
+
+
+def test_fault_ceiling_at_the_estimate_takes_each_training_noise_at_its_estimate_and_bonferronis_threshold():
+    from fedgen_debug.analysis import calibration, calibration_store
+
+    script = _load("fault_ceiling")
+    shipped = calibration_store.named("gan-demo-t4")
+    assert shipped.z_threshold > calibration.threshold_for(len(shipped.properties))   # raised to its clean pairs'
+    estimate = script.at_estimate(shipped)
+    assert estimate.z_threshold == calibration.threshold_for(len(shipped.properties))
+    for name, noise in shipped.properties.items():
+        assert estimate.properties[name].training_noise_upper == noise.training_noise <= noise.training_noise_upper
+    assert sum(n.training_noise < n.training_noise_upper for n in shipped.properties.values()) > 20
+
+
 def test_calibration_transfer_finds_a_noisier_sources_pairs_alarming_against_the_quieter_ones_noise(tmp_path, monkeypatch,
                                                                                                    capsys):
     """`evaluation/calibration_transfer.py` on hand-made runs of two sources (values cached as any_bug_table

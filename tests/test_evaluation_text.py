@@ -149,3 +149,26 @@ def test_package_descriptions_become_users_with_their_prose_lines_only(tmp_path)
         sys.argv = argv
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["client_id"] for r in rows} == {"pkg_a"} and len(rows) == 6   # pkg_b has under 5 lines
+
+
+def test_fault_ceiling_draws_what_a_perfect_lm_would(tmp_path):
+    """`evaluation/fault_ceiling.py` on hand-built users: a word-LM's samples are the sentences cut at 20
+    tokens with OOV words as UNK; a char-LM's are the OOV words cut at 16 characters; the paper's glued
+    tokens reach both."""
+    import json
+
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.device.tokenization import TokenizationBug
+
+    script = _load("fault_ceiling")
+    path = tmp_path / "users.jsonl"
+    long_sentence = " ".join(["the"] * 25) + " ."
+    lines = [{"client_id": "a", "text": "i have a zyxwvutsrqponmlkjih word ."}, {"client_id": "b", "text": long_sentence}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    users = data_spec.load_client_data(f"jsonl:{path}")
+    vocabulary = Vocabulary(("the", "i", "have", "a", "word", "."))
+    words = script.lm_texts(users, "word", vocabulary)
+    assert sorted(words) == sorted(["i have a UNK word .", " ".join(["the"] * 20)])
+    assert script.lm_texts(users, "char", vocabulary) == ["zyxwvutsrqponmlk"]
+    glued = script.lm_texts(users, "char", vocabulary, TokenizationBug(1.0))
+    assert "i have" in glued and "the the" in glued
