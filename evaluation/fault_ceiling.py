@@ -25,7 +25,8 @@ own 10,000 most frequent words (a stand-in for the DP vocabulary the runs build)
 
 `--noise estimate` takes each property's training noise at its estimate instead of its 95% upper bound
 (and Bonferroni's threshold): what a calibration from many more clean runs of the same settings would see,
-if the estimate were the truth.
+if the estimate were the truth. From few clean runs the estimate can itself be low: 6 runs' turn matches
+were 21-62% under 14 runs' (docs/analysis.md, 2026-12-06 night).
 
 Rows (`--out`, one JSON line each): fault, fraction, whether the ceiling passes the threshold, the
 families beyond it in order, the rank of the fault's own family among them (0: not there), the top three
@@ -134,7 +135,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=("gan", "word", "char"), default="gan")
     parser.add_argument("--data", help=f"default: {DEFAULT_DATA['images']} or {DEFAULT_DATA['text']}")
-    parser.add_argument("--calibration", help="a shipped calibration's name (default: the kind's demo one)")
+    parser.add_argument("--calibration",
+                        help="a calibration file or a shipped one's name (default: the kind's demo one)")
     parser.add_argument("--faults", help="default: every catalog fault of the modality")
     parser.add_argument("--noise", choices=("upper", "estimate"), default="upper",
                         help="the training noise at its 95%% upper bound (as diagnose) or at its estimate")

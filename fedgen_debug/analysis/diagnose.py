@@ -375,11 +375,11 @@ def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bo
     than 1 in 20, so they are candidates, "cannot tell", not a "no"."""
     if not healthy:
         return "cannot tell", "an auxiliary is unhealthy: its samples are no evidence about the data"
-    found = [c["name"] for c in checks if c["suspected"] and not c.get("inconclusive")]
+    found = [c for c in checks if c["suspected"] and not c.get("inconclusive")]
     if found:
-        reads = [NAMED_CHECK_READS[c["statistic"]] for c in checks if c["suspected"] and not c.get("inconclusive")
-                 and c.get("statistic") in NAMED_CHECK_READS]
-        return "yes", f"the named check {', '.join(found)} found its bug" + "".join(f" ({r})" for r in reads)
+        reads = "".join(f" ({NAMED_CHECK_READS[c['statistic']]})" for c in found
+                        if c.get("statistic") in NAMED_CHECK_READS)
+        return "yes", f"the named check {', '.join(c['name'] for c in found)} found its bug{reads}"
     significant = [c["property"] for c in ranked if c["significant"]]
     if not significant and within_tails:
         return "cannot tell", (f"{len(within_tails)} properties beyond Bonferroni's threshold but within the "
