@@ -39,6 +39,7 @@ import numpy as np
 
 from fedgen_debug.analysis import calibration as calibration_module
 from fedgen_debug.analysis import differences, gan_analysis, image_properties, text_properties
+from fedgen_debug.analysis.diagnosis_summary import found_its_bug
 from fedgen_debug.runs import store
 
 SCHEMA = "fedgen-debug/diagnosis/3"
@@ -345,7 +346,7 @@ def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
     those of the significant properties, most significant first. A named check keeps its own statistic
     and threshold (nothing that worked before gets weaker): the word-LM's, the share of UNK at position 1
     among all UNK, is a ratio the training noise of the UNK rate cancels out of."""
-    found = [c["family"] for c in checks if c["suspected"] and not c.get("inconclusive")]
+    found = [c["family"] for c in checks if found_its_bug(c)]
     return list(dict.fromkeys(found + differences.significant_families(ranked)))
 
 
@@ -375,7 +376,7 @@ def answer(checks: list[dict], ranked: list[dict], healthy: bool, calibrated: bo
     than 1 in 20, so they are candidates, "cannot tell", not a "no"."""
     if not healthy:
         return "cannot tell", "an auxiliary is unhealthy: its samples are no evidence about the data"
-    found = [c for c in checks if c["suspected"] and not c.get("inconclusive")]
+    found = [c for c in checks if found_its_bug(c)]
     if found:
         reads = "".join(f" ({NAMED_CHECK_READS[c['statistic']]})" for c in found
                         if c.get("statistic") in NAMED_CHECK_READS)

@@ -22,6 +22,11 @@ SIDES = {"a": "the reference", "b": "the diagnosed run"}
 ANSWER_WORDS = {"yes": "YES", "no": "no", "cannot tell": "CANNOT TELL"}
 
 
+def found_its_bug(check: dict) -> bool:
+    """Whether a named check of a report found its bug: suspected, and not inconclusive."""
+    return bool(check.get("suspected")) and not check.get("inconclusive")
+
+
 def answer_of(report: dict) -> str:
     """"yes", "no" or "cannot tell" of a report or its summary; a report of schema /1 or /2 (before
     "cannot tell") answered by its `differ` alone."""

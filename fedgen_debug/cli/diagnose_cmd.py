@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of
+from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, found_its_bug
 
 
 def register(sub) -> None:
@@ -107,7 +107,7 @@ def brief(report: dict) -> dict:
                  "z": c["z"], "calibrated_z": c.get("calibrated_z"), "significant": c["significant"]}
     # A named check that found its bug decides with its own statistic; the largest property may be small then.
     found_by = [{"name": c["name"], "family": c["family"], "z": c.get("z")} for c in report.get("checks", [])
-                if c.get("suspected") and not c.get("inconclusive")]
+                if found_its_bug(c)]
     return {"differ": report["differ"], "answer": answer_of(report), "calibrated": calibration["calibrated"],
             "against": calibration["against"],
             "z_threshold": calibration["z_threshold"], "families": report["families"], "first": first,
