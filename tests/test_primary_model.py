@@ -3,6 +3,7 @@ pixel convention (black paper, as MNIST) and softmax outputs, checked on load an
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def test_a_flat_input_model_reads_the_image_row_by_row(tmp_path, black_paper_mod
 
 
 @pytest.mark.parametrize("layers, message", [
-    ([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)], r"28×28 grayscale.*\[n, 784\]. Found input shape \[32, 32, 3\]"),
+    ([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)], r"28×28 grayscale.*\[n, 28, 28, 3\]. Found input shape \[32, 32, 3\]"),
     ([tf.keras.Input((28, 28)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(1)], r"K >= 2. Found output shape \[1\]"),
     ([tf.keras.Input((28, 28)), tf.keras.layers.Dense(4)], r"K >= 2. Found output shape \[28, 4\]"),
 ])
@@ -115,6 +116,132 @@ def test_a_saved_model_directory_loads_too(tmp_path, black_paper_model):
     assert is_model_file(directory)
     pixels, labels = _digits(DATA)
     assert _accuracy(load_model_file(directory, PrimaryContract("black", "auto", 255.0)), pixels, labels) > 0.6
+
+
+class _SubclassedMLP(tf.keras.Model):
+    """The black-paper MLP as a subclassed model: no layer graph to read its input shape or softmax from."""
+
+    def __init__(self):
+        super().__init__()
+        self.flat = tf.keras.layers.Flatten()
+        self.hidden = tf.keras.layers.Dense(64, activation="relu")
+        self.out = tf.keras.layers.Dense(CLASSES, activation="softmax")
+
+    def call(self, images):
+        return self.out(self.hidden(self.flat(images)))
+
+
+class _ModuleMLP(tf.Module):
+    """The same MLP as a bare `tf.Module`: callable on [n, 28, 28] and, as TF Serving exports, through a
+    `serving_default` signature on [n, 784] that returns a dict."""
+
+    def __init__(self, weights):
+        super().__init__()
+        self.weights = [tf.Variable(w) for w in weights]
+
+    def probabilities(self, flat):
+        w1, b1, w2, b2 = self.weights
+        return tf.nn.softmax(tf.nn.relu(flat @ w1 + b1) @ w2 + b2)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])
+    def __call__(self, images):
+        return self.probabilities(tf.reshape(images, (-1, 784)))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 784], tf.float32, name="pixels")])
+    def serve(self, flat):
+        return {"probabilities": self.probabilities(flat)}
+
+
+def _model_kinds(tmp_path, black_paper_model) -> dict[str, str]:
+    """The black-paper MLP's weights in every kind of model file a modeler may bring."""
+    graph = tf.keras.models.load_model(black_paper_model, compile=False)
+    weights = graph.get_weights()
+    paths = {}
+    subclassed = _SubclassedMLP()
+    subclassed(tf.zeros((1, 28, 28)))
+    subclassed.set_weights(weights)
+    paths["subclassed SavedModel"] = str(tmp_path / "subclassed")
+    subclassed.save(paths["subclassed SavedModel"], save_format="tf")
+    module = _ModuleMLP(weights)
+    paths["tf.Module, callable"] = str(tmp_path / "module")
+    tf.saved_model.save(module, paths["tf.Module, callable"])
+    served = _ModuleMLP(weights)
+    paths["tf.Module, serving signature"] = str(tmp_path / "served")
+    tf.saved_model.save(served, paths["tf.Module, serving signature"], signatures={"serving_default": served.serve})
+    images = tf.keras.Input((28, 28))
+    paths["submodel as last layer"] = str(tmp_path / "nested.keras")
+    tf.keras.Model(images, graph(images)).save(paths["submodel as last layer"])
+    # Open spatial size (a fully convolutional front) and three channels: the gray copied to each.
+    open_size = tf.keras.Sequential([tf.keras.Input((None, None, 1)), tf.keras.layers.Reshape((784,)), *graph.layers[1:]])
+    paths["open spatial size"] = str(tmp_path / "open.keras")
+    open_size.save(paths["open spatial size"])
+    to_gray = tf.keras.layers.Conv2D(1, 1, use_bias=False)
+    rgb = tf.keras.Sequential([tf.keras.Input((28, 28, 3)), to_gray, tf.keras.layers.Flatten(), *graph.layers[1:]])
+    to_gray.set_weights([np.full((1, 1, 3, 1), 1 / 3, np.float32)])
+    paths["three channels"] = str(tmp_path / "rgb.keras")
+    rgb.save(paths["three channels"])
+    return paths
+
+
+def test_every_kind_of_model_file_answers_as_the_keras_model_with_its_weights(tmp_path, black_paper_model):
+    """Subclassed, bare `tf.Module` (called or served), nested, open-size and three-channel models with the
+    MLP's weights give its logits on the tool's images; without a softmax layer to see, `auto` still reads
+    probabilities from the scores; features are the last layer's input where a graph gives one, else the scores."""
+    pixels, _ = _digits(DATA)
+    contract = PrimaryContract("black", "auto", 255.0)
+    reference = load_model_file(black_paper_model, contract)
+    expected = cnn.logits(reference, pixels[:50])
+    for kind, path in _model_kinds(tmp_path, black_paper_model).items():
+        model = load_model_file(path, contract)
+        np.testing.assert_allclose(cnn.logits(model, pixels[:50]), expected, atol=1e-4, err_msg=kind)
+        assert cnn.num_classes(model) == CLASSES, kind
+        width = cnn.features(model, pixels[:3]).shape[1]
+        graphless = kind.startswith(("subclassed", "tf.Module"))
+        assert width == (CLASSES if graphless else 64), kind
+    np.testing.assert_allclose(cnn.features(load_model_file(str(tmp_path / "nested.keras"), contract), pixels[:5]),
+                               cnn.features(reference, pixels[:5]), atol=1e-5)
+
+
+def test_a_saved_module_is_installed_into_the_run_and_reloaded_from_its_copy(tmp_path, black_paper_model):
+    """A run keeps the modeler's SavedModel directory in released/ and later reads the copy, not the original."""
+    pixels, _ = _digits(DATA)
+    contract = PrimaryContract("black", "auto", 255.0)
+    source = _model_kinds(tmp_path / "kinds", black_paper_model)["tf.Module, serving signature"]
+    out = str(tmp_path / "run" / "released" / store.PRIMARY)
+    os.makedirs(os.path.dirname(out))
+    installed = primary_cnn.install_model_file(source, contract, out, pixels[:200])
+    shutil.rmtree(source)
+    reloaded = primary_cnn.load_primary_cnn(out)
+    assert primary_cnn.primary_info(out)["model_file"] == "primary_model" and primary_cnn.primary_info(out)["classes"] == CLASSES
+    np.testing.assert_allclose(cnn.logits(reloaded, pixels[:20]), cnn.logits(installed, pixels[:20]), atol=1e-6)
+    assert primary_cnn.reference_statistics(out)[0].shape == (CLASSES,)   # the scores: no graph to read features from
+
+
+def test_a_model_without_a_graph_outside_the_contract_is_refused_with_the_reason(tmp_path):
+    class ColourModule(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32)])
+        def __call__(self, images):
+            return tf.reduce_mean(images, axis=[1, 2])
+
+    class OneScore(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.float32)])
+        def __call__(self, images):
+            return tf.reduce_mean(images, axis=[1, 2])
+
+    tf.saved_model.save(ColourModule(), str(tmp_path / "colour"))
+    tf.saved_model.save(OneScore(), str(tmp_path / "one"))
+    with pytest.raises(ValueError, match=r"28×28 grayscale.*Found input shape none it answers"):
+        load_model_file(str(tmp_path / "colour"), PrimaryContract())
+    with pytest.raises(ValueError, match=r"K >= 2. Found output shape \[1\]"):
+        load_model_file(str(tmp_path / "one"), PrimaryContract())
+    class Unregistered(_SubclassedMLP):   # local: Keras cannot find its class again to rebuild it from the file
+        pass
+
+    subclassed = Unregistered()
+    subclassed(tf.zeros((1, 28, 28)))
+    subclassed.save(str(tmp_path / "subclassed.keras"))
+    with pytest.raises(ValueError, match=r"not a Keras model.*loads as a SavedModel directory"):
+        load_model_file(str(tmp_path / "subclassed.keras"), PrimaryContract())
 
 
 def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path, black_paper_model):
