@@ -27,8 +27,10 @@ The wrapper converts pixels only; an inversion bug upstream still reaches the mo
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from fedgen_debug.models import cnn
@@ -85,14 +87,23 @@ class _LogProbabilities(tf.keras.layers.Layer):
 
 
 class _Scores(tf.keras.layers.Layer):
-    """A model without a layer graph (`_callable_scores`) as a layer: pixels in, float32 class scores out."""
+    """A model without a layer graph (`_callable_scores`) as a layer: pixels in, float32 class scores out.
+    Its configuration is a digest of its scores on fixed random pixels: what it computes, for the caches
+    keyed on a model's layers' configurations and weights (`device.gan_data.weights_key`), since the loaded
+    object's variables are not the layer's weights."""
 
-    def __init__(self, scores_fn, **kwargs):
+    def __init__(self, scores_fn, shape, **kwargs):
         super().__init__(trainable=False, **kwargs)
-        self._scores_fn = [scores_fn]   # in a list: Keras does not track the loaded object's variables twice
+        self._scores_fn = [scores_fn]   # in a list: Keras does not track the loaded object as a sublayer
+        probe = tf.random.stateless_uniform((8, *shape), seed=(0, 1))
+        self.scores_digest = hashlib.blake2b(np.asarray(scores_fn(probe), np.float32).tobytes(),
+                                             digest_size=16).hexdigest()
 
     def call(self, pixels):
         return tf.cast(self._scores_fn[0](pixels), tf.float32)
+
+    def get_config(self):
+        return {**super().get_config(), "scores_digest": self.scores_digest}
 
 
 def _ends_in_softmax(model) -> bool:
@@ -224,14 +235,16 @@ def adapted(model, contract: PrimaryContract, shape: tuple) -> tf.keras.Model:
         softmax = _ends_in_softmax(model)
     else:
         scores_fn = _callable_scores(model)
-        scores = penultimate = _Scores(scores_fn)(pixels)
+        scores = penultimate = _Scores(scores_fn, shape)(pixels)
         softmax = _answers_probabilities(scores_fn, shape)
     features = tf.keras.layers.Flatten(name=cnn.FEATURES_LAYER)(penultimate)
     probabilities = contract.output == "probabilities" or (contract.output == "auto" and softmax)
     logits = _LogProbabilities(name="logits")(scores) if probabilities else \
         tf.keras.layers.Activation("linear", name="logits")(scores)
     wrapper = tf.keras.Model(images, logits, name="primary")
-    wrapper.features_model = tf.keras.Model(images, features)   # `models.cnn.features` reads it
+    # `models.cnn.features` reads it. Set past Keras' attribute tracking: as a tracked sublayer its configuration
+    # (with per-process layer names) would enter the digest of what the wrapper computes (`weights_key`).
+    object.__setattr__(wrapper, "features_model", tf.keras.Model(images, features))
     return wrapper
 
 

@@ -217,6 +217,22 @@ def test_a_saved_module_is_installed_into_the_run_and_reloaded_from_its_copy(tmp
     assert primary_cnn.reference_statistics(out)[0].shape == (CLASSES,)   # the scores: no graph to read features from
 
 
+def test_the_device_cache_tells_models_without_a_graph_apart_by_what_they_compute(tmp_path, black_paper_model):
+    """T4's per-device outputs are cached by a digest of the model (`gan_data.weights_key`); the loaded object's
+    variables are not the wrapper's weights, so the digest reads its scores: the same file twice gives one key,
+    other weights another."""
+    path = _model_kinds(tmp_path / "kinds", black_paper_model)["subclassed SavedModel"]
+    other = _SubclassedMLP()
+    other(tf.zeros((1, 28, 28)))
+    other.set_weights([w * 1.01 for w in tf.keras.models.load_model(black_paper_model).get_weights()])
+    other.save(str(tmp_path / "other"), save_format="tf")
+    contract = PrimaryContract("black", "auto", 255.0)
+    first, again = (gan_data.weights_key(load_model_file(path, contract)) for _ in range(2))
+    assert first == again != gan_data.weights_key(load_model_file(str(tmp_path / "other"), contract))
+    graph_keys = {gan_data.weights_key(load_model_file(black_paper_model, contract)) for _ in range(2)}
+    assert len(graph_keys) == 1   # the features model is not a sublayer whose layer names change per load
+
+
 def test_a_model_without_a_graph_outside_the_contract_is_refused_with_the_reason(tmp_path):
     class ColourModule(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32)])
