@@ -36,9 +36,36 @@ def test_a_named_vocabulary_is_the_file_or_public_one_and_never_the_dp_one(tmp_p
         lm_data.named_vocabulary(lm_data.DP_VOCABULARY, 10)
 
 
+@pytest.mark.parametrize("name, content", [
+    ("vocab.txt", "\ufeffthe\ni\nhave\nregex\n"),                         # a byte-order mark (Windows editors)
+    ("vocab.txt", "the\t812\ni\t640\r\nhave 77\nregex 3\n"),             # word counts, tabs or spaces, CRLF
+    ("vocab.txt", "<unk>\t0\n<s>\t0\nthe\t-2.9\ni\t-3.5\nhave\t-4.1\nregex\t-9.0\n"),  # scores, reserved ids
+    ("vocab.txt", "[PAD]\n[UNK]\n[unused0]\nthe\ni\nhave\nregex\n"),    # a BERT-style file's reserved entries
+    ("vocab.json", '{"[UNK]": 0, "have": 3, "the": 1, "regex": 4, "i": 2}'),  # word -> id, as Keras' word_index
+    ("vocab.json", '["the", "i", "have", "regex"]'),
+])
+def test_vocabulary_files_as_tokenizers_write_them_give_the_same_words(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content.encode("utf-8"))
+    assert lm_data.file_vocabulary(f"file:{path}", 10).words == ("the", "i", "have", "regex")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("vocab.json", '{"the": "first"}', r"vocab.json: a JSON vocabulary is a list of words or an object from word to id."),
+    ("vocab.json", '["the", ', r"vocab.json: not JSON"),
+    ("vocab.txt", b"the\n\xff\xfe\n", r"vocab.txt: not UTF-8 text"),
+])
+def test_a_vocabulary_file_in_no_format_the_tool_reads_is_a_clear_error(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    with pytest.raises(ValueError, match=message):
+        lm_data.file_vocabulary(f"file:{path}", 10)
+
+
 @pytest.mark.parametrize("text, message", [
-    ("the\ni have\n", r"vocab.txt:2: a vocabulary word is one lower-case token. Found 'i have'."),
-    ("The\n", r"vocab.txt:1: a vocabulary word is one lower-case token. Found 'The'."),
+    ("the\ni have\n", r"vocab.txt:2: a vocabulary word is one lower-case token \(.*\). Found 'i have'."),
+    ("The\n", r"vocab.txt:1: a vocabulary word is one lower-case token \(.*\). Found 'The'."),
+    ("the 10\ni have 5\n", r"vocab.txt:2: a vocabulary word is one lower-case token \(.*\). Found 'i have'."),
     ("the\na\nthe\n", r"vocab.txt:3: 'the' is listed twice."),
     ("\n\n", r"vocab.txt: the vocabulary file holds no word."),
 ])

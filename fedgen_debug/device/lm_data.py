@@ -19,6 +19,8 @@ char-LM's data, so its top 20 shows few of them; the production vocabulary is th
 from __future__ import annotations
 
 import functools
+import json
+import re
 
 import numpy as np
 
@@ -98,25 +100,61 @@ def check_vocabulary_file(source: str) -> None:
         file_vocabulary(source, 1)
 
 
+# Reserved entries of tokenizers' vocabulary files ("<unk>", "<s>", "[PAD]", "[unused0]"): ids, not words.
+_SPECIAL_TOKEN = re.compile(r"^(<[^<>\s]+>|\[[^\[\]\s]+\])$")
+
+
+def _vocabulary_lines(path: str) -> list[tuple[int, str]]:
+    """(line number, entry) of a vocabulary file: one word a line, optionally followed by one number (a count,
+    score or id, as word-count and SentencePiece files hold it); or a JSON list of words, or a JSON object
+    from word to id (Keras' `word_index`, a Hugging Face `vocab.json`), ordered by id."""
+    with open(path, encoding="utf-8-sig") as f:   # -sig: a byte-order mark is no part of the first word
+        text = f.read()
+    if path.endswith(".json"):
+        try:
+            entries = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not JSON ({error}).") from None
+        if isinstance(entries, dict) and all(isinstance(i, int) for i in entries.values()):
+            entries = sorted(entries, key=entries.get)
+        if not isinstance(entries, list) or not all(isinstance(w, str) for w in entries):
+            raise ValueError(f"{path}: a JSON vocabulary is a list of words or an object from word to id.")
+        return [(n, word) for n, word in enumerate(entries, 1)]
+    lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    numbered = bool(lines) and all(len(fields) >= 2 and _is_number(fields[-1]) for _, fields in lines)
+    return [(n, " ".join(fields[:-1] if numbered else fields)) for n, fields in lines]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def file_vocabulary(source: str, size: int) -> Vocabulary:
     """The first `size` words of the modeler's vocabulary file (`file:PATH`: UTF-8, one word a line, most
-    frequent first; blank lines skipped). Words are tokens: lower-case, no whitespace."""
+    frequent first, each optionally followed by its count; or JSON: `_vocabulary_lines`). Blank lines and a
+    tokenizer's reserved entries (`<unk>`, `[PAD]`) are skipped. Words are tokens: lower-case, no whitespace."""
     path = source[len(FILE_PREFIX):]
     words, seen = [], set()
     try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                word = line.strip()
-                if not word:
-                    continue
-                if len(word.split()) > 1 or word != word.lower():
-                    raise ValueError(f"{path}:{n}: a vocabulary word is one lower-case token. Found {word!r}.")
-                if word in seen:
-                    raise ValueError(f"{path}:{n}: {word!r} is listed twice.")
-                seen.add(word)
-                words.append(word)
+        entries = _vocabulary_lines(path)
     except FileNotFoundError:
         raise ValueError(f"vocabulary file: no such file {path!r}.") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    for n, word in entries:
+        if _SPECIAL_TOKEN.match(word):
+            continue
+        if len(word.split()) != 1 or word != word.lower():
+            raise ValueError(f"{path}:{n}: a vocabulary word is one lower-case token (the tool lower-cases "
+                             f"text before it tokenizes). Found {word!r}.")
+        if word in seen:
+            raise ValueError(f"{path}:{n}: {word!r} is listed twice.")
+        seen.add(word)
+        words.append(word)
     if not words:
         raise ValueError(f"{path}: the vocabulary file holds no word.")
     return Vocabulary(tuple(words[:size]))
