@@ -62,12 +62,14 @@ GOOD = dict(pixels=np.full((2, 28, 28), 255, np.uint8), labels=np.array([0, 1]),
 
 @pytest.mark.parametrize("change, problem", [
     (dict(labels=None), r"missing key\(s\) \['labels'\]"),
-    (dict(pixels=np.zeros((2, 28, 27), np.uint8)), r"'pixels' must have shape \[N, 28, 28\]. Found \[2, 28, 27\]"),
+    (dict(pixels=np.zeros((2, 28, 27), np.uint8)), r"'pixels' must have shape \[N, 28, 28\] \(.*\). Found \[2, 28, 27\]"),
     (dict(pixels=np.where(np.arange(2 * 784).reshape(2, 28, 28) == 900, np.nan, 0.5)),
      r"NaN or infinite values \(first at example 1\)"),
     (dict(pixels=np.full((2, 28, 28), 2.0)), r"float 'pixels' must lie in \[0, 1\]"),
     (dict(labels=np.array([0, 62])), r"'labels' must lie in \[0, 61\]"),
-    (dict(labels=np.array([0.0, 1.0])), r"'labels' must be integers"),
+    (dict(labels=np.array([0.0, 1.5])), r"'labels' must be integers. Found dtype float64 with fractional values"),
+    (dict(client_ids=np.array(["a", "b"], dtype=object)), r"object array.*np.asarray\(ids, dtype=str\)"),
+    (dict(pixels=np.zeros((2, 783), np.uint8)), r"\[N, 784\] are read too\). Found \[2, 783\]"),
     (dict(client_ids=np.array(["a"])), r"'client_ids' must have shape \[2\]"),
     (dict(client_ids=np.array(["a", ""])), r"empty id\(s\) \(first at example 1\)"),
     (dict(pixels=np.zeros((0, 28, 28), np.uint8), labels=np.zeros(0, int), client_ids=np.array([], str)),
@@ -79,6 +81,33 @@ def test_npz_bad_input_gives_one_clear_error(tmp_path, change, problem):
     with pytest.raises(DataError, match=problem) as info:
         npz.read_npz(path)
     assert info.value.source == path
+
+
+def test_npz_layouts_modelers_save_read_as_the_contract(tmp_path):
+    """Pixels flattened row by row or with a channel, labels as a column or as whole-number floats: the same
+    client data as the contract's own layout."""
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (6, 28, 28)).astype(np.uint8)
+    labels, ids = np.array([0, 1, 2, 3, 4, 61]), np.array(["a", "b", "a", "c", "b", "a"])
+    expected = npz.read_npz(_save(tmp_path / "contract.npz", pixels=pixels, labels=labels, client_ids=ids))
+    for name, arrays in {"flat": dict(pixels=pixels.reshape(6, 784)),
+                         "channel": dict(pixels=pixels[..., None]),
+                         "column": dict(labels=labels[:, None]),
+                         "float labels": dict(labels=labels.astype(np.float32))}.items():
+        data = npz.read_npz(_save(tmp_path / f"{name}.npz", **{"pixels": pixels, "labels": labels, "client_ids": ids,
+                                                                **arrays}))
+        assert data.client_ids == expected.client_ids, name
+        for cid in data.client_ids:
+            got, want = cd.client_numpy(data, cid), cd.client_numpy(expected, cid)
+            np.testing.assert_array_equal(got["pixels"], want["pixels"], err_msg=name)
+            np.testing.assert_array_equal(got["label"], want["label"], err_msg=name)
+
+
+def test_a_jsonl_file_with_a_byte_order_mark_reads_as_without(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"client_id": "a", "text": "x y"}\r\n{"client_id": "b", "text": "z"}\r\n')
+    data = jsonl.read_jsonl(str(path))
+    assert data.client_ids == ["a", "b"] and data.num_examples("a") == 1
 
 
 def test_npz_not_a_zip_and_missing_file(tmp_path):
@@ -145,6 +174,7 @@ def test_jsonl_integer_client_ids_and_blank_lines(tmp_path):
 @pytest.mark.parametrize("content, problem", [
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "a", "text": \n', r"line 2: not valid JSON"),
     (b'{"text": "no id"}\n', r"line 1: missing 'client_id'"),
+    (b'{"user_id": "a", "text": "ok"}\n', r"line 1: missing 'client_id' \(found keys: 'text', 'user_id'\)"),
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "b", "text": "caf\xe9"}\n', r"line 2: invalid UTF-8 at byte 31"),
     (b'{"client_id": "a", "text": "   "}\n', r"line 1: empty 'text' for client 'a'"),
     (b'{"client_id": "", "text": "x"}\n', r"line 1: 'client_id' must be a non-empty string"),

@@ -28,7 +28,7 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
     with f:
         for line_no, raw in enumerate(f, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")   # -sig: a byte-order mark
             except UnicodeDecodeError as e:
                 raise DataError(path, f"line {line_no}: invalid UTF-8 at byte {e.start}.") from None
             if not line.strip():
@@ -40,7 +40,8 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
             if not isinstance(record, dict):
                 raise DataError(path, f"line {line_no}: expected an object with 'client_id' and 'text'.")
             if "client_id" not in record:
-                raise DataError(path, f"line {line_no}: missing 'client_id'.")
+                raise DataError(path, f"line {line_no}: missing 'client_id' (found keys: "
+                                f"{', '.join(repr(k) for k in sorted(record)) or 'none'}).")
             client_id, text = record["client_id"], record.get("text")
             if not isinstance(client_id, (str, int)) or isinstance(client_id, bool) or str(client_id) == "":
                 raise DataError(path, f"line {line_no}: 'client_id' must be a non-empty string or integer.")

@@ -1,5 +1,8 @@
 """The images `.npz` contract: `pixels` [N,28,28], `labels` [N], `client_ids` [N].
 
+Also read: `pixels` as [N,28,28,1] or flattened row by row, [N,784]; `labels` as a column [N,1] or as
+floats holding whole numbers.
+
 `pixels` are uint8 0-255 or float 0-1. By default 255 / 1.0 is the white background, as in TFF's
 EMNIST; `background="black"` reads files where 0 is the background (MNIST style) and flips them into
 the canonical format.
@@ -25,8 +28,11 @@ def _normalized_pixels(path: str, pixels: np.ndarray, background: str) -> np.nda
     n = pixels.shape[0] if pixels.ndim else 0
     if pixels.ndim == 4 and pixels.shape[-1] == 1:
         pixels = pixels[..., 0]
+    if pixels.ndim == 2 and pixels.shape[1] == cd.IMAGE_SIZE * cd.IMAGE_SIZE:   # flattened row by row (MNIST's CSVs)
+        pixels = pixels.reshape(n, cd.IMAGE_SIZE, cd.IMAGE_SIZE)
     if pixels.ndim != 3 or pixels.shape[1:] != (cd.IMAGE_SIZE, cd.IMAGE_SIZE):
-        raise DataError(path, f"'pixels' must have shape [N, 28, 28]. Found {list(pixels.shape)}.")
+        raise DataError(path, f"'pixels' must have shape [N, 28, 28] ([N, 28, 28, 1] and [N, 784] are read too). "
+                        f"Found {list(pixels.shape)}.")
     if pixels.dtype == np.uint8:
         out = pixels.astype(np.float32) / 255.0
     elif np.issubdtype(pixels.dtype, np.floating):
@@ -61,17 +67,27 @@ def read_npz(path: str, background: str = "white") -> cd.ArrayClientData:
         raise
     except FileNotFoundError:
         raise DataError(path, "file not found.") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+    except ValueError as e:
+        if "allow_pickle" in str(e):   # an object array, as pandas' .values and lists of str give
+            raise DataError(path, "holds an object array, which is not read (unpickling can run code): save "
+                            "each key as a plain array, e.g. client_ids=np.asarray(ids, dtype=str).") from None
+        raise DataError(path, f"not a readable .npz file ({e}).") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise DataError(path, f"not a readable .npz file ({e}).") from None
     n = len(pixels) if pixels.ndim else 0
     if n == 0:
         raise DataError(path, "contains no examples.")
     pixels = _normalized_pixels(path, pixels, background)
+    if labels.shape == (n, 1):   # a column, as Keras' y often is
+        labels = labels[:, 0]
     if labels.shape != (n,) or client_ids.shape != (n,):
         raise DataError(path, f"'labels' and 'client_ids' must have shape [{n}] like 'pixels'. "
                         f"Found {list(labels.shape)} and {list(client_ids.shape)}.")
+    if np.issubdtype(labels.dtype, np.floating) and np.isfinite(labels).all() and (labels == np.round(labels)).all():
+        labels = labels.astype(np.int64)   # whole numbers stored as floats (a pandas column with gaps once)
     if not np.issubdtype(labels.dtype, np.integer):
-        raise DataError(path, f"'labels' must be integers. Found dtype {labels.dtype}.")
+        raise DataError(path, f"'labels' must be integers. Found dtype {labels.dtype}"
+                        f"{' with fractional values' if np.issubdtype(labels.dtype, np.floating) else ''}.")
     if labels.min() < 0 or labels.max() >= cd.NUM_IMAGE_CLASSES:
         raise DataError(path, f"'labels' must lie in [0, {cd.NUM_IMAGE_CLASSES - 1}]. "
                         f"Found [{labels.min()}, {labels.max()}].")
