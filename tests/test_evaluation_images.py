@@ -226,3 +226,32 @@ def test_any_bug_sharp_gans_take_the_generator_options_femnist_needs():
     assert (plain.gen_ema, plain.gen_upsample, plain.cycle_client_data) == (0.0, "transpose", False)
     assert (sharp.gen_ema, sharp.gen_upsample, sharp.cycle_client_data) == (0.9, "bilinear", True)
     assert sharp.fault == plain.fault == "rotate:0.5" and sharp.seed == 3
+
+
+def _calibration_file(path, noises: dict, dof: int) -> str:
+    path.write_text(json.dumps({"degrees_of_freedom": dof,
+                                "properties": {n: {"training_noise": t} for n, t in noises.items()}}))
+    return str(path)
+
+
+def test_training_noise_sources_compares_each_property_with_an_f_interval(tmp_path):
+    """τ ratios of hand-built calibrations: exact ratios, an interval from the F distribution that holds the
+    ratio, and only intervals wholly below (above) 1 counted as lower (higher); an unmeasured τ is left out."""
+    script = _load("training_noise_sources")
+    base = _calibration_file(tmp_path / "base.json", {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.0}, 13)
+    other = _calibration_file(tmp_path / "other.json", {"a": 0.02, "b": 0.2, "c": 0.9, "d": 0.1}, 5)
+    result = script.compare(script.load(base), script.load(other))
+    rows = result["properties"]
+    assert sorted(rows) == ["a", "b", "c"]
+    assert [round(rows[n]["ratio"], 6) for n in "abc"] == [0.2, 1.0, 3.0]
+    for row in rows.values():
+        assert row["low"] < row["ratio"] < row["high"]
+    # R / ρ ~ F(5, 13) for the variances: ratio 1's interval is 1/√F at its 97.5% and 2.5% points (tables:
+    # F.975(5, 13) = 3.77; F.025(5, 13) = 1 / F.975(13, 5) = 1 / 6.49).
+    assert rows["b"]["low"] == pytest.approx(1 / np.sqrt(3.77), rel=2e-3)
+    assert rows["b"]["high"] == pytest.approx(np.sqrt(6.49), rel=2e-3)
+    assert result["lower_beyond_interval"] == ["a"] and result["higher_beyond_interval"] == ["c"]
+    assert result["geometric_mean_ratio"] == pytest.approx((0.2 * 1.0 * 3.0) ** (1 / 3))
+    out = tmp_path / "ratios.json"
+    assert script.main(["--baseline", f"base={base}", f"other={other}", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["settings"]["other"]["lower_beyond_interval"] == ["a"]
