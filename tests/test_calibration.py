@@ -737,3 +737,52 @@ def test_model_options_defaults_are_the_runs_own():
     gan = {f.name: f.default for f in dataclasses.fields(GANRun)}
     assert {name: gan[name] for name in calibration_store.MODEL_OPTIONS} == calibration_store.MODEL_OPTIONS
     assert {f.name: f.default for f in dataclasses.fields(LMRun)}["init"] == calibration_store.MODEL_OPTIONS["init"]
+
+
+def test_a_selection_calibration_holds_only_for_its_data_and_primary_model(tmp_path, monkeypatch):
+    """A T4 calibration's offsets are how the users its primary model chose on its data differ without a bug:
+    a pair chosen by the modeler's own model, or on other data, gets replicate noise and "cannot tell"
+    (`diagnose.answer`), with a note saying why; a calibration of clean pairs chosen by that model holds."""
+    monkeypatch.setattr(calibration_store, "SHIPPED_DIR", str(tmp_path / "shipped"))
+    (tmp_path / "shipped").mkdir()
+    synthetic, mnist = "synthetic-images:writers=100,seed=0", "npz:mnist.npz,background=black"
+
+    def run(name, select, data=synthetic, model=None):
+        directory = _fake_gan_run(tmp_path, name, select)
+        config = store.read_config(directory)
+        config["gan"]["data"] = data
+        store.write_json(store.released(directory, "config.json"), config)
+        info = {"model_file": "primary_model.keras", "source": model} if model else {"config": {}, "seed": 0}
+        store.write_json(store.released(directory, store.PRIMARY_INFO), info)
+        return directory
+
+    settings = calibration_store.training_settings(run("probe", "random"))
+    sides = ["by-user-accuracy:high", "by-user-accuracy:low"]
+    noise = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10)}
+    for name, pair_type, source in [("t4", "selection", {"selections": sides, "data": synthetic}),
+                                    ("rep", "replicate", {"data": synthetic})]:
+        calibration_store.save(C.Calibration(name, "gan", "demo", pair_type, noise, 9, 3.0,
+                                             {"settings": settings, **source}), str(tmp_path / "shipped" / f"{name}.json"))
+    stand_in = run("high", sides[0]), run("low", sides[1])
+    assert calibration_store.choose(None, "gan", "selection", *stand_in)[0].name == "t4"
+    assert calibration_store.primary_identity(stand_in[0]) is None
+    # Another seed of the same synthetic writers is the same source: t4 holds.
+    assert calibration_store.choose(None, "gan", "selection", run("h2", sides[0], "synthetic-images:writers=50,seed=4"),
+                                    run("l2", sides[1], "synthetic-images:writers=50,seed=4"))[0].name == "t4"
+    own = run("high_own", sides[0], model="digits.keras"), run("low_own", sides[1], model="digits.keras")
+    chosen, note = calibration_store.choose(None, "gan", "selection", *own)
+    assert chosen.name == "rep" and "replicate pairs' training noise only" in note
+    assert "with the tool's stand-in CNN choosing the users; these runs use your model digits.keras" in note
+    other_data = run("high_mnist", sides[0], mnist), run("low_mnist", sides[1], mnist)
+    chosen, note = calibration_store.choose(None, "gan", "selection", *other_data)
+    assert chosen.name == "rep" and f"on {synthetic}; these runs train on {mnist}" in note
+    # The modeler's calibration of clean pairs chosen by their model holds for their pairs, not the stand-in's.
+    calibration_store.save(C.Calibration("t4-own", "gan", "demo", "selection", noise, 9, 3.0,
+                                         {"settings": settings, "selections": sides, "data": synthetic,
+                                          "primary": "digits.keras"}), str(tmp_path / "shipped" / "t4-own.json"))
+    assert calibration_store.choose(None, "gan", "selection", *own)[0].name == "t4-own"
+    assert calibration_store.choose(None, "gan", "selection", *stand_in)[0].name == "t4"
+    # Without a replicate calibration either: sampling noise only, and the note still says why.
+    (tmp_path / "shipped" / "rep.json").unlink()
+    chosen, note = calibration_store.choose(None, "gan", "selection", *other_data)
+    assert chosen is None and "no calibration holds for these runs" in note and "--pairs A:B" in note

@@ -49,6 +49,10 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
     sides = {tuple(calibration_store.selections(run_dirs[a], run_dirs[b]) or ()) for a, b in pairs}
     if pair_type == "selection" and len(sides) != 1:
         raise ValueError(f"selection pairs must all compare the same two selections (A:B). Found {sorted(sides)}.")
+    primaries = {calibration_store.primary_identity(run_dirs[r]) for pair in pairs for r in pair}
+    if pair_type == "selection" and len(primaries) > 1:
+        raise ValueError(f"selection pairs must all be chosen by one primary model. Found "
+                         f"{', '.join(sorted(p or 'the stand-in CNN' for p in primaries))}.")
     drawn = [diagnose.run_values(kind, d, samples, seed) for d in progress(run_dirs, desc="sampling runs", unit="run")]
     health = [diagnose.health(kind, run_samples) for _, run_samples in drawn]
     unhealthy = {i: h["reason"] for i, h in enumerate(health) if not h["healthy"]}
@@ -82,6 +86,8 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
                 "runs": len(kept_dirs), "pairs": len(pairs), "samples": samples,
                 **({"left_out_unhealthy": len(unhealthy)} if unhealthy else {}),
                 "seed": seed, "description": description,
+                # the modeler's model that chose the users (`calibration_store.selection_mismatch`); none: the stand-in
+                **({"primary": next(iter(primaries))} if len(primaries) == 1 and None not in primaries else {}),
                 **({"selections": list(next(iter(sides)))} if pair_type == "selection" else {})},
         false_alarms=alarms, by_source=by_source if len(by_source) > 1 else None)
     return measured if supplement_to is None else supplement(supplement_to, measured, alarms_as_supplement)

@@ -63,6 +63,39 @@ def run_primary(run_dir: str) -> str | None:
     return (config.get("gan") or {}).get("primary")
 
 
+def primary_identity(run_dir: str) -> str | None:
+    """Which primary model a GAN run's selection and class mix read (its released `primary_cnn.json`): the
+    name of the modeler's own model file, or None for the tool's stand-in CNN (and for an LM)."""
+    path = store.released(run_dir, store.PRIMARY_INFO)
+    if not os.path.exists(path):
+        return None
+    info = store.read_json(path)
+    return info.get("source") if "model_file" in info else None
+
+
+def selection_mismatch(calibration: Calibration, run_dirs) -> str | None:
+    """Why a selection calibration does not hold for these runs, or None. Its offsets are how two selections
+    of users differ without a bug (T4's low-accuracy writers draw otherwise than its high-accuracy ones, and the
+    primary model sees another class mix in them); they belong to the data and the primary model that chose
+    the users, so on other data or with another model nothing says how far apart clean pairs would be."""
+    if calibration.pair_type != "selection":
+        return None
+    measured = [x["data"] for x in calibration.source.get("sources", []) if x.get("data")] or \
+        [d for d in [calibration.source.get("data")] if d]
+    used = [run_data(d) for d in run_dirs]
+    if measured and not all(matching_source(measured, d) for d in used):
+        return (f"{calibration.name} measured how these two selections differ without a bug on "
+                f"{', '.join(measured)}; these runs train on {', '.join(sorted({d or '?' for d in used}))}")
+    primaries = {primary_identity(d) for d in run_dirs}
+    expected = calibration.source.get("primary")
+    if primaries != {expected}:
+        def name(p):
+            return "the tool's stand-in CNN" if p is None else f"your model {p}"
+        return (f"{calibration.name} measured how these two selections differ without a bug with {name(expected)} "
+                f"choosing the users; these runs use {', '.join(sorted(map(name, primaries)))}")
+    return None
+
+
 def data_note(calibration: Calibration, run_dirs) -> str | None:
     """A note when the runs train on data `calibration` did not measure (`calibration.matching_source`: the
     same spec, or the tool's same synthetic generator): training noise depends on the data as well as on
@@ -150,17 +183,26 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     sides, calibrations = selections(run_a, run_b), [c for c in shipped() if c.kind == kind]
     same_pairs = [c for c in calibrations if c.pair_type == pair
                   and (pair == "replicate" or c.source.get("selections") == sides)]
+    mismatches = []
     for c in same_pairs:
         if c.source.get("settings") == settings[0]:
-            return for_runs(c, (run_a, run_b))
-    hint = elsewhere(same_pairs, settings[0])
+            mismatch = selection_mismatch(c, (run_a, run_b))
+            if mismatch is None:
+                return for_runs(c, (run_a, run_b))
+            mismatches.append(mismatch)
+    hint = _joined(*mismatches, elsewhere(same_pairs, settings[0]))
     matching = [c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == settings[0]]
     if matching:   # a selection pair with only replicate pairs at its settings: candidates only (diagnose.answer)
         calibration, data = for_runs(matching[0], (run_a, run_b))
-        return calibration, _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured at "
-                                    "these settings: calibrated against replicate pairs' training noise only; two "
+        where = "for these runs" if mismatches else "at these settings"
+        return calibration, _joined(f"no clean pairs of these selections ({' vs '.join(sides or [])}) measured {where}"
+                                    ": calibrated against replicate pairs' training noise only; two "
                                     "selections are different users and also differ in style without a bug", hint, data)
-    return None, _joined(f"no calibration measured at these settings ({settings[0]}): sampling noise only; make one "
+    where = "holds for these runs" if mismatches else "measured at these settings"
+    return None, _joined(f"no calibration {where} ({settings[0]}): sampling noise only; make one with "
+                         "`fedgen-debug calibrate` from 3 or more replicate runs (clean pairs of these selections: "
+                         "`--pairs A:B ...`)" if sides else
+                         f"no calibration {where} ({settings[0]}): sampling noise only; make one "
                          "with `fedgen-debug calibrate` from 3 or more replicate runs", hint)
 
 
