@@ -139,8 +139,8 @@ def _callable_scores(loaded):
     inputs, outputs = signature.structured_input_signature[1], signature.structured_outputs
     if len(inputs) != 1 or len(outputs) != 1:
         return None
-    (name, spec), = inputs.items()
-    (out,), = [outputs.keys()]
+    ((name, spec),) = inputs.items()
+    (out,) = outputs.keys()
     return lambda pixels: signature(**{name: tf.cast(pixels, spec.dtype)})[out]
 
 
