@@ -73,6 +73,13 @@ def primary_identity(run_dir: str) -> str | None:
     return info.get("source") if "model_file" in info else None
 
 
+def measured_specs(calibration: Calibration) -> list[str]:
+    """The data specs a calibration was measured on: each of its sources', else its one `data` (none: unsaid)."""
+    measured = calibration.source.get("data")
+    return ([s["data"] for s in calibration.source.get("sources", []) if s.get("data")]
+            or ([measured] if measured else []))
+
+
 def selection_mismatch(calibration: Calibration, run_dirs) -> str | None:
     """Why a selection calibration does not hold for these runs, or None. Its offsets are how two selections
     of users differ without a bug (T4's low-accuracy writers draw otherwise than its high-accuracy ones, and the
@@ -80,8 +87,7 @@ def selection_mismatch(calibration: Calibration, run_dirs) -> str | None:
     the users, so on other data or with another model nothing says how far apart clean pairs would be."""
     if calibration.pair_type != "selection":
         return None
-    measured = [x["data"] for x in calibration.source.get("sources", []) if x.get("data")] or \
-        [d for d in [calibration.source.get("data")] if d]
+    measured = measured_specs(calibration)
     used = [run_data(d) for d in run_dirs]
     if measured and not all(matching_source(measured, d) for d in used):
         return (f"{calibration.name} measured how these two selections differ without a bug on "
@@ -100,9 +106,7 @@ def data_note(calibration: Calibration, run_dirs) -> str | None:
     """A note when the runs train on data `calibration` did not measure (`calibration.matching_source`: the
     same spec, or the tool's same synthetic generator): training noise depends on the data as well as on
     the settings (docs/analysis.md). None when the calibration does not say what it was measured on."""
-    measured = calibration.source.get("data")
-    specs = ([s["data"] for s in calibration.source.get("sources", []) if s.get("data")]
-             or ([measured] if measured else []))
+    measured, specs = calibration.source.get("data"), measured_specs(calibration)
     used = sorted({d for d in map(run_data, run_dirs) if d})
     if not specs or not used or all(matching_source(specs, d) for d in used):
         return None
@@ -199,11 +203,9 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
                                     ": calibrated against replicate pairs' training noise only; two "
                                     "selections are different users and also differ in style without a bug", hint, data)
     where = "holds for these runs" if mismatches else "measured at these settings"
+    pairs = " (clean pairs of these selections: `--pairs A:B ...`)" if sides else ""
     return None, _joined(f"no calibration {where} ({settings[0]}): sampling noise only; make one with "
-                         "`fedgen-debug calibrate` from 3 or more replicate runs (clean pairs of these selections: "
-                         "`--pairs A:B ...`)" if sides else
-                         f"no calibration {where} ({settings[0]}): sampling noise only; make one "
-                         "with `fedgen-debug calibrate` from 3 or more replicate runs", hint)
+                         f"`fedgen-debug calibrate` from 3 or more replicate runs{pairs}", hint)
 
 
 def elsewhere(calibrations, settings: dict) -> str | None:
