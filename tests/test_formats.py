@@ -171,14 +171,27 @@ def test_jsonl_integer_client_ids_and_blank_lines(tmp_path):
     assert data.client_ids == ["7"] and data.num_examples("7") == 2
 
 
+def test_jsonl_skips_empty_messages_of_a_client_that_wrote_something(tmp_path):
+    path = tmp_path / "posts.jsonl"
+    path.write_text('{"client_id": "a", "text": ""}\n{"client_id": "a", "text": "hi there"}\n'
+                    '{"client_id": "a", "text": null}\n{"client_id": "b", "text": " \\n "}\n{"client_id": "b", "text": "ok"}\n')
+    data = jsonl.read_jsonl(str(path))
+    assert data.client_ids == ["a", "b"]
+    assert [t.decode() for t in cd.client_numpy(data, "a")["text"]] == ["hi there"]
+    assert [t.decode() for t in cd.client_numpy(data, "b")["text"]] == ["ok"]
+
+
 @pytest.mark.parametrize("content, problem", [
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "a", "text": \n', r"line 2: not valid JSON"),
     (b'{"text": "no id"}\n', r"line 1: missing 'client_id'"),
     (b'{"user_id": "a", "text": "ok"}\n', r"line 1: missing 'client_id' \(found keys: 'text', 'user_id'\)"),
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "b", "text": "caf\xe9"}\n', r"line 2: invalid UTF-8 at byte 31"),
-    (b'{"client_id": "a", "text": "   "}\n', r"line 1: empty 'text' for client 'a'"),
+    (b'{"client_id": "a", "text": "   "}\n{"client_id": "b", "text": null}\n', r"contains no examples"),
+    (b'{"client_id": "a", "text": "ok"}\n{"client_id": "b", "text": ""}\n{"client_id": "c", "text": null}\n',
+     r"client 'b' \(line 2\) has only empty texts, and 1 more clients: every client needs"),
+    (b'{"client_id": "a"}\n', r"line 1: missing 'text' \(found keys: 'client_id'\)"),
     (b'{"client_id": "", "text": "x"}\n', r"line 1: 'client_id' must be a non-empty string"),
-    (b'{"client_id": "a", "text": 5}\n', r"line 1: 'text' must be a string"),
+    (b'{"client_id": "a", "text": 5}\n', r"line 1: 'text' must be a string \(or null\)"),
     (b'["a", "b"]\n', r"line 1: expected an object"),
     (b'\n\n', r"contains no examples"),
 ])

@@ -51,15 +51,15 @@ def test_a_word_lm_needs_a_fixed_vocabulary_and_a_gan_takes_none():
         plan_from_dict({**MONITOR_PLAN, "primary": __file__})
 
 
-@pytest.mark.parametrize("bad", ["missing vocabulary", "upper-case vocabulary", "missing model",
+@pytest.mark.parametrize("bad", ["missing vocabulary", "multi-word vocabulary", "missing model",
                                  "not a model", "wrong input shape"])
 def test_a_bad_vocabulary_or_primary_is_refused_before_the_ledger_is_touched(tmp_path, monkeypatch, bad):
     if "vocabulary" in bad:
         path = tmp_path / "vocab.txt"
-        if bad.startswith("upper"):
-            path.write_text("the\nThe\n")
+        if bad.startswith("multi-word"):
+            path.write_text("the\ni have\n")
         plan = {**MONITOR_PLAN, "auxiliaries": [{"kind": "char-lm", "preset": "test", "vocab": f"file:{path}"}]}
-        expected = "no such file" if bad.startswith("missing") else "one lower-case token"
+        expected = "no such file" if bad.startswith("missing") else "one token, without spaces"
     else:
         path = {"missing model": str(tmp_path / "gone.keras"), "wrong input shape": _keras_primary(tmp_path, (32, 32)),
                 "not a model": str(tmp_path / "model.keras")}[bad]

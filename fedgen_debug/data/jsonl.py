@@ -1,7 +1,8 @@
 """The text `.jsonl` contract: one object per line, `{"client_id": ..., "text": ...}`.
 
-Each line holds one sentence or post. Blank lines are ignored; anything else that is not such an
-object is an error naming the line.
+Each line holds one sentence or post. Blank lines are ignored, and so is an empty or null `text` of a
+client that wrote something else too; anything else that is not such an object is an error naming the
+line.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from fedgen_debug.data import client_data as cd
 from fedgen_debug.data.atomic import atomic_path
 from fedgen_debug.data.errors import DataError
 
+_MISSING = object()
+
 
 def read_jsonl(path: str) -> cd.ArrayClientData:
-    sentences = collections.defaultdict(list)
+    sentences, first_line = collections.defaultdict(list), {}
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -42,16 +45,25 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
             if "client_id" not in record:
                 raise DataError(path, f"line {line_no}: missing 'client_id' (found keys: "
                                 f"{', '.join(repr(k) for k in sorted(record)) or 'none'}).")
-            client_id, text = record["client_id"], record.get("text")
+            client_id, text = record["client_id"], record.get("text", _MISSING)
             if not isinstance(client_id, (str, int)) or isinstance(client_id, bool) or str(client_id) == "":
                 raise DataError(path, f"line {line_no}: 'client_id' must be a non-empty string or integer.")
-            if not isinstance(text, str):
-                raise DataError(path, f"line {line_no}: 'text' must be a string.")
-            if not text.strip():
-                raise DataError(path, f"line {line_no}: empty 'text' for client {client_id!r}.")
-            sentences[str(client_id)].append(text)
-    if not sentences:
+            if text is _MISSING:
+                raise DataError(path, f"line {line_no}: missing 'text' (found keys: "
+                                f"{', '.join(repr(k) for k in sorted(record))}).")
+            if text is not None and not isinstance(text, str):
+                raise DataError(path, f"line {line_no}: 'text' must be a string (or null).")
+            # An empty message (an export's "" or null) is no sentence; its sender is still a device.
+            sentences[str(client_id)].extend([text] if text and text.strip() else [])
+            first_line.setdefault(str(client_id), line_no)
+    if not any(sentences.values()):
         raise DataError(path, "contains no examples.")
+    silent = [cid for cid, texts in sentences.items() if not texts]
+    if silent:
+        # Dropping them would make the population's size (released) depend on what the devices wrote.
+        raise DataError(path, f"client {silent[0]!r} (line {first_line[silent[0]]}) has only empty texts"
+                        + (f", and {len(silent) - 1} more clients" if len(silent) > 1 else "")
+                        + ": every client needs at least one non-empty text.")
     return cd.ArrayClientData({cid: cd.text_examples(s) for cid, s in sentences.items()})
 
 

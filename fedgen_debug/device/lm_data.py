@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 
 import numpy as np
@@ -32,6 +33,8 @@ from fedgen_debug.privacy.aggregates import BoundedSum, scaled_noise
 from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, user_top_words
 from fedgen_debug.runs import store
 from fedgen_debug.selectors.criteria import OutOfVocabulary
+
+logger = logging.getLogger(__name__)
 
 DP_VOCABULARY = "dp"
 PUBLIC_PREFIX = data_spec.PUBLIC_PREFIX
@@ -138,25 +141,33 @@ def file_vocabulary(source: str, size: int) -> Vocabulary:
     frequent first, each optionally followed by its count; or JSON: `_vocabulary_lines`). Blank lines and a
     tokenizer's reserved entries (`<unk>`, `[PAD]`) are skipped. Words are tokens: lower-case, no whitespace."""
     path = source[len(FILE_PREFIX):]
-    words, seen = [], set()
+    words, kept, listed, merged = [], set(), set(), 0
     try:
         entries = _vocabulary_lines(path)
     except FileNotFoundError:
         raise ValueError(f"vocabulary file: no such file {path!r}.") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}).") from None
-    for n, word in entries:
-        if _SPECIAL_TOKEN.match(word):
+    for n, entry in entries:
+        if _SPECIAL_TOKEN.match(entry):
             continue
-        if len(word.split()) != 1 or word != word.lower():
-            raise ValueError(f"{path}:{n}: a vocabulary word is one lower-case token (the tool lower-cases "
-                             f"text before it tokenizes). Found {word!r}.")
-        if word in seen:
-            raise ValueError(f"{path}:{n}: {word!r} is listed twice.")
-        seen.add(word)
+        if len(entry.split()) != 1:
+            raise ValueError(f"{path}:{n}: a vocabulary word is one token, without spaces. Found {entry!r}.")
+        if entry in listed:
+            raise ValueError(f"{path}:{n}: {entry!r} is listed twice.")
+        listed.add(entry)
+        # The tool lower-cases text before it tokenizes, so a cased tokenizer's "The" is the word "the",
+        # counted where its most frequent casing stands; a later casing adds nothing.
+        word = entry.lower()
+        if word in kept:
+            merged += 1
+            continue
+        kept.add(word)
         words.append(word)
     if not words:
         raise ValueError(f"{path}: the vocabulary file holds no word.")
+    if merged:
+        logger.info("%s: %d cased entries merged into their lower-case words.", path, merged)
     return Vocabulary(tuple(words[:size]))
 
 
