@@ -107,3 +107,20 @@ def test_a_run_releases_the_files_vocabulary_without_the_small_vocabulary_warnin
     assert load_lm(run_dir)[1].words == ("the", "i", "you")
     train_lm(LMRun("word", DATA, 0.0, "test", rounds=1, vocab_size=3, vocab=source), run_dir)
     assert "holds only" not in caplog.text  # the warning is about DP vocabularies (tests/test_attacks.py)
+
+
+def test_an_empty_dp_vocabulary_is_a_clear_error_pointing_to_spaces_and_a_vocabulary_file():
+    # Text written without spaces is one "word" a sentence: no word is shared by enough users to pass the
+    # heavy hitters' threshold, and the run must say why rather than "A vocabulary needs at least one word".
+    import collections
+    import numpy as np
+    import tensorflow as tf
+    from fedgen_debug.data.client_data import ArrayClientData
+
+    sentences = {f"u{i}": [f"我们{i}的{j}是不了在有人这" for j in range(3)] for i in range(30)}
+    data = ArrayClientData({cid: collections.OrderedDict(text=np.array([s.encode() for s in ss], dtype=object))
+                            for cid, ss in sentences.items()})
+    config = lm_data.heavy_hitters_config(100, 30)
+    with pytest.raises(ValueError, match=r"the DP vocabulary came out empty: .* of the 30 users .* written "
+                                         r"without spaces .* --vocab file:PATH"):
+        lm_data.dp_vocabulary(data, config, tf.constant([1, 2], tf.int64))

@@ -191,7 +191,14 @@ def dp_vocabulary(client_data, config: HeavyHittersConfig, noise_seed) -> Vocabu
     """DP heavy hitters of the users' correctly tokenized text (the tokenizer before the update)."""
     top = {cid: user_top_words((t for s in device_tokens(client_data, cid, None) for t in s), config.max_words_per_user)
            for cid in client_data.client_ids}
-    return Vocabulary(tuple(dp_heavy_hitters(top, config, noise_seed)))
+    words = tuple(dp_heavy_hitters(top, config, noise_seed))
+    if not words:
+        raise ValueError(
+            f"the DP vocabulary came out empty: no word is among the top {config.max_words_per_user} of enough of "
+            f"the {len(top)} users to pass the heavy hitters' noisy threshold (its ε is spent). A word is a run of letters "
+            "and digits between spaces and punctuation, so text written without spaces (Chinese, Japanese, Thai) "
+            "is one word a sentence unless segmented first. Pass your model's vocabulary instead: --vocab file:PATH.")
+    return Vocabulary(words)
 
 
 def device_oov_words(tokens: list[list[str]], vocab: Vocabulary, client_id: str) -> list[str]:
