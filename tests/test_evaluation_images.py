@@ -226,6 +226,8 @@ def test_any_bug_sharp_gans_take_the_generator_options_femnist_needs():
     assert (plain.gen_ema, plain.gen_upsample, plain.cycle_client_data) == (0.0, "transpose", False)
     assert (sharp.gen_ema, sharp.gen_upsample, sharp.cycle_client_data) == (0.9, "bilinear", True)
     assert sharp.fault == plain.fault == "rotate:0.5" and sharp.seed == 3
+    ema = script.run_config("images", "word", "synthetic-images:writers=10,seed=0", "rotate:0.5", 3, None, gen_ema=0.9)
+    assert (ema.gen_ema, ema.gen_upsample, ema.cycle_client_data) == (0.9, "transpose", False)
 
 
 def _calibration_file(path, noises: dict, dof: int) -> str:
