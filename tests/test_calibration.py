@@ -431,8 +431,8 @@ def test_a_raised_threshold_was_tested_on_clean_pairs_it_never_saw():
     count says little. So each such shipped calibration records how the method did on clean pairs a fit of it
     had not seen (`source.validation`): 8 or more, and their alarms must not reject a rate of 1 in 20
     (one-sided binomial at 5%). Measured (docs/analysis.md): 1 of 14 for gan-demo-t4's first 26 pairs, 1 of 20
-    for the shipped 40 pairs; for gan-ema-replicate, 1 of 10 for a fit on its first 7 runs; not refuted, which
-    is weaker than shown."""
+    for the shipped 40 pairs; for gan-ema-replicate, 1 of 10 for a fit on its first 7 runs and 0 of 10 for the
+    shipped 12; not refuted, which is weaker than shown."""
     raised = [c for c in calibration_store.shipped() if c.z_threshold > C.threshold_for(len(c.properties)) + 1e-9]
     assert [c.name for c in raised] == ["gan-demo-t4", "gan-ema-replicate"]   # clean pairs with heavier tails
     for c in raised:
