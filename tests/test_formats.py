@@ -188,7 +188,7 @@ def test_jsonl_skips_empty_messages_of_a_client_that_wrote_something(tmp_path):
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "b", "text": "caf\xe9"}\n', r"line 2: invalid UTF-8 at byte 31"),
     (b'{"client_id": "a", "text": "   "}\n{"client_id": "b", "text": null}\n', r"contains no examples"),
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "b", "text": ""}\n{"client_id": "c", "text": null}\n',
-     r"client 'b' \(line 2\) has only empty texts, and 1 more clients: every client needs"),
+     r"client 'b' \(line 2\) has only empty texts, and 1 more client: every client needs"),
     (b'{"client_id": "a"}\n', r"line 1: missing 'text' \(found keys: 'client_id'\)"),
     (b'{"client_id": "", "text": "x"}\n', r"line 1: 'client_id' must be a non-empty string"),
     (b'{"client_id": "a", "text": 5}\n', r"line 1: 'text' must be a string \(or null\)"),
