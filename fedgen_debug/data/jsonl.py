@@ -61,8 +61,9 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
     silent = [cid for cid, texts in sentences.items() if not texts]
     if silent:
         # Dropping them would make the population's size (released) depend on what the devices wrote.
+        others = len(silent) - 1
         raise DataError(path, f"client {silent[0]!r} (line {first_line[silent[0]]}) has only empty texts"
-                        + (f", and {len(silent) - 1} more client{'s' if len(silent) > 2 else ''}" if len(silent) > 1 else "")
+                        + (f", and {others} more client{'s' if others > 1 else ''}" if others else "")
                         + ": every client needs at least one non-empty text.")
     return cd.ArrayClientData({cid: cd.text_examples(s) for cid, s in sentences.items()})
 

@@ -195,9 +195,10 @@ def dp_vocabulary(client_data, config: HeavyHittersConfig, noise_seed) -> Vocabu
     if not words:
         raise ValueError(
             f"the DP vocabulary came out empty: no word is among the top {config.max_words_per_user} of enough of "
-            f"the {len(top)} users to pass the heavy hitters' noisy threshold (its ε is spent). A word is a run of letters "
-            "and digits between spaces and punctuation, so text written without spaces (Chinese, Japanese, Thai) "
-            "is one word a sentence unless segmented first. Pass your model's vocabulary instead: --vocab file:PATH.")
+            f"the {len(top)} users to pass the heavy hitters' noisy threshold (its ε is spent). A word is a run of "
+            "letters and digits between spaces and punctuation, so text written without spaces (Chinese, Japanese, "
+            "Thai) is one word a sentence unless segmented first. Pass your model's vocabulary instead: "
+            "--vocab file:PATH.")
     return Vocabulary(words)
 
 
