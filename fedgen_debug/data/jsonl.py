@@ -43,14 +43,12 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
             if not isinstance(record, dict):
                 raise DataError(path, f"line {line_no}: expected an object with 'client_id' and 'text'.")
             if "client_id" not in record:
-                raise DataError(path, f"line {line_no}: missing 'client_id' (found keys: "
-                                f"{', '.join(repr(k) for k in sorted(record)) or 'none'}).")
+                raise DataError(path, f"line {line_no}: missing 'client_id' (found keys: {_keys(record)}).")
             client_id, text = record["client_id"], record.get("text", _MISSING)
             if not isinstance(client_id, (str, int)) or isinstance(client_id, bool) or str(client_id) == "":
                 raise DataError(path, f"line {line_no}: 'client_id' must be a non-empty string or integer.")
             if text is _MISSING:
-                raise DataError(path, f"line {line_no}: missing 'text' (found keys: "
-                                f"{', '.join(repr(k) for k in sorted(record))}).")
+                raise DataError(path, f"line {line_no}: missing 'text' (found keys: {_keys(record)}).")
             if text is not None and not isinstance(text, str):
                 raise DataError(path, f"line {line_no}: 'text' must be a string (or null).")
             # An empty message (an export's "" or null) is no sentence; its sender is still a device.
@@ -66,6 +64,10 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
                         + (f", and {others} more client{'s' if others > 1 else ''}" if others else "")
                         + ": every client needs at least one non-empty text.")
     return cd.ArrayClientData({cid: cd.text_examples(s) for cid, s in sentences.items()})
+
+
+def _keys(record: dict) -> str:
+    return ", ".join(repr(k) for k in sorted(record)) or "none"
 
 
 def write_jsonl(client_data: tff.simulation.datasets.ClientData, path: str) -> int:

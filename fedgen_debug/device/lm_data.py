@@ -139,7 +139,8 @@ def _is_number(text: str) -> bool:
 def file_vocabulary(source: str, size: int) -> Vocabulary:
     """The first `size` words of the modeler's vocabulary file (`file:PATH`: UTF-8, one word a line, most
     frequent first, each optionally followed by its count; or JSON: `_vocabulary_lines`). Blank lines and a
-    tokenizer's reserved entries (`<unk>`, `[PAD]`) are skipped. Words are tokens: lower-case, no whitespace."""
+    tokenizer's reserved entries (`<unk>`, `[PAD]`) are skipped. Words are tokens without whitespace, lower-cased
+    as the devices' text is (`data.text.tokenize`)."""
     path = source[len(FILE_PREFIX):]
     words, kept, listed, merged = [], set(), set(), 0
     try:
