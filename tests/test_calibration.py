@@ -613,7 +613,7 @@ def test_calibrate_runs_of_two_sources_pairs_them_within_each_and_lists_both(cha
         calibrate.build([*char_runs, *copies[:2]], None, "replicate", "two", samples=50)
 
 
-def test_replicates_read_by_two_primary_models_pair_only_within_each(char_runs, tmp_path, monkeypatch):
+def test_replicates_read_by_two_primary_models_pair_only_within_each(char_runs, tmp_path):
     """A T1 GAN's class mix and confidence are its primary model's view: runs of one source read by two models
     are two groups of replicates (6 runs, 3 + 3 pairs, 4 degrees of freedom), not 15 pairs."""
     import shutil
@@ -624,7 +624,8 @@ def test_replicates_read_by_two_primary_models_pair_only_within_each(char_runs, 
     for i, run in enumerate(char_runs):
         copies.append(str(tmp_path / f"keras{i}"))
         shutil.copytree(run, copies[-1])
-    monkeypatch.setattr(calibration_store, "run_primary", lambda d: "model.keras" if d in copies else None)
+        store.write_json(store.released(copies[-1], store.PRIMARY_INFO), {"model_file": "primary_model.keras",
+                                                                         "source": "model.keras"})
     calibration = calibrate.build([*char_runs, *copies], None, "replicate", "two primaries", samples=50)
     assert (calibration.source["pairs"], calibration.degrees_of_freedom) == (6, 4)
     assert {tuple(d["pair"]) for d in calibration.false_alarms["details"]} <= {(0, 1), (0, 2), (1, 2), (3, 4), (3, 5),

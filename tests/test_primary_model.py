@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import ledger_with_unlimited_budget, run_cli
+from fedgen_debug.analysis import calibration_store
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.device import gan_data
@@ -280,6 +281,15 @@ def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path,
     analyzed = run_cli("analyze-gan", out, "--samples", "200", "--json")
     assert analyzed.returncode == 0, analyzed.stderr
     assert "frechet_distance" in json.dumps(json.loads(analyzed.stdout))
+    # README step 3: the second GAN takes the first's primary (`--primary RUN/released/primary_cnn.npz`), which
+    # holds the modeler's model file and no CNN weights; both runs then read, and are calibrated as, one model.
+    high = str(tmp_path / "high")
+    result = run_cli("train-gan", "--data", DATA, "--select", "by-user-accuracy:high", "--preset", "test",
+                     "--rounds", "2", "--primary", store.released(out, store.PRIMARY), "--out", high)
+    assert result.returncode == 0, result.stderr
+    copied, (pixels, _) = primary_cnn.load_primary_cnn(store.released(high, store.PRIMARY)), _digits(DATA)
+    np.testing.assert_allclose(cnn.logits(copied, pixels[:20]), cnn.logits(released, pixels[:20]), atol=1e-6)
+    assert calibration_store.primary_identity(high) == calibration_store.primary_identity(out) == "digits.keras"
 
 
 def test_train_gan_refuses_a_model_outside_the_contract_before_training(tmp_path, monkeypatch):

@@ -42,7 +42,7 @@ def build(run_dirs: list[str], pairs: list[tuple[int, int]] | None, pair_type: s
         raise ValueError(f"calibrate needs runs trained with the same settings. Found {settings}.")
     data = [calibration_store.run_data(d) for d in run_dirs]
     if pairs is None:   # replicates: runs of one source, read by one primary model (its class mix, confidence)
-        primary = [calibration_store.run_primary(d) for d in run_dirs]
+        primary = [calibration_store.primary_identity(d) for d in run_dirs]
         pairs = [(i, j) for i, j in calibration_module.all_pairs(len(run_dirs), data) if primary[i] == primary[j]]
     pairs = list(pairs)
     calibration_module.check_one_source_per_pair(pairs, data)

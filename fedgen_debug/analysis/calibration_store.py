@@ -57,15 +57,10 @@ def run_data(run_dir: str) -> str | None:
     return (config.get("gan") or config.get("lm") or {}).get("data")
 
 
-def run_primary(run_dir: str) -> str | None:
-    """The modeler's primary model a GAN run named (`--primary`; None: the tool's own stand-in CNN, or an LM)."""
-    config = store.read_config(run_dir) or {}
-    return (config.get("gan") or {}).get("primary")
-
-
 def primary_identity(run_dir: str) -> str | None:
     """Which primary model a GAN run's selection and class mix read (its released `primary_cnn.json`): the
-    name of the modeler's own model file, or None for the tool's stand-in CNN (and for an LM)."""
+    name of the modeler's own model file, or None for the tool's stand-in CNN (and for an LM). A run given
+    another run's `primary_cnn.npz` (`--primary`) reads what that run read: the same identity."""
     path = store.released(run_dir, store.PRIMARY_INFO)
     if not os.path.exists(path):
         return None

@@ -111,11 +111,7 @@ def _primary(run: GANRun, out_dir: str) -> tf.keras.Model:
             images = np.concatenate([cd.client_numpy(public, cid)["pixels"] for cid in public.client_ids])
             primary_cnn.install_model_file(run.primary, run.primary_contract(), path, images[:REFERENCE_IMAGES])
         else:
-            primary_cnn.load_primary_cnn(run.primary)  # validates before copying
-            for source, target in ((run.primary, path), (primary_cnn.reference_path(run.primary),
-                                                         primary_cnn.reference_path(path)),
-                                   (primary_cnn.info_path(run.primary), primary_cnn.info_path(path))):
-                store.copy_public(source, target)
+            primary_cnn.copy_primary(run.primary, path)
     return primary_cnn.load_primary_cnn(path)
 
 

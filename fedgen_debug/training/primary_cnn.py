@@ -180,5 +180,19 @@ def install_model_file(source: str, contract: primary.PrimaryContract, out_path:
     return model
 
 
+def copy_primary(source: str, out_path: str) -> None:
+    """Another run's primary (`--primary RUN/released/primary_cnn.npz`) as this run's, at `out_path`: the
+    tool's CNN weights, or the modeler's model file that run holds (it has no weights file then), with the
+    features' reference, and the `.json` last (what `load_primary_cnn` reads)."""
+    load_primary_cnn(source)   # validates before copying
+    info = store.read_json(info_path(source))
+    model_file = info.get("model_file")
+    weights = (os.path.join(os.path.dirname(source), model_file), os.path.join(os.path.dirname(out_path), model_file)) \
+        if model_file else (source, out_path)
+    for origin, target in (weights, (reference_path(source), reference_path(out_path)),
+                           (info_path(source), info_path(out_path))):
+        store.copy_public(origin, target)
+
+
 def primary_info(path: str) -> dict:
     return store.read_json(info_path(path))
