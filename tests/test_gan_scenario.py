@@ -374,6 +374,10 @@ def test_analyze_gan_refuses_an_unfinished_or_foreign_run(tmp_path, runs):
     with pytest.raises(ValueError, match="not a GAN run"):
         load_generator(str(tmp_path))
     store.write_json(store.released(str(tmp_path), store.CONFIG), json.load(open(store.released(low, store.CONFIG))))
+    # A run stopped after its config and charges, before its first round (a crash, a kill): no status yet.
+    for command in (("analyze-gan", str(tmp_path)), ("diagnose", low, str(tmp_path))):
+        result = run_cli(*command)
+        assert result.returncode == 2 and "training has not started; re-run train-gan" in result.stderr, result.stderr
     store.write_json(store.released(str(tmp_path), store.STATUS), {"state": "running", "rounds_completed": 1, "rounds": 2})
     with pytest.raises(ValueError, match=r"has not finished \(1/2 rounds\); re-run train-gan"):
         load_generator(str(tmp_path))

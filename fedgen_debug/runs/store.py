@@ -405,7 +405,10 @@ def finished_run_config(run_dir: str, kind: str, command: str) -> dict:
         raise FileNotFoundError(f"{run_dir}: not a run directory (no {RELEASED}/{CONFIG}).")
     if kind not in saved:
         raise ValueError(f"{run_dir}: not a {kind.upper()} run.")
-    status = read_json(released(run_dir, STATUS))
+    status_path = released(run_dir, STATUS)
+    if not os.path.exists(status_path):   # stopped after its config was written, before its first round
+        raise ValueError(f"{run_dir}: training has not started; re-run {command} with the same arguments.")
+    status = read_json(status_path)
     if status["state"] != "finished":
         raise ValueError(f"{run_dir}: training has not finished ({status['rounds_completed']}/{status['rounds']} "
                          f"rounds); re-run {command} with the same arguments to resume.")
