@@ -39,6 +39,32 @@ def test_background_intensity_of_hand_built_images():
     assert stats == {"samples": 4, "dark": 2, "share": 0.5, "median_background": pytest.approx(0.4)}
 
 
+def _bordered(image: np.ndarray, width: int, border: float) -> np.ndarray:
+    """`image` ([-1, 1]) shrunk into the middle and surrounded by a `width`-pixel band of `border`: zero
+    padding after a resize, or a frame painted round the page."""
+    inner = 28 - 2 * width
+    out = np.full((28, 28), border, np.float32)
+    rows = np.linspace(0, 27, inner).round().astype(int)
+    out[width:-width, width:-width] = image[np.ix_(rows, rows)]
+    return out
+
+
+def test_a_border_round_the_paper_is_not_the_background():
+    """Zero padding (black in the generator's range: -1) round white paper reads the paper, 1.0, not the
+    border's 0.0 the frame median alone would give; inverted handwriting padded with white still reads
+    black paper; a bar crossing the whole image is a stroke, not a border; a band as light as the paper
+    is no border at all."""
+    padded = [_bordered(WHITE, w, -1.0) for w in (2, 4, 6)]
+    inverted_padded = _bordered(BLACK, 4, 1.0)
+    crossing = _character(1.0, -1.0)
+    crossing[13:15, :] = -1.0                        # a stroke from edge to edge: the edge is not one level
+    values = ga.background_intensity(np.stack([*padded, inverted_padded, crossing, _bordered(WHITE, 4, 0.9)]))
+    np.testing.assert_allclose(values, [1.0, 1.0, 1.0, 0.0, 1.0, 0.95], atol=1e-6)
+    # Samples padded with black are not a pixel inversion (read from the frame alone: 99 of 100 dark, z = 14.0).
+    verdict = ga.inversion_verdict(np.stack(padded * 33 + [WHITE]), np.stack([WHITE] * 100))
+    assert verdict["pixel_inversion_suspected"] is False and verdict["evidence"]["current"]["dark"] == 0
+
+
 def test_verdict_against_a_reference_gan():
     suspected = ga.inversion_verdict(_samples(100, 0.5), _samples(100, 0.0))
     assert suspected["pixel_inversion_suspected"] is True

@@ -166,6 +166,13 @@ def _marked(images, mark):
     return out
 
 
+def _padded(images, width):
+    """The images shrunk into the middle with a `width`-pixel black band round them (a resize's zero padding)."""
+    out = np.zeros_like(images)
+    out[:, width:-width, width:-width] = _zoom(images, (28 - 2 * width) / 28)[:, width:-width, width:-width]
+    return out
+
+
 def _salt_and_pepper(images, share):
     rng = np.random.default_rng(2)
     hit = rng.random(images.shape) < share
@@ -190,6 +197,7 @@ FAULTS = {
     "salt and pepper": (lambda x: _salt_and_pepper(x, 0.02), "noise"),
     "ruled line": (lambda x: _marked(x, lambda i: i.__setitem__((slice(None), 21), np.minimum(i[:, 21], 0.5))),
                    "artefact"),
+    "zero padding": (lambda x: _padded(x, 3), "artefact"),
     "frame": (lambda x: _marked(x, lambda i: [i.__setitem__(edge, 0.4) for edge in
                                               ((slice(None), 0), (slice(None), -1), (slice(None), slice(None), 0),
                                                (slice(None), slice(None), -1))]), "artefact"),

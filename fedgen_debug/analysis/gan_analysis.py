@@ -7,7 +7,9 @@ Images are the generator's output, [n, 28, 28(, 1)] in [-1, 1] with +1 = white b
 
 - Inversion statistic: each image's background intensity, the median of its outer 3-pixel frame in
   [0, 1] (characters are centred with a margin, and the median tolerates a stroke touching the
-  edge); an image with background < 0.5 is "dark-background", i.e. looks inverted.
+  edge); an image with background < 0.5 is "dark-background", i.e. looks inverted. A frame that is a
+  border around white paper (zero padding of a shrunk image, a painted frame) is not the background:
+  the paper it encloses is (`image_properties.background_levels`).
 - Verdict: one-sided two-proportion z-test (as `lm_analysis`) that the current GAN's dark share
   exceeds the reference GAN's (low- vs high-accuracy users, or before vs after a fix); without a
   reference, against a 5% noise floor (a GAN trained on clean data rarely draws dark backgrounds).
@@ -54,6 +56,7 @@ import numpy as np
 from PIL import Image
 
 from fedgen_debug.data.atomic import atomic_path
+from fedgen_debug.analysis import image_properties
 from fedgen_debug.models.gan import to_unit
 from fedgen_debug.stats import (Z_THRESHOLD, feature_statistics, nearest_neighbour_distances, z_one_proportion,
                                 z_two_proportions)
@@ -80,8 +83,9 @@ def _frame_pixels(images) -> np.ndarray:
 
 
 def background_intensity(images) -> np.ndarray:
-    """Per image: the median of the outer `FRAME`-pixel frame, in [0, 1]."""
-    return np.median(_frame_pixels(images), axis=1)
+    """Per image: the paper's level in [0, 1], the median of the outer `FRAME`-pixel frame unless that frame is a
+    border around the paper (zero padding, a painted frame: `image_properties.background_levels`)."""
+    return image_properties.background_levels(to_unit(images))
 
 
 def flat_frame_share(images) -> np.ndarray:
