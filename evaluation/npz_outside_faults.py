@@ -10,7 +10,13 @@ Faults, on every image of a `fraction` of the users (drawn with `--seed`), in th
 - shear: rows shifted in proportion to their height, 0.3 pixel per row, the bottom to the left (a
   skewed scan);
 - ruled: a grey line (half the ink's darkness) across row 21 (ruled paper showing through);
-- occlude: the right third blanked to the background (a crop box that cuts the glyph).
+- occlude: the right third blanked to the background (a crop box that cuts the glyph);
+- pad: the glyph resized into 20×20 and padded with zeros: a black band round white paper;
+- frame: a 2-pixel black frame painted round the image;
+- stretch: the glyph 1.4 times taller, width kept; shrink: the glyph at 70%, white round it;
+- motion_blur: a 5-pixel horizontal box blur; downsample: halved, then bilinear back to 28×28;
+- darken: x → 0.7x (the paper grey too); washed: x → 0.25 + 0.6x (grey paper, grey ink);
+- posterize: 4 grey levels; rotate180: upside down and mirrored.
 """
 
 from __future__ import annotations
@@ -50,7 +56,42 @@ def _occlude(image: np.ndarray) -> np.ndarray:
     return out
 
 
-FAULTS = {"squash": _squash, "shear": _shear, "ruled": _ruled, "occlude": _occlude}
+def _shrunk(image: np.ndarray, factor: float, paper: float) -> np.ndarray:
+    """The glyph resized by `factor` about the centre, the space it leaves filled with `paper`."""
+    centre = (SIZE - 1) / 2.0
+    return ndimage.affine_transform(image, np.diag([1.0 / factor] * 2), offset=centre - centre / factor, order=1,
+                                    cval=paper)
+
+
+def _pad(image: np.ndarray) -> np.ndarray:
+    out = _shrunk(image, 20 / SIZE, 0.0)   # a resize into 20×20 whose padding is zeros: black round white paper
+    out[4:-4, 4:-4] = _shrunk(image, 20 / SIZE, 1.0)[4:-4, 4:-4]
+    return out
+
+
+def _frame(image: np.ndarray) -> np.ndarray:
+    out = image.copy()
+    out[:2], out[-2:], out[:, :2], out[:, -2:] = 0.0, 0.0, 0.0, 0.0
+    return out
+
+
+def _stretch(image: np.ndarray) -> np.ndarray:
+    centre = (SIZE - 1) / 2.0   # taller by 1.4, width kept
+    return ndimage.affine_transform(image, np.diag([1.0 / 1.4, 1.0]), offset=(centre - centre / 1.4, 0.0), order=1,
+                                    cval=1.0)
+
+
+FAULTS = {"squash": _squash, "shear": _shear, "ruled": _ruled, "occlude": _occlude,
+          # 2026-12-06 (night): ten more, for the ceiling on the data itself (outside_fault_ceiling.py)
+          "pad": _pad, "frame": _frame, "stretch": _stretch,
+          "shrink": lambda image: _shrunk(image, 0.7, 1.0),
+          "motion_blur": lambda image: ndimage.uniform_filter1d(image, 5, axis=1, mode="nearest"),
+          "downsample": lambda image: ndimage.zoom(ndimage.zoom(image, 0.5, order=1, mode="nearest"), 2.0, order=1,
+                                                mode="nearest"),
+          "darken": lambda image: 0.7 * image,
+          "washed": lambda image: 0.25 + 0.6 * image,
+          "posterize": lambda image: np.round(image * 3.0) / 3.0,
+          "rotate180": lambda image: image[::-1, ::-1]}
 
 
 def corrupt(pixels: np.ndarray, client_ids: np.ndarray, fault: str, fraction: float, seed: int,

@@ -98,6 +98,32 @@ def test_each_image_fault_moves_the_ink_as_it_says(image_outside):
     assert (occluded[:, 18:] == 255).all() and np.array_equal(occluded[:, :18], pixels[0][:, :18])
 
 
+def test_the_added_image_faults_by_hand(image_outside):
+    """Zero padding: a black band 4 pixels wide round white paper holding the bar, shrunk; a frame: 2 black
+    pixels round the unchanged image; darken and washed: exact levels; a downsample keeps white edges (a
+    zero-filled resample drew dark lines along two of them, which read as an artefact)."""
+    pixels, client_ids = _bar_images(1)
+
+    def faulty(fault):
+        return image_outside.corrupt(pixels, client_ids, fault, 1.0, seed=0)[0][0].astype(int)
+
+    padded = faulty("pad")
+    band = np.ones((28, 28), bool)
+    band[4:-4, 4:-4] = False
+    assert (padded[band] == 0).all() and (padded[4:-4, 4:-4].max() == 255)
+    bar_columns = np.flatnonzero((padded[4:-4, 4:-4] < 128).any(axis=0)) + 4
+    assert 2 <= len(bar_columns) <= 4 and 12 <= bar_columns.mean() <= 15   # about 20/28 of 4 wide, centred
+    framed = faulty("frame")
+    band[:] = True
+    band[2:-2, 2:-2] = False
+    assert (framed[band] == 0).all() and np.array_equal(framed[2:-2, 2:-2], pixels[0][2:-2, 2:-2])
+    assert set(np.unique(faulty("darken"))) == {0, 178} and set(np.unique(faulty("washed"))) == {64, 217}
+    downsampled = faulty("downsample")
+    assert (downsampled[[0, -1]] == 255).all() and (downsampled[:, [0, -1]] == 255).all()
+    assert set(faulty("posterize").ravel()) <= {0, 85, 170, 255}
+    assert np.array_equal(faulty("rotate180"), pixels[0][::-1, ::-1])
+
+
 def test_black_background_float_files_are_changed_in_their_own_convention(image_outside):
     pixels, client_ids = _bar_images(1)
     mnist_style = (255 - pixels).astype(np.float32) / 255.0    # 0.0 the background, ink bright
