@@ -248,6 +248,32 @@ def test_a_dark_mark_on_every_image_is_an_artefact_among_the_first_two_families(
     assert "artefact" in families[:2], [(c["property"], round(c["standardized_difference"], 2)) for c in ranked[:4]]
 
 
+def test_the_paper_level_is_read_back_exactly_from_mid_level_and_contrast():
+    bar_on_grey = 0.2 + 0.6 * _bar()                    # paper 0.8, ink 0.2
+    values = ip.image_properties(np.stack([_bar(), bar_on_grey, np.full((28, 28), 0.7)]))
+    np.testing.assert_allclose(ip.paper_levels(values), [1.0, 0.8, 0.7], atol=1e-12)
+
+
+@pytest.mark.parametrize("change, family", [
+    (lambda x: 1.0 - 0.4 * (1.0 - x), "contrast"),       # faded ink on white paper: the catalog's contrast fault
+    (lambda x: np.minimum(x + 0.3, 1.0), "contrast"),    # lighter, clipped at white: the paper cannot move
+    (lambda x: 0.7 * x, "brightness"),                   # darker: the paper too
+    (lambda x: 0.2 + 0.8 * x, "contrast"),               # the same lightening written another way
+])
+def test_the_mean_of_paper_and_ink_is_brightness_only_when_the_paper_moves(glyph_halves, change, family):
+    """`mid_level` moves for all four; `diagnose` files it under brightness only when the paper moved with it,
+    so the first family of faded ink is contrast (it was brightness: mid_level has the larger z)."""
+    from fedgen_debug.analysis import diagnose
+
+    a, b, values_a = glyph_halves
+    values_b = ip.image_properties(change(b))
+    assert ip.level_family(values_a, values_b) == family
+    ranked = df.rank(diagnose.compare_values("gan", values_a, values_b))
+    mid_level = next(c for c in ranked if c["property"] == "mid_level")
+    assert mid_level["family"] == family and mid_level["significant"]
+    assert df.significant_families(ranked)[0] == family, [(c["property"], c["family"], c["z"]) for c in ranked[:3]]
+
+
 def test_the_artefact_properties_by_hand():
     """A blank page with one row of grey: a line across as dark as the peak (1.0); a 4×4 stamp beside a
     4×10 bar: no line across (0), 16 of 56 faint pixels apart from the largest piece."""

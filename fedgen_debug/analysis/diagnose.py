@@ -197,6 +197,10 @@ def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
                       if p.name not in optional or (p.name in values_a and p.name in values_b)]
         return differences.compare_properties(properties, values_a, values_b)
     compared = differences.compare_properties(image_properties.IMAGE_PROPERTIES, values_a, values_b)
+    for row in compared:   # the mean of paper and ink is brightness only when the paper moved with it
+        if row["property"] == "mid_level" and image_properties.level_family(values_a, values_b) == "contrast":
+            row["family"] = "contrast"
+            row["description"] += "; filed under contrast for this pair: the paper did not move, the ink's level did"
     if "predicted_class" in values_a and "predicted_class" in values_b:
         mix, confidence = image_properties.CLASSIFIER_PROPERTIES
         compared.append({"property": mix.name, "family": mix.family, "description": mix.description,

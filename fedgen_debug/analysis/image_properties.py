@@ -412,6 +412,26 @@ def image_properties(images) -> dict[str, np.ndarray]:
     return {p.name: np.asarray(out[p.name], np.float64) for p in IMAGE_PROPERTIES}
 
 
+def paper_levels(values: dict) -> np.ndarray:
+    """Each image's paper (background) level, read back from its `mid_level` and `michelson_contrast`:
+    (b + i)/2 · (1 + (b − i)/(b + i)) = b, and a blank image's mid_level is its background."""
+    return np.asarray(values["mid_level"], np.float64) * (1.0 + np.asarray(values["michelson_contrast"], np.float64))
+
+
+def level_family(values_a: dict, values_b: dict) -> str:
+    """The family of `mid_level`'s difference between two sets: "brightness" when the paper moved with it (by
+    at least half as much, the same way: the whole image lighter or darker), else "contrast": the ink's level
+    moved against a paper that stayed. On white paper a faded or washed-out ink, a lightening clipped at white
+    and strokes too thin or blurred to reach full ink all lighten the ink alone; the mean of paper and ink
+    then moves as far as the contrast does, and often by more training noises (docs/analysis.md)."""
+    def mean(values, of):
+        return float(np.nanmean(of(values)))
+
+    moved = mean(values_b, lambda v: v["mid_level"]) - mean(values_a, lambda v: v["mid_level"])
+    paper = mean(values_b, paper_levels) - mean(values_a, paper_levels)
+    return "brightness" if paper * moved > 0 and abs(paper) >= abs(moved) / 2 else "contrast"
+
+
 def classifier_properties(logits) -> dict[str, np.ndarray]:
     """The primary model's view of each image from its logits [n, K]: {"predicted_class": int64 [n] (for
     `differences.compare_categories`), "confidence": float64 [n], the largest softmax probability}."""
