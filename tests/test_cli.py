@@ -70,6 +70,8 @@ def test_bad_inputs_give_one_clear_error_and_write_nothing(tmp_path):
     _assert_clear_error(run_cli("data", "inspect", f"tff-emnist:{tmp_path}", timeout=120),
                         "emnist_all.sqlite", "never downloads")
     _assert_clear_error(run_cli("data", "inspect", "femnist"), "Unknown data source 'femnist'")
+    _assert_clear_error(run_cli("data", "inspect", "before.jsonl"), "(a file? say jsonl:before.jsonl)")
+    _assert_clear_error(run_cli("data", "inspect", "json:my images.npz"), "(a file? say npz:my images.npz)")
     _assert_clear_error(run_cli("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.npz")),
                         "--format npz holds images")
     assert os.listdir(tmp_path) == []

@@ -43,6 +43,11 @@ def test_a_named_vocabulary_is_the_file_or_public_one_and_never_the_dp_one(tmp_p
     ("vocab.txt", "[PAD]\n[UNK]\n[unused0]\nthe\ni\nhave\nregex\n"),    # a BERT-style file's reserved entries
     ("vocab.json", '{"[UNK]": 0, "have": 3, "the": 1, "regex": 4, "i": 2}'),  # word -> id, as Keras' word_index
     ("vocab.json", '["the", "i", "have", "regex"]'),
+    # word -> count, largest first (was read as ids: the rarest words first), and with repeated counts
+    ("vocab.json", '{"the": 6285, "i": 5000, "have": 77, "regex": 3}'),
+    ("vocab.json", '{"the": 6285, "i": 5000, "have": 1, "regex": 1}'),
+    ("vocab.csv", "word,count\nthe,6285\ni,5000\nhave,77\nregex,3\n"),   # a spreadsheet's export (was 'the,6285')
+    ("vocab.txt", "the,6285\r\ni,5000\r\nhave,77\r\nregex,3\r\n"),
 ])
 def test_vocabulary_files_as_tokenizers_write_them_give_the_same_words(tmp_path, name, content):
     path = tmp_path / name
@@ -65,6 +70,9 @@ def test_a_cased_vocabulary_is_lower_cased_each_word_where_its_most_frequent_cas
     ("vocab.json", '{"the": "first"}', r"vocab.json: a JSON vocabulary is a list of words or an object from word to id."),
     ("vocab.json", '["the", ', r"vocab.json: not JSON"),
     ("vocab.txt", b"the\n\xff\xfe\n", r"vocab.txt: not UTF-8 text"),
+    # Most entries are no token the devices' tokenizer makes: a format the tool does not read, never a word.
+    ("vocab.txt", "the;6285\ni;5000\nhave;77\n", r"vocab.txt: 3 of its 3 words are not one token to the devices' "
+                                                   r"tokenizer \(e.g. 'the;6285' is \['the', ';', '6285'\]\)"),
 ])
 def test_a_vocabulary_file_in_no_format_the_tool_reads_is_a_clear_error(tmp_path, name, content, message):
     path = tmp_path / name

@@ -84,6 +84,9 @@ def test_analyze_lm_cli_prints_the_verdict(char_runs):
     bad = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=5", "--bug", "invert:0.1",
                   "--out", os.path.join(char_runs[0.0], "x"))
     assert bad.returncode == 2 and "--bug: invert is a bug of image data; for text use concat" in bad.stderr
+    for flag, value in (("--samples", "0"), ("--samples", "-3"), ("--top-k", "-1")):   # was a ZeroDivisionError
+        refused = run_cli("analyze-lm", char_runs[0.3], flag, value)
+        assert refused.returncode == 2 and "must be >= 1" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):

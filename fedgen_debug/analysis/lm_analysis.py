@@ -228,6 +228,8 @@ def analyze_lm(run_dir: str, baseline_dir: str | None = None, samples: int = 200
                seed: int = 0) -> dict:
     """Writes analysis.json (and a top-k CSV for char runs) into run_dir, and each model's samples as text
     (`release_texts`) into its run; returns the report."""
+    if samples < 1 or top_k < 1:
+        raise ValueError(f"samples and top_k must be >= 1. Found samples {samples}, top_k {top_k}.")
     reports, models = {}, {}
     for name, directory in (("current", run_dir), ("baseline", baseline_dir)):
         if directory is None:

@@ -57,11 +57,21 @@ def _usage() -> str:
     return "valid data specs:\n" + SPEC_HELP
 
 
+def _did_you_mean(text: str) -> str:
+    """A file given without its scheme, or with a wrong one (`before.jsonl`, `json:before.jsonl`): the spec it
+    was meant as."""
+    path = text.partition(":")[2] or text
+    for suffix, scheme in ((".jsonl", "jsonl"), (".npz", "npz")):
+        if path.lower().endswith(suffix):
+            return f" (a file? say {scheme}:{path})"
+    return ""
+
+
 def parse_data_spec(text: str) -> DataSpec:
     """Parses and validates a data spec; raises ValueError naming the problem and the valid forms."""
     source = text.strip().partition(":")[0]
     if source not in _SOURCES:
-        raise ValueError(f"Unknown data source {source!r} in spec {text!r}.\n{_usage()}")
+        raise ValueError(f"Unknown data source {source!r} in spec {text!r}{_did_you_mean(text.strip())}.\n{_usage()}")
     parts = split_spec(text)
     _, positional, allowed = _SOURCES[source]
     if len(parts.positional) > (1 if positional else 0):

@@ -28,7 +28,7 @@ import numpy as np
 from fedgen_debug.device.tokenization import TokenizationBug, tokenize_client
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
-from fedgen_debug.data.text import Vocabulary
+from fedgen_debug.data.text import Vocabulary, tokenize
 from fedgen_debug.privacy.aggregates import BoundedSum, scaled_noise
 from fedgen_debug.privacy.heavy_hitters import HeavyHittersConfig, dp_heavy_hitters, user_top_words
 from fedgen_debug.runs import store
@@ -118,14 +118,29 @@ def _vocabulary_lines(path: str) -> list[tuple[int, str]]:
             entries = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}: not JSON ({error}).") from None
-        if isinstance(entries, dict) and all(isinstance(i, int) for i in entries.values()):
-            entries = sorted(entries, key=entries.get)
+        if isinstance(entries, dict) and all(_is_number(str(v)) and not isinstance(v, bool) for v in entries.values()):
+            entries = _json_object_words(path, entries)
         if not isinstance(entries, list) or not all(isinstance(w, str) for w in entries):
             raise ValueError(f"{path}: a JSON vocabulary is a list of words or an object from word to id.")
         return [(n, word) for n, word in enumerate(entries, 1)]
-    lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    rows = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    csv = [(n, row.rpartition(",")) for n, row in rows]   # word,count (a spreadsheet's export), after a header
+    if len(csv) > 1 and all(sep and _is_number(count) for _, (_, sep, count) in csv[1:]):
+        header = not _is_number(csv[0][1][2])
+        return [(n, word.strip()) for n, (word, _, _) in csv[1 if header else 0:]]
+    lines = [(n, row.split()) for n, row in rows]
     numbered = bool(lines) and all(len(fields) >= 2 and _is_number(fields[-1]) for _, fields in lines)
     return [(n, " ".join(fields[:-1] if numbered else fields)) for n, fields in lines]
+
+
+def _json_object_words(path: str, entries: dict) -> list[str]:
+    """The words of a JSON object from word to a number, most frequent first. The number is an id (Keras'
+    `word_index`, a Hugging Face `vocab.json`: unique, read in ascending order) or a count (repeated, or listed
+    from the largest down: read in descending order, ties in the file's order)."""
+    values = list(entries.values())
+    counts = len(set(values)) < len(values) or (values == sorted(values, reverse=True) and values != sorted(values))
+    logger.info("%s: read as word to %s.", path, "count (largest first)" if counts else "id (smallest first)")
+    return sorted(entries, key=(lambda w: -entries[w]) if counts else entries.get)
 
 
 def _is_number(text: str) -> bool:
@@ -167,6 +182,16 @@ def file_vocabulary(source: str, size: int) -> Vocabulary:
         words.append(word)
     if not words:
         raise ValueError(f"{path}: the vocabulary file holds no word.")
+    # A word the devices' tokenizer splits (a subword piece "##ing", "don't") never matches a token; a file
+    # where most words do is in another format than read (a CSV line "the,6285" is three tokens).
+    split = [w for w in words if tokenize(w) != [w]]
+    if len(split) > len(words) / 2:
+        raise ValueError(f"{path}: {len(split)} of its {len(words)} words are not one token to the devices' tokenizer "
+                         f"(e.g. {split[0]!r} is {tokenize(split[0])}), so they could never match; a vocabulary "
+                         "file is one word a line, optionally followed by its count ('the 6285', 'the,6285').")
+    if split:
+        logger.info("%s: %d words are not one token to the devices' tokenizer and never match (e.g. %r).", path,
+                    len(split), split[0])
     if merged:
         logger.info("%s: %d cased entries merged into their lower-case words.", path, merged)
     return Vocabulary(tuple(words[:size]))
