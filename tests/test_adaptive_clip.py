@@ -4,6 +4,7 @@ Gaussians, fresh noise every round (a repeated draw would cancel in a difference
 equal to the fixed clip's, and its config, flags and runs."""
 
 import argparse
+import logging
 import math
 
 import numpy as np
@@ -155,6 +156,13 @@ def test_a_fixed_clip_saves_as_before_and_an_adaptive_one_round_trips():
     assert TrainingConfig.from_json(adaptive.to_json()) == adaptive
 
 
+def test_more_clients_per_round_than_users_takes_them_all_and_says_so(caplog):
+    preset = TrainingConfig(rounds=3, dp=DPConfig(10, 0.3, 0.5))
+    with caplog.at_level(logging.WARNING):
+        assert PrivacySettings(clients_per_round=1000).override(preset, population=298).dp.clients_per_round == 298
+    assert "clients per round 1000 is more than the 298 users: every round takes all of them" in caplog.text
+
+
 def test_the_flag_reaches_the_training_config_and_keeps_the_presets_otherwise():
     parser = argparse.ArgumentParser()
     add_privacy_flags(parser)
@@ -164,6 +172,7 @@ def test_the_flag_reaches_the_training_config_and_keeps_the_presets_otherwise():
     assert (dp.clip, dp.clip_quantile, dp.noise_multiplier) == (0.2, 0.5, 0.3)
     unset = PrivacySettings(**privacy_settings(parser.parse_args([])))
     assert unset.override(preset, population=100).dp == preset.dp
+    assert unset.override(preset, population=4).dp.clients_per_round == 4   # a preset's qN, on fewer users: quietly
     assert "clip_quantile" not in unset.saved_json()
     with pytest.raises(ValueError, match=r"clip_quantile must be in \(0, 1\). Found 2.0."):
         PrivacySettings(clip_quantile=2.0).check_privacy_settings()

@@ -193,6 +193,9 @@ def test_jsonl_skips_empty_messages_of_a_client_that_wrote_something(tmp_path):
     (b'{"client_id": "", "text": "x"}\n', r"line 1: 'client_id' must be a non-empty string"),
     (b'{"client_id": "a", "text": 5}\n', r"line 1: 'text' must be a string \(or null\)"),
     (b'["a", "b"]\n', r"line 1: expected an object"),
+    (b'{"client_id": "a", "text": "ok"}\n{"client_id": "a", "text": "a \\ud83d b"}\n',
+     r"line 2: 'text' holds a lone surrogate \('\\ud83d'\), not text"),
+    (b'{"client_id": "\\udc00", "text": "ok"}\n', r"line 1: 'client_id' holds a lone surrogate"),
     (b'\n\n', r"contains no examples"),
 ])
 def test_jsonl_bad_input_gives_one_clear_error(tmp_path, content, problem):

@@ -87,6 +87,16 @@ def _with(**changes):
     ({"cadence": "daily"}, "cadence must look like"),
     ({"data": "nosuch:thing"}, "nosuch"),
     ({"fleet__window": 0.0}, "window must be in"),
+    # Missing keys and values of the wrong type: each was a TypeError's traceback.
+    ({"privacy__noise_multiplier": None}, r"^privacy: missing noise_multiplier.$"),
+    ({"privacy__noise_multiplier": "0.1"}, r"^privacy: noise_multiplier must be a number. Found '0.1'.$"),
+    ({"periods": "3"}, r"^plan: periods must be an integer. Found '3'.$"),
+    ({"periods": 3.5}, r"^plan: periods must be an integer. Found 3.5.$"),
+    ({"privacy__clients_per_round": True}, r"^privacy: clients_per_round must be an integer. Found True.$"),
+    ({"budget__epsilon": "lots"}, r"^budget: epsilon must be a number. Found 'lots'.$"),
+    ({"fleet__window": 1.5}, r"^fleet: window must be in"),   # [alerts] has a window too
+    ({"auxiliaries": {"kind": "gan"}}, r"^auxiliaries: must be a list of tables"),
+    ({"auxiliaries__0__preset": 3}, r"^auxiliaries: preset must be a string. Found 3.$"),
 ])
 def test_bad_plans_are_refused_naming_the_problem(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -96,6 +106,15 @@ def test_bad_plans_are_refused_naming_the_problem(changes, message):
 def test_a_missing_plan_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="no such plan file"):
         load_plan(str(tmp_path / "absent.toml"))
+    (tmp_path / "bad.toml").write_text("data = synthetic\n")
+    with pytest.raises(ValueError, match=r"bad.toml: not TOML \(Invalid value"):
+        load_plan(str(tmp_path / "bad.toml"))
+    (tmp_path / "plan.yaml").write_text("data: x\n")
+    with pytest.raises(ValueError, match=r"plan.yaml: a plan is a .toml or a .json file."):
+        load_plan(str(tmp_path / "plan.yaml"))
+    (tmp_path / "short.toml").write_text(TOML.replace("clip = 0.1\n", ""))
+    with pytest.raises(ValueError, match=r"short.toml: privacy: missing clip."):
+        load_plan(str(tmp_path / "short.toml"))
 
 
 def test_the_docs_example_plan_loads(tmp_path):

@@ -221,6 +221,40 @@ def _only(section: str, given: dict, allowed) -> None:
         raise ValueError(f"{section}: unknown key(s) {', '.join(unknown)}; expected some of {', '.join(allowed)}.")
 
 
+# What a plan's value must be, by its field's annotation ("int | None": an int, or null in JSON).
+_VALUE_TYPES = {"int": ((int,), "an integer"), "float": ((int, float), "a number"), "str": ((str,), "a string")}
+
+
+def _checked_type(section: str, name: str, annotation: str, value) -> None:
+    optional = annotation.endswith(" | None")
+    expected = _VALUE_TYPES.get(annotation.removesuffix(" | None"))
+    if expected is None or (optional and value is None):
+        return
+    types, words = expected
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise ValueError(f"{section}: {name} must be {words}. Found {value!r}.")
+
+
+def _build(section: str, cls, given, **fixed):
+    """`cls(**given, **fixed)` with an unknown or missing key, or a value of the wrong type, refused by name (the
+    section's name leads every message: [fleet] and [alerts] both have a `window`)."""
+    if not isinstance(given, dict):
+        raise ValueError(f"{section}: must be a table of keys. Found {given!r}.")
+    _only(section, given, [f.name for f in dataclasses.fields(cls) if f.name not in fixed])
+    for field in dataclasses.fields(cls):
+        if field.name in given:
+            _checked_type(section, field.name, str(field.type), given[field.name])
+        elif field.name not in fixed and field.default is dataclasses.MISSING \
+                and field.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{section}: missing {field.name}.")
+    try:
+        return cls(**given, **fixed)
+    except ValueError as error:   # the plan's own checks name their keys ("budget: epsilon ...")
+        message = str(error)
+        raise ValueError(message if section == "plan" or message.startswith(section) else f"{section}: {message}") \
+            from None
+
+
 def plan_from_dict(raw: dict) -> MonitorPlan:
     fields = [f.name for f in dataclasses.fields(MonitorPlan)]
     top = {k: v for k, v in raw.items() if k not in ("budget",)}
@@ -230,27 +264,37 @@ def plan_from_dict(raw: dict) -> MonitorPlan:
         raise ValueError(f"plan: missing {', '.join(missing)}.")
     values = dict(top)
     _only("budget", raw["budget"], ["epsilon"])
+    _checked_type("budget", "epsilon", "float", raw["budget"].get("epsilon"))
     values["budget_epsilon"] = float(raw["budget"]["epsilon"])
-    _only("privacy", raw["privacy"], [f.name for f in dataclasses.fields(PrivacyPlan)])
-    values["privacy"] = PrivacyPlan(**raw["privacy"])
-    auxiliaries = []
-    for entry in raw["auxiliaries"]:
-        _only("auxiliaries", entry, [f.name for f in dataclasses.fields(Auxiliary)])
-        auxiliaries.append(Auxiliary(**entry))
-    values["auxiliaries"] = tuple(auxiliaries)
+    values["privacy"] = _build("privacy", PrivacyPlan, raw["privacy"])
+    if not isinstance(raw["auxiliaries"], list):
+        raise ValueError("auxiliaries: must be a list of tables ([[auxiliaries]] in TOML).")
+    values["auxiliaries"] = tuple(_build("auxiliaries", Auxiliary, entry) for entry in raw["auxiliaries"])
     for section, cls in _SECTIONS.items():
         if section in raw:
-            _only(section, raw[section], [f.name for f in dataclasses.fields(cls) if f.name != "seed"])
-            values[section] = cls(**{**raw[section], **({"seed": raw.get("seed", 0)} if cls is FleetConfig else {})})
+            values[section] = _build(section, cls, raw[section],
+                                     **({"seed": raw.get("seed", 0)} if cls is FleetConfig else {}))
         elif cls is FleetConfig:
             values[section] = FleetConfig(seed=raw.get("seed", 0))
-    return MonitorPlan(**values)
+    return _build("plan", MonitorPlan, {k: v for k, v in values.items()
+                                        if k not in ("privacy", "auxiliaries", "budget_epsilon", *_SECTIONS)},
+                  **{k: values[k] for k in ("privacy", "auxiliaries", "budget_epsilon", *_SECTIONS) if k in values})
 
 
 def load_plan(path: str) -> MonitorPlan:
-    """A plan from a .toml or .json file."""
+    """A plan from a .toml or .json file; every problem is a ValueError naming the file."""
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such plan file.")
+    if not path.endswith((".toml", ".json")):
+        raise ValueError(f"{path}: a plan is a .toml or a .json file.")
     with open(path, "rb") as f:
-        raw = tomllib.load(f) if path.endswith(".toml") else json.load(f)
-    return plan_from_dict(raw)
+        try:
+            raw = tomllib.load(f) if path.endswith(".toml") else json.load(f)
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not {'TOML' if path.endswith('.toml') else 'JSON'} ({error}).") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a plan is a table of keys.")
+    try:
+        return plan_from_dict(raw)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 from fedgen_debug.data import spec as data_spec
@@ -204,6 +205,10 @@ class PrivacySettings:
 
         dp = preset.dp
         clients = min(self.clients_per_round or dp.clients_per_round, population)
+        if self.clients_per_round is not None and self.clients_per_round > population:
+            logging.getLogger(__name__).warning(
+                "clients per round %d is more than the %d users: every round takes all of them (ε is accounted so)",
+                self.clients_per_round, population)
         rounds = self.rounds or preset.rounds
         noise, matched = dp.noise_multiplier if self.noise_multiplier is None else self.noise_multiplier, None
         if self.match_deployment is not None:
