@@ -71,6 +71,9 @@ def test_bad_inputs_give_one_clear_error_and_write_nothing(tmp_path):
                         "emnist_all.sqlite", "never downloads")
     _assert_clear_error(run_cli("data", "inspect", "femnist"), "Unknown data source 'femnist'")
     _assert_clear_error(run_cli("data", "inspect", "before.jsonl"), "(a file? say jsonl:before.jsonl)")
+    _assert_clear_error(run_cli("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.txt")),
+                        ".txt is no format the tool writes")   # it wrote a TFF cache directory named x.txt
+    assert not (tmp_path / "x.txt").exists()
     _assert_clear_error(run_cli("data", "inspect", "json:my images.npz"), "(a file? say npz:my images.npz)")
     _assert_clear_error(run_cli("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.npz")),
                         "--format npz holds images")

@@ -41,6 +41,14 @@ def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monit
     assert meta["state"] == "finished" and meta["periods_completed"] == 5
     assert set(meta["thresholds"]) == {f"{AUX}/space_mass"}
     assert "period   5" in stdout
+    # --check on the finished monitor counts its periods as done (it forecast 5 more, as if none had run).
+    tmp, _, ledger, _, _ = monitor_store
+    check = subprocess.run([fedgen_cli(), "monitor", "--plan", str(tmp / "monitor.plan.json"), "--out", str(out),
+                            "--check"], env={**os.environ, LEDGER_ENV: ledger}, capture_output=True, text=True,
+                           timeout=300)
+    assert check.returncode == 0, check.stderr
+    assert "affords 5 period(s) of this plan; the plan has 5, 5 done in" in check.stdout
+    assert "ε after each further period: none (every period is done)" in check.stdout
 
 
 def test_the_rollout_raises_an_alert_that_names_what_to_compare_and_reaches_every_sink(monitor_store):

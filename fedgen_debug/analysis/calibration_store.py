@@ -199,7 +199,8 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
                                     "selections are different users and also differ in style without a bug", hint, data)
     where = "holds for these runs" if mismatches else "measured at these settings"
     pairs = " (clean pairs of these selections: `--pairs A:B ...`)" if sides else ""
-    return None, _joined(f"no calibration {where} ({settings[0]}): sampling noise only; make one with "
+    described = ", ".join(f"{k} {v}" for k, v in settings[0].items())   # "preset demo, rounds 150, ..."
+    return None, _joined(f"no calibration {where} ({described}): sampling noise only; make one with "
                          f"`fedgen-debug calibrate` from 3 or more replicate runs{pairs}", hint)
 
 

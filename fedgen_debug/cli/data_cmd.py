@@ -36,7 +36,7 @@ def register(sub) -> None:
     make.add_argument("--out", required=True,
                       help="output file (.npz / .jsonl), or the cache directory for --format tff-sqlite")
     make.add_argument("--format", choices=FORMATS,
-                      help="default: from the --out suffix (.npz, .jsonl; otherwise tff-sqlite)")
+                      help="default: from the --out suffix (.npz, .jsonl; no suffix: tff-sqlite)")
     make.set_defaults(handler=run_make)
 
 
@@ -161,6 +161,9 @@ def _format_for(out: str, fmt: str | None) -> str:
     if fmt:
         return fmt
     suffix = os.path.splitext(out)[1].lower()
+    if suffix and suffix not in (".npz", ".jsonl"):   # a file name meant as a file: not a cache directory
+        raise ValueError(f"--out {out}: {suffix} is no format the tool writes; name it .npz or .jsonl, or give "
+                         "--format (tff-sqlite writes a cache directory).")
     return {".npz": "npz", ".jsonl": "jsonl"}.get(suffix, "tff-sqlite")
 
 

@@ -14,8 +14,9 @@ SELECT_CHOICES = ("by-user-accuracy:low", "by-user-accuracy:high", "by-example:c
 def register(sub) -> None:
     train = sub.add_parser("train-gan", help="train a DP-FedAvg-GAN on the images a selector picks on each device")
     train.add_argument("--data", required=True, help="image data spec, e.g. synthetic-images:writers=100")
-    train.add_argument("--bug", default=None, metavar="invert:FRACTION",
-                       help="pixel inversion on FRACTION of the devices (the app update's bug)")
+    train.add_argument("--bug", default=None, metavar="FAULT:FRACTION",
+                       help="an image fault of the catalog on FRACTION of the devices (docs/data.md), e.g. invert:0.5 "
+                            "(the app update's pixel inversion), rotate:0.5, blur:0.1,sigma=2")
     train.add_argument("--select", required=True, metavar="SELECTOR",
                        help=f"one of {', '.join(SELECT_CHOICES)}, optionally with settings "
                             "(by-user-accuracy:low,threshold=0.8); see `fedgen-debug selectors`")
@@ -101,7 +102,7 @@ def run_train(args) -> int:
                  canaries=args.canaries, classes=args.classes, d_step=args.d_step, init=args.init,
                  **sample_quality_settings(args), **bug_settings(args.bug, "images"), **privacy_settings(args))
     result = train_run(run, args.out)
-    print(f"GAN trained for {result.rounds_completed} rounds"
+    print(f"GAN trained for {result.rounds_completed} round{'' if result.rounds_completed == 1 else 's'}"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))
     for warning in (released_fit(args.out) or {}).get("warnings", []):

@@ -12,8 +12,10 @@ def register(sub) -> None:
     train = sub.add_parser("train-lm", help="train a DP-FedAvg word- or char-LM on text data")
     train.add_argument("--kind", choices=LM_KINDS, required=True)
     train.add_argument("--data", required=True, help="text data spec, e.g. synthetic-text:users=300")
-    train.add_argument("--bug", default=None, metavar="concat:FRACTION",
-                       help="tokenization bug on the devices: glue the first two tokens of FRACTION of sentences")
+    train.add_argument("--bug", default=None, metavar="FAULT:FRACTION",
+                       help="a text fault of the catalog on the devices (docs/data.md), e.g. concat:0.1 (the "
+                            "tokenization bug: the first two tokens of FRACTION of sentences glued), entities:0.5, "
+                            "truncate:0.5,length=4")
     train.add_argument("--preset", choices=PRESET_NAMES, default=DEFAULT_PRESET,
                        help="model and training sizes (training.presets.LM_PRESETS); the privacy flags override them")
     train.add_argument("--vocab-size", type=int, default=10_000)
@@ -59,7 +61,7 @@ def run_train(args) -> int:
                 vocab=args.vocab, canaries=args.canaries, update_canaries=args.update_canaries, init=args.init,
                 **bug_settings(args.bug, "text"), **privacy_settings(args))
     result = train_run(run, args.out)
-    print(f"{args.kind}-LM trained for {result.rounds_completed} rounds"
+    print(f"{args.kind}-LM trained for {result.rounds_completed} round{'' if result.rounds_completed == 1 else 's'}"
           + (f" (resumed at round {result.resumed_from})" if result.resumed_from else "") + f": {args.out}")
     print("\n".join(privacy_lines(args.out)))
     return 0

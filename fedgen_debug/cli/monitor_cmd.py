@@ -33,16 +33,21 @@ def run_monitor(args) -> int:
         from fedgen_debug.monitor.budget import check_budget
         from fedgen_debug.monitor.inputs import check_inputs
 
+        from fedgen_debug.runs import store
+
         check_inputs(plan, args.out)
-        check = check_budget(plan, data_spec.load_client_data(plan.data).client_ids)
-        print(f"{check.message}; the plan has {plan.periods}.")
-        print("ε after each period: " + ", ".join(format_epsilon(e) for e in check.epsilon_by_period))
+        # A monitor that already ran: its periods' releases are in the ledger; the check starts after them.
+        done = len(store.period_records(args.out))
+        check = check_budget(plan, data_spec.load_client_data(plan.data).client_ids, done=done)
+        print(f"{check.message}; the plan has {plan.periods}" + (f", {done} done in {args.out}." if done else "."))
+        print(f"ε after each {'further ' if done else ''}period: "
+              + (", ".join(format_epsilon(e) for e in check.epsilon_by_period) or "none (every period is done)"))
         return 0 if check.affordable_periods >= plan.periods else 1
     from fedgen_debug.monitor.runner import run_monitor as run
 
-    records = run(plan, args.out, every=every, on_alert=args.on_alert)
-    for record in records:
-        print(format_period(record))
+    # Each period's line as it ends (a monitor on a 24-hour cadence runs for days), flushed for a log file.
+    records = run(plan, args.out, every=every, on_alert=args.on_alert,
+                  on_period=lambda record: print(format_period(record), flush=True))
     print(f"monitor: {len(records)} period(s) in {os.path.abspath(args.out)}; alerts in "
           f"{os.path.join(args.out, 'released', 'alerts.jsonl')}")
     return 0

@@ -143,12 +143,14 @@ class _History:
 
 class Monitor:
     def __init__(self, plan: MonitorPlan, out_dir: str, *, every: float | None = None, on_alert: str | None = None,
-                 ledger=None, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time):
+                 ledger=None, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
+                 on_period: Callable[[dict], None] | None = None):
         from fedgen_debug.data import spec as data_spec
         from fedgen_debug.device.rollout import parse_rollout
 
         self.plan, self.out_dir, self.on_alert, self.ledger = plan, os.path.abspath(out_dir), on_alert, ledger
         self.sleep, self.clock = sleep, clock
+        self.on_period = on_period or (lambda record: None)   # each period's record, done ones first on a resume
         self.every = every if every is not None else (cadence_seconds(plan.cadence) if plan.cadence else None)
         self.rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
         inputs.check_inputs(plan, self.out_dir)   # the modeler's files, before the ledger is touched
@@ -263,11 +265,14 @@ class Monitor:
             primary = self._primary()
             self.history = _History()
             for period in range(1, done + 1):
-                self._remember(period, store.read_json(store.period_record_path(self.out_dir, period)))
+                record = store.read_json(store.period_record_path(self.out_dir, period))
+                self._remember(period, record)
+                self.on_period(record)
             for period in progress(range(done + 1, self.plan.periods + 1), desc="monitor periods", unit="period",
                                    total=self.plan.periods - done):
                 self._wait_for(period)
                 self._period(period, secret, primary)
+                self.on_period(store.read_json(store.period_record_path(self.out_dir, period)))
             self._write_meta(state="finished")
             return store.period_records(self.out_dir)
 
