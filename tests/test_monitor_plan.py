@@ -96,6 +96,7 @@ def _with(**changes):
     ({"budget__epsilon": "lots"}, r"^budget: epsilon must be a number. Found 'lots'.$"),
     ({"fleet__window": 1.5}, r"^fleet: window must be in"),   # [alerts] has a window too
     ({"auxiliaries": {"kind": "gan"}}, r"^auxiliaries: must be a list of tables"),
+    ({"budget": 40}, r"^budget: must be a table of keys"),
     ({"auxiliaries__0__preset": 3}, r"^auxiliaries: preset must be a string. Found 3.$"),
 ])
 def test_bad_plans_are_refused_naming_the_problem(changes, message):

@@ -263,6 +263,8 @@ def plan_from_dict(raw: dict) -> MonitorPlan:
     if missing:
         raise ValueError(f"plan: missing {', '.join(missing)}.")
     values = dict(top)
+    if not isinstance(raw["budget"], dict):
+        raise ValueError(f"budget: must be a table of keys ([budget] epsilon = ...). Found {raw['budget']!r}.")
     _only("budget", raw["budget"], ["epsilon"])
     _checked_type("budget", "epsilon", "float", raw["budget"].get("epsilon"))
     values["budget_epsilon"] = float(raw["budget"]["epsilon"])
@@ -276,9 +278,9 @@ def plan_from_dict(raw: dict) -> MonitorPlan:
                                      **({"seed": raw.get("seed", 0)} if cls is FleetConfig else {}))
         elif cls is FleetConfig:
             values[section] = FleetConfig(seed=raw.get("seed", 0))
-    return _build("plan", MonitorPlan, {k: v for k, v in values.items()
-                                        if k not in ("privacy", "auxiliaries", "budget_epsilon", *_SECTIONS)},
-                  **{k: values[k] for k in ("privacy", "auxiliaries", "budget_epsilon", *_SECTIONS) if k in values})
+    built = ("privacy", "auxiliaries", "budget_epsilon", *_SECTIONS)   # checked above, section by section
+    return _build("plan", MonitorPlan, {k: v for k, v in values.items() if k not in built},
+                  **{k: v for k, v in values.items() if k in built})
 
 
 def load_plan(path: str) -> MonitorPlan:
