@@ -117,6 +117,13 @@ def test_npz_not_a_zip_and_missing_file(tmp_path):
         npz.read_npz(str(garbage))
     with pytest.raises(DataError, match="file not found"):
         npz.read_npz(str(tmp_path / "nope.npz"))
+    text = tmp_path / "text.npz"   # numpy reads it as a pickle: the error spoke of object arrays
+    text.write_text("hello world\n")
+    with pytest.raises(DataError, match=r"not a .npz file: a .npz is a zip archive .* begins b'hell'"):
+        npz.read_npz(str(text))
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    with pytest.raises(DataError, match=r"not a .npz file.*begins b'\\x93NUM'"):
+        npz.read_npz(str(tmp_path / "one.npy"))
 
 
 class _FailingClientData(tff.simulation.datasets.ClientData):

@@ -57,6 +57,11 @@ def read_npz(path: str, background: str = "white") -> cd.ArrayClientData:
     if background not in BACKGROUNDS:
         raise DataError(path, f"background must be one of {BACKGROUNDS}. Found {background!r}.")
     try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head != b"PK\x03\x04":   # numpy reads anything else as a pickle, and says so
+            raise DataError(path, "not a .npz file: a .npz is a zip archive of arrays, as numpy.savez writes it "
+                                  f"(this file begins {head!r}).")
         with np.load(path, allow_pickle=False) as f:
             missing = [k for k in REQUIRED_KEYS if k not in f.files]
             if missing:
