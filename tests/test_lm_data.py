@@ -84,7 +84,8 @@ def test_a_vocabulary_file_in_no_format_the_tool_reads_is_a_clear_error(tmp_path
 @pytest.mark.parametrize("text, message", [
     ("the\ni have\n", r"vocab.txt:2: a vocabulary word is one token, without spaces. Found 'i have'."),
     ("the 10\ni have 5\n", r"vocab.txt:2: a vocabulary word is one token, without spaces. Found 'i have'."),
-    ("the\na\nthe\n", r"vocab.txt:3: 'the' is listed twice."),
+    ("the\na\nthe\n", r"vocab.txt:3: 'the' is listed twice \(first on line 1; is line 1 a header\?\)."),
+    ("a\nword\nthe\nword\n", r"vocab.txt:4: 'word' is listed twice \(first on line 2\)."),
     ("\n\n", r"vocab.txt: the vocabulary file holds no word."),
 ])
 def test_a_bad_vocabulary_file_is_a_clear_error_naming_the_line(tmp_path, text, message):
@@ -93,7 +94,7 @@ def test_a_bad_vocabulary_file_is_a_clear_error_naming_the_line(tmp_path, text, 
 
 
 @pytest.mark.parametrize("text, message", [(None, r"vocabulary file: no such file '.*vocab.txt'."),
-                                           ("the\nthe\n", r"vocab.txt:2: 'the' is listed twice.")])
+                                           ("the\nthe\n", r"vocab.txt:2: 'the' is listed twice")])
 def test_a_missing_or_bad_vocabulary_file_is_refused_before_anything_is_charged(tmp_path, text, message):
     source = _write(tmp_path, text) if text is not None else f"file:{tmp_path / 'vocab.txt'}"
     run_dir = str(tmp_path / "r")

@@ -157,7 +157,7 @@ def file_vocabulary(source: str, size: int) -> Vocabulary:
     tokenizer's reserved entries (`<unk>`, `[PAD]`) are skipped. Words are tokens without whitespace, lower-cased
     as the devices' text is (`data.text.tokenize`)."""
     path = source[len(FILE_PREFIX):]
-    words, kept, listed, merged = [], set(), set(), 0
+    words, kept, listed, merged = [], set(), {}, 0
     try:
         entries = _vocabulary_lines(path)
     except FileNotFoundError:
@@ -170,8 +170,9 @@ def file_vocabulary(source: str, size: int) -> Vocabulary:
         if len(entry.split()) != 1:
             raise ValueError(f"{path}:{n}: a vocabulary word is one token, without spaces. Found {entry!r}.")
         if entry in listed:
-            raise ValueError(f"{path}:{n}: {entry!r} is listed twice.")
-        listed.add(entry)
+            raise ValueError(f"{path}:{n}: {entry!r} is listed twice (first on line {listed[entry]}"
+                             + ("; is line 1 a header?)." if listed[entry] == 1 else ")."))
+        listed[entry] = n
         # The tool lower-cases text before it tokenizes, so a cased tokenizer's "The" is the word "the",
         # counted where its most frequent casing stands; a later casing adds nothing.
         word = entry.lower()
