@@ -133,3 +133,10 @@ def test_an_empty_dp_vocabulary_is_a_clear_error_pointing_to_spaces_and_a_vocabu
     with pytest.raises(ValueError, match=r"the DP vocabulary came out empty: .* of the 30 users .* written "
                                          r"without spaces .* --vocab file:PATH"):
         lm_data.dp_vocabulary(data, config, tf.constant([1, 2], tf.int64))
+
+
+def test_a_missing_relative_vocabulary_path_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    # A monitor plan's `vocab = "file:vocab.txt"` is read from where the command runs, not from the plan's folder.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=rf"no such file 'vocab.txt' \(relative paths are read from {tmp_path}\)."):
+        lm_data.file_vocabulary("file:vocab.txt", 10)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 
 import numpy as np
@@ -161,7 +162,8 @@ def file_vocabulary(source: str, size: int) -> Vocabulary:
     try:
         entries = _vocabulary_lines(path)
     except FileNotFoundError:
-        raise ValueError(f"vocabulary file: no such file {path!r}.") from None
+        where = "" if os.path.isabs(path) else f" (relative paths are read from {os.getcwd()})"
+        raise ValueError(f"vocabulary file: no such file {path!r}{where}.") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}).") from None
     for n, entry in entries:
