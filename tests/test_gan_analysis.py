@@ -63,6 +63,14 @@ def test_a_border_round_the_paper_is_not_the_background():
     # Samples padded with black are not a pixel inversion (read from the frame alone: 99 of 100 dark, z = 14.0).
     verdict = ga.inversion_verdict(np.stack(padded * 33 + [WHITE]), np.stack([WHITE] * 100))
     assert verdict["pixel_inversion_suspected"] is False and verdict["evidence"]["current"]["dark"] == 0
+    # A 2-pixel frame leaves the 3-pixel frame two thirds black, not flat; the paper inside is the background,
+    # so the verdict is a "no", not INCONCLUSIVE for want of a background.
+    framed = WHITE.copy()
+    framed[:2], framed[-2:], framed[:, :2], framed[:, -2:] = -1.0, -1.0, -1.0, -1.0
+    assert ga.flat_frame_share(framed[None])[0] < ga.FLAT_FRAME_SHARE
+    assert ga.no_background_samples(np.stack([framed] * 10))["no_background"] == 0
+    verdict = ga.inversion_verdict(np.stack([framed] * 100), np.stack([WHITE] * 100))
+    assert (verdict["pixel_inversion_suspected"], verdict["inconclusive"]) == (False, False)
 
 
 def test_verdict_against_a_reference_gan():

@@ -108,9 +108,12 @@ def _flagged(flags: np.ndarray, key: str, **extra) -> dict:
 
 
 def no_background_samples(images) -> dict:
-    """How many images have no background to read: a frame under `FLAT_FRAME_SHARE` flat (a texture)."""
+    """How many images have no background to read: a frame under `FLAT_FRAME_SHARE` flat (a texture), unless
+    the frame is a border round paper (`background_intensity` then reads the paper, not the frame)."""
     values = _per_image(flat_frame_share(images))
-    return _flagged(values < FLAT_FRAME_SHARE, "no_background", median_flat_frame=float(np.median(values)))
+    bordered = background_intensity(images) != np.median(_frame_pixels(images), axis=1)
+    return _flagged((values < FLAT_FRAME_SHARE) & ~bordered, "no_background",
+                    median_flat_frame=float(np.median(values)))
 
 
 def dark_background(images) -> dict:
