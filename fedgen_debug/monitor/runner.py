@@ -150,7 +150,7 @@ class Monitor:
 
         self.plan, self.out_dir, self.on_alert, self.ledger = plan, os.path.abspath(out_dir), on_alert, ledger
         self.sleep, self.clock = sleep, clock
-        self.on_period = on_period or (lambda record: None)   # each period's record, done ones first on a resume
+        self.on_period = on_period   # called with each period's record, the done ones first on a resume
         self.every = every if every is not None else (cadence_seconds(plan.cadence) if plan.cadence else None)
         self.rollout = parse_rollout(plan.rollout, plan.seed) if plan.rollout else None
         inputs.check_inputs(plan, self.out_dir)   # the modeler's files, before the ledger is touched
@@ -267,12 +267,14 @@ class Monitor:
             for period in range(1, done + 1):
                 record = store.read_json(store.period_record_path(self.out_dir, period))
                 self._remember(period, record)
-                self.on_period(record)
+                if self.on_period:
+                    self.on_period(record)
             for period in progress(range(done + 1, self.plan.periods + 1), desc="monitor periods", unit="period",
                                    total=self.plan.periods - done):
                 self._wait_for(period)
                 self._period(period, secret, primary)
-                self.on_period(store.read_json(store.period_record_path(self.out_dir, period)))
+                if self.on_period:
+                    self.on_period(store.read_json(store.period_record_path(self.out_dir, period)))
             self._write_meta(state="finished")
             return store.period_records(self.out_dir)
 
