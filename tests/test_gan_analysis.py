@@ -60,6 +60,12 @@ def test_a_border_round_the_paper_is_not_the_background():
     crossing[13:15, :] = -1.0                        # a stroke from edge to edge: the edge is not one level
     values = ga.background_intensity(np.stack([*padded, inverted_padded, crossing, _bordered(WHITE, 4, 0.9)]))
     np.testing.assert_allclose(values, [1.0, 1.0, 1.0, 0.0, 1.0, 0.95], atol=1e-6)
+    # A GAN draws a padded set's band in pieces: black along two sides only, more than half the 3-pixel frame,
+    # round an image mostly white. Broken, it is no band, but the paper is still white.
+    broken = WHITE.copy()
+    broken[:3, :], broken[:, :3] = -1.0, -1.0
+    assert np.median(ga._frame_pixels(broken[None])) == 0.0
+    np.testing.assert_allclose(ga.background_intensity(np.stack([broken, BLACK])), [1.0, 0.0], atol=1e-6)
     # Samples padded with black are not a pixel inversion (read from the frame alone: 99 of 100 dark, z = 14.0).
     verdict = ga.inversion_verdict(np.stack(padded * 33 + [WHITE]), np.stack([WHITE] * 100))
     assert verdict["pixel_inversion_suspected"] is False and verdict["evidence"]["current"]["dark"] == 0
