@@ -56,6 +56,10 @@ def test_attack_no_budget_file_no_longer_means_no_check(fresh_ledger):
     with pytest.raises(PrivacyBudgetExceeded, match=r"over the default budget \(ε = 10\)"):
         fresh_ledger.spend(costly)
     assert [r.release_id for r in fresh_ledger.records()] == ["cheap"]
+    # A run charges its DP counts with its training at once: the refusal names them all, not the first alone.
+    with pytest.raises(PrivacyBudgetExceeded, match=r": run count, run costly, run cheap2 \(charged together\) "
+                                                    r"would bring the total to"):
+        fresh_ledger.spend([_record("count", z=5.0, t=1), costly, _record("cheap2", z=5.0, t=10)])
 
 
 def test_a_release_that_reaches_the_budget_exactly_is_charged_and_one_a_hair_over_is_not(fresh_ledger):

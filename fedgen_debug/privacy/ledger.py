@@ -346,22 +346,27 @@ class Ledger:
             for population in touched:
                 extra = [r for r in new if r.population == population]
                 total = self.total(population, *new)
-                first = extra[0] if extra else next((r for r in new if r.population in total.overlaps), None)
-                self._check_budget(total, first or records[0], resumed=not new)
+                charging = extra or [r for r in new if r.population in total.overlaps][:1] or records[:1]
+                self._check_budget(total, charging, resumed=not new)
                 totals[population] = total
             for record in new:
                 self._append({"kind": "release", "record": record.to_json()})
             return {p: totals[p] for p in charged}
 
     @staticmethod
-    def _check_budget(total: PopulationTotal, record: PrivacyRecord, resumed: bool) -> None:
+    def _check_budget(total: PopulationTotal, charging: list[PrivacyRecord], resumed: bool) -> None:
+        """Raises unless `total` (with the releases `charging` now) is within its budget; the message names them
+        all: a run charges its training with its DP counts at once, and the first of them alone is not the cost."""
         if not total.guarantee.epsilon <= total.budget.epsilon:
+            names = [r.label or r.release_id for r in charging]
+            record_names = names[0] if len(names) == 1 else \
+                f"{', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''} (charged together)"
             where = "the default budget" if total.budget.source == "default" else \
                 f"the budget set for {total.budget.source!r}"
             action = "This release's record is in the ledger, but the budget no longer covers" if resumed else \
                 "Refusing"
             raise PrivacyBudgetExceeded(
-                f"population {total.population!r}: {record.label or record.release_id} would bring the total to "
+                f"population {total.population!r}: {record_names} would bring the total to "
                 f"ε = {format_epsilon(total.guarantee.epsilon)} at δ = {total.budget.delta:.3g}, over {where} "
                 f"(ε = {format_epsilon(total.budget.epsilon)}) over {len(total.releases)} release(s) in all. {action} it. Deleting runs refunds nothing; raise the budget with "
                 f"`fedgen-debug ledger budget` if the data owner agrees.")
