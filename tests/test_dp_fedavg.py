@@ -338,7 +338,8 @@ def test_run_directory_records_privacy_and_refuses_conflicts(tmp_path, fresh_led
     assert total.guarantee.epsilon == pytest.approx(result.run_record.guarantee(total.guarantee.delta).epsilon)
     privacy = json.load(open(store.released(a, store.PRIVACY)))
     assert privacy["population_total"]["epsilon"] == pytest.approx(total.guarantee.epsilon)
-    with pytest.raises(ValueError, match="already holds a run with a different configuration"):
+    with pytest.raises(ValueError, match=r"already holds a run with a different configuration \(training.rounds: 2 "
+                                         r"there, 3 now\)"):
         _run(tmp_path / "a", _train_config(rounds=3))
     fresh_ledger.set_budget("toy-population", total.guarantee.epsilon * 1.01)
     with pytest.raises(PrivacyBudgetExceeded, match="Refusing it"):

@@ -47,13 +47,26 @@ def open_run(run_dir: str, config_json: dict) -> tuple[RunSecret, bool]:
     if saved is None:
         return secret_lib.load(run_dir) or RunSecret.fresh(), False
     if saved != config_json:
-        raise ValueError(f"{run_dir} already holds a run with a different configuration; "
-                         "choose another --out or delete it.")
+        raise ValueError(f"{run_dir} already holds a run with a different configuration "
+                         f"({_differences(saved, config_json)}); choose another --out or delete it.")
     secret = secret_lib.load(run_dir)
     if secret is None:
         raise ValueError(f"{run_dir}: the run secret (server/{store.SECRET}) is missing, so the run cannot resume "
                          "with the same noise and samples; start a new run directory.")
     return secret, True
+
+
+def _differences(saved: dict, asked: dict, prefix: str = "") -> str:
+    """The settings that differ, as `key: saved → asked` (nested keys dotted), at most three."""
+    found = []
+    for key in sorted(set(saved) | set(asked), key=str):
+        a, b = saved.get(key), asked.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            inner = _differences(a, b, f"{prefix}{key}.")
+            found += [inner] if inner else []
+        elif a != b:
+            found.append(f"{prefix}{key}: {a!r} there, {b!r} now")
+    return "; ".join(found[:3]) + ("; ..." if len(found) > 3 else "")
 
 
 def charge(records, run_dir: str | None = None, *, secret: RunSecret | None = None, config_json: dict | None = None,
