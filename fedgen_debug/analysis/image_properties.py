@@ -177,7 +177,8 @@ def as_unit_images(images) -> np.ndarray:
 def background_levels(images: np.ndarray) -> np.ndarray:
     """Per image [n, 28, 28] in [0, 1]: the level of the paper the character is drawn on. That is the median
     of the outer `FRAME`-pixel frame (characters are centred with a margin), unless the frame is a border
-    around the paper (`_inside_a_border`): then the median of what the border encloses."""
+    around the paper (`_inside_a_border`: then the median of what it encloses) or a dark frame, broken, round
+    an image mostly light (then the light pixels' median)."""
     frame = np.ones((_SIZE, _SIZE), bool)
     frame[FRAME:-FRAME, FRAME:-FRAME] = False
     levels = np.median(images[:, frame], axis=1)

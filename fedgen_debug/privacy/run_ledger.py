@@ -57,7 +57,8 @@ def open_run(run_dir: str, config_json: dict) -> tuple[RunSecret, bool]:
 
 
 def _differences(saved: dict, asked: dict, prefix: str = "") -> str:
-    """The settings that differ, as `key: saved → asked` (nested keys dotted), at most three."""
+    """The settings that differ, as "key: SAVED there, ASKED now" (nested keys dotted), at most three. Both
+    sides are public: the run's released config and the command's."""
     found = []
     for key in sorted(set(saved) | set(asked), key=str):
         a, b = saved.get(key), asked.get(key)
