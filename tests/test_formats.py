@@ -201,7 +201,7 @@ def test_jsonl_skips_empty_messages_of_a_client_that_wrote_something(tmp_path):
     (b'{"client_id": "a", "text": 5}\n', r"line 1: 'text' must be a string \(or null\)"),
     (b'["a", "b"]\n', r"line 1: expected an object"),
     (b'{"client_id": "a", "text": "ok"}\n{"client_id": "a", "text": "a \\ud83d b"}\n',
-     r"line 2: 'text' holds a lone surrogate \('\\ud83d'\), not text"),
+     r"line 2: 'text' holds a lone surrogate escape \(\\ud800-\\udfff\), not text"),
     (b'{"client_id": "\\udc00", "text": "ok"}\n', r"line 1: 'client_id' holds a lone surrogate"),
     (b'\n\n', r"contains no examples"),
 ])

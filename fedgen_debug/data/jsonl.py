@@ -54,9 +54,9 @@ def read_jsonl(path: str) -> cd.ArrayClientData:
             for name, value in (("client_id", str(client_id)), ("text", text or "")):
                 try:   # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8 text holds
                     value.encode("utf-8")
-                except UnicodeEncodeError as e:
-                    raise DataError(path, f"line {line_no}: '{name}' holds a lone surrogate "
-                                          f"({value[e.start]!r}), not text: half of an emoji's escape?") from None
+                except UnicodeEncodeError:   # the message shows no character of the user's text
+                    raise DataError(path, f"line {line_no}: '{name}' holds a lone surrogate escape (\\ud800-\\udfff), "
+                                          "not text: half of an emoji's escape pair?") from None
             # An empty message (an export's "" or null) is no sentence; its sender is still a device.
             sentences[str(client_id)].extend([text] if text and text.strip() else [])
             first_line.setdefault(str(client_id), line_no)
