@@ -15,8 +15,8 @@ accuracy before the update (`by-user-accuracy:low,quantile=Q`: a DP quantile, as
 it; every other sampled writer sends a zero update that still counts in the fixed qN). Each run is an
 ordinary run directory (`OUT/CONFIG-seedS[-roundsR]`), so an interrupted evaluation resumes, and is
 charged to the privacy ledger ($FEDGEN_DEBUG_LEDGER): an evaluation needs a budget that covers its
-runs (`fedgen-debug ledger budget '*' --epsilon inf` for "no-noise"). Until issue 54 this script ran
-the round functions in a plain TF loop of its own, with exact quantiles and nothing charged; its
+runs (`fedgen-debug ledger budget '*' --epsilon inf --reason evaluation` for "no-noise"). Until issue 54
+this script ran the round functions in a plain TF loop of its own, with exact quantiles and nothing charged; its
 numbers in docs/gan.md are from that loop. "before" is the demo preset as it was until issue 15
 (client D learning rate 0.0005, D dense 64, generator Adam 0.001, clip 0.1); "clip0.1" the preset
 until its clip went to 0.5; "no-noise" the preset without DP noise; "demo" is the current preset (one

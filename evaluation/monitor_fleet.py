@@ -15,8 +15,8 @@ periods of the fix; on clean fleets it must not alert at all.
 Each scenario writes a plan (JSON, beside its monitor directory) and runs `fedgen-debug monitor`'s
 runner on it; monitors resume, so an interrupted evaluation continues. Every period is charged to the
 privacy ledger ($FEDGEN_DEBUG_LEDGER; an evaluation needs a budget that covers it, e.g.
-`fedgen-debug ledger budget '*' --epsilon inf`). Prints one JSON row per monitor: the rollout, when it
-reached 10%, when it was fixed, the first alert at or after it, the alert delay, when the alerts
+`fedgen-debug ledger budget '*' --epsilon inf --reason evaluation`). Prints one JSON row per monitor: the
+rollout, when it reached 10%, when it was fixed, the first alert at or after it, the alert delay, when the alerts
 cleared, and every alert raised in a clean period (false alarms).
 """
 

@@ -214,6 +214,9 @@ def test_a_crash_between_the_line_and_the_head_is_not_corruption(fresh_ledger):
 
 
 def test_ledger_cli_shows_totals_and_sets_canonical_budgets(fresh_ledger):
+    for without in ((), ("--reason", "  ")):   # the data owner's decision is recorded with its reason
+        refused = run_cli("ledger", "budget", "synthetic-text:users=300", "--epsilon", "50", *without)
+        assert refused.returncode == 2 and "reason" in refused.stderr and "Traceback" not in refused.stderr
     result = run_cli("ledger", "budget", "synthetic-text:users=300", "--epsilon", "50", "--reason", "test")
     assert result.returncode == 0, result.stderr
     key = population_key("synthetic-text:users=300,seed=0")

@@ -51,7 +51,8 @@ def register(sub) -> None:
                                            "population without its own budget")
     budget.add_argument("--epsilon", type=float, required=True, help="ε budget ('inf': no limit)")
     budget.add_argument("--delta", type=float, help="δ budget (default 0.01/N)")
-    budget.add_argument("--reason", default="", help="why, for the record")
+    budget.add_argument("--reason", required=True, help="why, for the record (the data owner's decision stays in the "
+                                                          "ledger with it)")
     ledger.set_defaults(handler=run_ledger)
 
 
@@ -144,6 +145,8 @@ def run_ledger(args) -> int:
             from fedgen_debug.privacy.ledger import population_key
 
             population = population_key(population, ledger=ledger)
+        if not args.reason.strip():
+            raise ValueError("ledger budget: --reason must say why (it stays in the ledger with the budget).")
         ledger.set_budget(population, args.epsilon, args.delta, args.reason)
         print(f"{ledger.path}: budget of {population}: ε = {accounting.format_epsilon(args.epsilon)}"
               + (f" at δ = {args.delta:g}" if args.delta is not None else " at δ = 0.01/N")
