@@ -274,6 +274,68 @@ def test_the_mean_of_paper_and_ink_is_brightness_only_when_the_paper_moves(glyph
     assert df.significant_families(ranked)[0] == family, [(c["property"], c["family"], c["z"]) for c in ranked[:3]]
 
 
+def test_the_ink_mass_and_level_by_hand():
+    """A 16×4 bar: 64 pixels of darkness 1 (nothing else near it is dark), 32 at half darkness, 64 in light
+    ink on black (polarity first); a blank page none. The ink level is read back as `paper_levels` is."""
+    bar, bar_on_grey = _bar(), 0.2 + 0.6 * _bar()      # paper 0.8, ink 0.2
+    images = np.stack([bar, 0.5 + 0.5 * bar, 1.0 - bar, bar_on_grey, np.full((28, 28), 0.7)])
+    np.testing.assert_allclose(ip.ink_masses(images), [64.0, 32.0, 64.0, 38.4, 0.0], atol=1e-9)
+    np.testing.assert_allclose(ip.ink_levels(ip.image_properties(images)), [1.0, 0.5, 1.0, 0.6, 0.0], atol=1e-12)
+
+
+def _motion_blur(images):
+    return ndimage.uniform_filter1d(images, 5, axis=2, mode="nearest")
+
+
+@pytest.mark.parametrize("change, family", [
+    (lambda x: np.stack([ndimage.gaussian_filter(i, 1.0) for i in x]), "sharpness"),
+    (_motion_blur, "sharpness"),                         # a 5-pixel horizontal box blur: a shaken camera
+    (lambda x: 1.0 - 0.4 * (1.0 - x), "contrast"),       # faded ink on white paper: the catalog's contrast fault
+    (lambda x: 0.25 + 0.6 * x, "contrast"),              # washed out: grey paper, grey ink
+    (lambda x: np.minimum(x + 0.3, 1.0), "contrast"),    # lighter, clipped at white
+])
+def test_ink_that_spread_is_sharpness_and_ink_that_faded_is_contrast(glyph_halves, change, family):
+    """A blur lightens the strokes' cores as a fading does, so `michelson_contrast` moves for all five; the ink's
+    total darkness stays under a blur and falls with a fading, and `diagnose` files the contrast rows by it
+    (the values, z and significance are unchanged: the family alone)."""
+    from fedgen_debug.analysis import diagnose
+
+    a, b, _ = glyph_halves
+    values_a, values_b = diagnose.image_values(a), diagnose.image_values(change(b))
+    assert ip.ink_spread(values_a, values_b, "michelson_contrast") == (family == "sharpness")
+    ranked = df.rank(diagnose.compare_values("gan", values_a, values_b))
+    contrast = next(c for c in ranked if c["property"] == "michelson_contrast")
+    assert contrast["family"] == family and contrast["significant"]
+    families = df.significant_families(ranked)
+    assert families[0] == family, [(c["property"], c["family"], c["z"]) for c in ranked[:3]]
+    if family == "sharpness":   # before: contrast second or third (michelson_contrast z −15 for the blur)
+        assert "contrast" not in families, families
+
+
+@pytest.mark.parametrize("change, spread", [
+    (lambda x: np.stack([ndimage.gaussian_filter(i, 1.0) for i in x]), True),
+    (lambda x: 1.0 - ndimage.grey_dilation(1.0 - x, size=(1, 2, 2)), False),   # thicker strokes: more ink
+    (lambda x: 1.0 - ndimage.grey_erosion(1.0 - x, size=(1, 2, 2)), False),    # thinner: less
+])
+def test_wider_strokes_are_stroke_only_when_the_ink_grew_with_them(glyph_halves, change, spread):
+    """A blur widens the strokes at half their peak (stroke_width significant) and keeps the ink's total."""
+    from fedgen_debug.analysis import diagnose
+
+    a, b, _ = glyph_halves
+    values_a, values_b = diagnose.image_values(a), diagnose.image_values(change(b))
+    assert ip.ink_spread(values_a, values_b, "stroke_width") == spread
+    ranked = df.rank(diagnose.compare_values("gan", values_a, values_b))
+    width = next(c for c in ranked if c["property"] == "stroke_width")
+    assert width["family"] == ("sharpness" if spread else "stroke") and width["significant"]
+
+
+def test_without_the_ink_mass_or_for_other_properties_nothing_is_refiled(glyph_halves):
+    a, b, values_a = glyph_halves
+    assert not ip.ink_spread(values_a, ip.image_properties(_motion_blur(b)), "michelson_contrast")
+    blurred = {**ip.image_properties(_motion_blur(b)), "ink_mass": ip.ink_masses(_motion_blur(b))}
+    assert not ip.ink_spread({**values_a, "ink_mass": ip.ink_masses(a)}, blurred, "edge_width")
+
+
 def test_the_artefact_properties_by_hand():
     """A blank page with one row of grey: a line across as dark as the peak (1.0); a 4×4 stamp beside a
     4×10 bar: no line across (0), 16 of 56 faint pixels apart from the largest piece."""

@@ -160,9 +160,10 @@ def text_health(samples: list[str]) -> dict:
 
 # ---- properties and differences ------------------------------------------------------------------------
 def image_values(images: np.ndarray, logits: np.ndarray | None = None) -> dict:
-    """Each image property's value per sample, and, given the primary model's logits, the class it sees
-    ("predicted_class", categorical) and its confidence."""
-    values = image_properties.image_properties(images)
+    """Each image property's value per sample, each image's "ink_mass" (`image_properties.ink_masses`, not a
+    property: what `compare_values` files the ink's level and width by), and, given the primary model's
+    logits, the class it sees ("predicted_class", categorical) and its confidence."""
+    values = {**image_properties.image_properties(images), "ink_mass": image_properties.ink_masses(images)}
     if logits is not None:
         seen = image_properties.classifier_properties(logits)
         values = {**values, "predicted_class": seen["predicted_class"], "confidence": seen["confidence"]}
@@ -197,10 +198,17 @@ def compare_values(kind: str, values_a: dict, values_b: dict) -> list[dict]:
                       if p.name not in optional or (p.name in values_a and p.name in values_b)]
         return differences.compare_properties(properties, values_a, values_b)
     compared = differences.compare_properties(image_properties.IMAGE_PROPERTIES, values_a, values_b)
+    paper_moved = image_properties.level_family(values_a, values_b) == "brightness"
     for row in compared:   # the mean of paper and ink is brightness only when the paper moved with it
-        if row["property"] == "mid_level" and image_properties.level_family(values_a, values_b) == "contrast":
+        if row["property"] == "mid_level" and not paper_moved:
             row["family"] = "contrast"
             row["description"] += "; filed under contrast for this pair: the paper did not move, the ink's level did"
+        # the ink's level and the strokes' width are sharpness when they moved and the ink's total stayed
+        if row["family"] in ("contrast", "stroke") and image_properties.ink_spread(values_a, values_b, row["property"]):
+            row["description"] += (f"; filed under sharpness for this pair, not {row['family']}: the ink's total "
+                                   f"darkness stayed (the same ink spread or gathered: a blur or a resize, not a "
+                                   f"fading or other strokes)")
+            row["family"] = "sharpness"
     if "predicted_class" in values_a and "predicted_class" in values_b:
         mix, confidence = image_properties.CLASSIFIER_PROPERTIES
         compared.append({"property": mix.name, "family": mix.family, "description": mix.description,

@@ -21,14 +21,18 @@ Families (`differences.IMAGE_FAMILIES`) and the properties that measure them:
 - brightness: `mid_level` = (background + ink level)/2: a darkening or lightening of the whole image moves
   it; a contrast change about mid-gray does not.
 - contrast: `michelson_contrast` = (background − ink)/(background + ink): a contrast change moves it; a
-  multiplicative darkening (x·k) does not.
+  multiplicative darkening (x·k) does not. A blur moves it too (thin strokes no longer reach full ink), so
+  `diagnose` files it (and `mid_level`) under contrast only when the ink's total darkness moved with its level
+  (`ink_spread`, `ink_masses`): a blur spreads the ink and keeps its total, a fading loses both.
 - sharpness: `edge_width` (pixels in the 20-80% darkness transition, within `BACKGROUND_CLEARANCE` pixels
   of the ink, per ink-boundary pixel: the background beyond is the noise family's) and `edge_steepness`
   (the gradient at the ink's edge over the ink's darkness): blur widens edges and flattens them.
 - position: `centre_x`, `centre_y`: the ink's bounding-box centre, pixels from the image centre (a box,
   not the ink's centre of mass, which orientation measures: mirroring a "7" moves its mass, not its box).
 - scale: `extent` (the ink's radius of gyration, in pixels: rotation does not change it), `ink_area`.
-- stroke: `stroke_width` (2 × the mean city-block depth of ink pixels).
+- stroke: `stroke_width` (2 × the mean city-block depth of ink pixels). A blur widens it too (the ink's edges
+  pass half the peak further out), so `diagnose` files it under stroke only when the ink's total moved with
+  the width (`ink_spread`).
 - resolution: `blockiness` (2×2 blocks from nearest-neighbour upsampling: how much weaker the differences
   inside 2-pixel blocks are than across their borders, at the better of the two block phases).
 - noise: `background_speckle` (mean neighbour difference on the background at least 3 pixels from ink).
@@ -318,12 +322,7 @@ def image_properties(images) -> dict[str, np.ndarray]:
     """Every property of `IMAGE_PROPERTIES` for each image: {name: float64 [n]} (nan: not measured)."""
     images = as_unit_images(images)
     n = len(images)
-    background = background_levels(images)
-    offset = images - background[:, None, None]
-    light_ink = offset.max(axis=(1, 2)) > (-offset).max(axis=(1, 2))
-    upright = np.where(light_ink[:, None, None], 1.0 - images, images)
-    background = np.where(light_ink, 1.0 - background, background)
-    darkness = np.clip(background[:, None, None] - upright, 0.0, None)
+    light_ink, upright, background, darkness = _polarity_normalized(images)
     peak = darkness.max(axis=(1, 2))
     has_ink = peak >= MIN_INK_DARKNESS
     relative = _ratio(darkness, peak[:, None, None])
@@ -421,6 +420,31 @@ def image_properties(images) -> dict[str, np.ndarray]:
     return {p.name: np.asarray(out[p.name], np.float64) for p in IMAGE_PROPERTIES}
 
 
+def _polarity_normalized(images: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(light_ink [n] bool, the upright images (light ink flipped to dark), their backgrounds [n], their
+    darkness: background − pixel, ≥ 0) of unit images [n, 28, 28]."""
+    background = background_levels(images)
+    offset = images - background[:, None, None]
+    light_ink = offset.max(axis=(1, 2)) > (-offset).max(axis=(1, 2))
+    upright = np.where(light_ink[:, None, None], 1.0 - images, images)
+    background = np.where(light_ink, 1.0 - background, background)
+    return light_ink, upright, background, np.clip(background[:, None, None] - upright, 0.0, None)
+
+
+def ink_masses(images) -> np.ndarray:
+    """Each image's total darkness on and near its ink: its faint ink (darker than `FAINT_OF_PEAK` of the peak,
+    less specks) and the pixels within `BACKGROUND_CLEARANCE` of it, where a blur spreads the ink (the
+    background beyond is the noise family's; the half-peak ink mask would lose thin strokes a blur lightens
+    below half the peak). Not a property (it is a glyph's size as much as its ink): `ink_spread` reads it to
+    tell ink that faded from ink that spread. A blank image's is 0."""
+    images = as_unit_images(images)
+    _, _, _, darkness = _polarity_normalized(images)
+    peak = darkness.max(axis=(1, 2))
+    faint = _without_specks(_ratio(darkness, peak[:, None, None]) > FAINT_OF_PEAK)
+    faint &= (peak >= MIN_INK_DARKNESS)[:, None, None]
+    return (darkness * _within(faint, BACKGROUND_CLEARANCE)).sum(axis=(1, 2))
+
+
 def paper_levels(values: dict) -> np.ndarray:
     """Each image's paper (background) level, read back from its `mid_level` and `michelson_contrast`:
     (b + i)/2 · (1 + (b − i)/(b + i)) = b, and a blank image's mid_level is its background."""
@@ -439,6 +463,45 @@ def level_family(values_a: dict, values_b: dict) -> str:
     moved = mean(values_b, lambda v: v["mid_level"]) - mean(values_a, lambda v: v["mid_level"])
     paper = mean(values_b, paper_levels) - mean(values_a, paper_levels)
     return "brightness" if paper * moved > 0 and abs(paper) >= abs(moved) / 2 else "contrast"
+
+
+def ink_levels(values: dict) -> np.ndarray:
+    """Each image's ink darkness at the core of its strokes (paper − ink level), read back like
+    `paper_levels`: the ink level is 2 · mid_level − paper. A blank image's is 0."""
+    return 2.0 * (paper_levels(values) - np.asarray(values["mid_level"], np.float64))
+
+
+# What `ink_spread` reads for each property it may refile: the ink level for the contrast rows, the strokes'
+# width for the stroke row (over the images with ink: a blank image has none).
+_SPREAD_MEASURES = {"michelson_contrast": "ink_level", "mid_level": "ink_level", "stroke_width": "stroke_width"}
+
+
+def ink_spread(values_a: dict, values_b: dict, name: str) -> bool:
+    """Whether `name`'s difference between two sets is the same ink spread or gathered, and so sharpness: True
+    when its measure (the ink's level at the strokes' cores for `michelson_contrast` and `mid_level`, the
+    strokes' width for `stroke_width`) moved and the ink's total darkness near the strokes (`ink_masses`, the
+    values' "ink_mass") stayed: it moved less than half as far, relatively, either way.
+    - Ink that faded (or darkened) everywhere loses its total with its level: contrast, not spread.
+    - Strokes made thicker (or thinner) gain (or lose) ink with their width: stroke, not spread.
+    - A blur, a resize or a motion blur spreads the same ink over more pixels: thin strokes no longer reach
+      full ink and look wider at half their peak, while the total stays. A threshold gathers it.
+    A total that moved the other way, or as far, keeps the row's own family: GANs differ in how much ink they
+    draw (two clean demo GANs by 21%), and a GAN of faded ink drew more of it, softer (level −6%, total +15%;
+    docs/analysis.md, 2026-12-07). False for any other property, or without "ink_mass" on both sides."""
+    if name not in _SPREAD_MEASURES or "ink_mass" not in values_a or "ink_mass" not in values_b:
+        return False
+
+    def change(values_of):
+        before, after = (np.asarray(values_of(v), np.float64) for v in (values_a, values_b))
+        before, after = float(np.nanmean(before)), float(np.nanmean(after))
+        return after / before - 1.0 if before > 0 else 0.0
+
+    if _SPREAD_MEASURES[name] == "ink_level":
+        moved, mass = change(ink_levels), change(lambda v: v["ink_mass"])
+    else:   # over the images with ink (a blank's width is nan, its mass 0)
+        moved = change(lambda v: v["stroke_width"])
+        mass = change(lambda v: np.where(np.isfinite(v["stroke_width"]), v["ink_mass"], np.nan))
+    return moved != 0.0 and abs(mass) < abs(moved) / 2
 
 
 def classifier_properties(logits) -> dict[str, np.ndarray]:
