@@ -127,6 +127,18 @@ def test_fault_ceiling_ranks_the_faults_own_family_among_the_significant_ones():
     assert script.fault_row("zoom", 0.5, ranked)["family_rank"] == 0   # scale is not beyond the threshold
 
 
+def test_ink_spread_reports_relative_changes_of_the_means():
+    """`evaluation/ink_spread.py`: B's mean against A's, less 1; the level over every image, the width over
+    the images with ink (nan: blank)."""
+    script = _load("ink_spread")
+    # ink level = 2 · (paper − mid_level), paper = mid_level · (1 + contrast): A's (1.0, 0.5), B's (0.5, 0.5)
+    values_a = {"mid_level": np.array([0.5, 0.75]), "michelson_contrast": np.array([1.0, 1 / 3]),
+                "ink_mass": np.array([10.0, 30.0]), "stroke_width": np.array([2.0, np.nan])}
+    values_b = {"mid_level": np.array([0.75, 0.75]), "michelson_contrast": np.array([1 / 3, 1 / 3]),
+                "ink_mass": np.array([20.0, 20.0]), "stroke_width": np.array([3.0, np.nan])}
+    assert script.relative_changes(values_a, values_b) == {"ink_level": -0.333, "ink_total": 0.0, "stroke_width": 0.5}
+
+
 def test_fault_ceiling_at_the_estimate_takes_each_training_noise_at_its_estimate_and_bonferronis_threshold():
     from fedgen_debug.analysis import calibration, calibration_store
 
