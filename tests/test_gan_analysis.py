@@ -69,14 +69,22 @@ def test_a_border_round_the_paper_is_not_the_background():
     # Samples padded with black are not a pixel inversion (read from the frame alone: 99 of 100 dark, z = 14.0).
     verdict = ga.inversion_verdict(np.stack(padded * 33 + [WHITE]), np.stack([WHITE] * 100))
     assert verdict["pixel_inversion_suspected"] is False and verdict["evidence"]["current"]["dark"] == 0
-    # A 2-pixel frame leaves the 3-pixel frame two thirds black, not flat; the paper inside is the background,
-    # so the verdict is a "no", not INCONCLUSIVE for want of a background.
-    framed = WHITE.copy()
-    framed[:2], framed[-2:], framed[:, :2], framed[:, -2:] = -1.0, -1.0, -1.0, -1.0
-    assert ga.flat_frame_share(framed[None])[0] < ga.FLAT_FRAME_SHARE
-    assert ga.no_background_samples(np.stack([framed] * 10))["no_background"] == 0
-    verdict = ga.inversion_verdict(np.stack([framed] * 100), np.stack([WHITE] * 100))
-    assert (verdict["pixel_inversion_suspected"], verdict["inconclusive"]) == (False, False)
+    # A 1- or 2-pixel frame leaves the 3-pixel frame a third or two thirds black, not flat (before 2026-12-07 the
+    # 1-pixel one left every image without a background); its rings are flat, so the rings inside it are read:
+    # the verdict is a "no", not INCONCLUSIVE for want of a background.
+    for width in (1, 2):
+        framed = WHITE.copy()
+        framed[:width], framed[-width:], framed[:, :width], framed[:, -width:] = -1.0, -1.0, -1.0, -1.0
+        assert np.mean(ga._frame_pixels(framed[None]) == 0.0) == pytest.approx((108 if width == 1 else 208) / 300)
+        assert ga.flat_frame_share(framed[None])[0] == 1.0
+        assert ga.no_background_samples(np.stack([framed] * 10))["no_background"] == 0
+        verdict = ga.inversion_verdict(np.stack([framed] * 100), np.stack([WHITE] * 100))
+        assert (verdict["pixel_inversion_suspected"], verdict["inconclusive"]) == (False, False), width
+    # An outer ring that is itself a texture is not set aside: 108 speckled pixels of 300 stay off the median.
+    speckled = WHITE.copy()
+    ring = ga._rings() == 0
+    speckled[ring] = np.where(np.arange(ring.sum()) % 2 == 0, -1.0, 0.4)   # black and grey (0.7), alternating
+    assert ga.flat_frame_share(speckled[None])[0] == pytest.approx(192 / 300)
 
 
 def test_verdict_against_a_reference_gan():
