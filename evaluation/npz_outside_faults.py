@@ -12,7 +12,7 @@ Faults, on every image of a `fraction` of the users (drawn with `--seed`), in th
 - ruled: a grey line (half the ink's darkness) across row 21 (ruled paper showing through);
 - occlude: the right third blanked to the background (a crop box that cuts the glyph);
 - pad: the glyph resized into 20×20 and padded with zeros: a black band round white paper;
-- frame: a 2-pixel black frame painted round the image;
+- frame: a 2-pixel black frame painted round the image; thin_frame: a 1-pixel one;
 - stretch: the glyph 1.4 times taller, width kept; shrink: the glyph at 70%, white round it;
 - motion_blur: a 5-pixel horizontal box blur; downsample: halved, then bilinear back to 28×28;
 - darken: x → 0.7x (the paper grey too); washed: x → 0.25 + 0.6x (grey paper, grey ink);
@@ -69,9 +69,9 @@ def _pad(image: np.ndarray) -> np.ndarray:
     return out
 
 
-def _frame(image: np.ndarray) -> np.ndarray:
+def _frame(image: np.ndarray, width: int = 2) -> np.ndarray:
     out = image.copy()
-    out[:2], out[-2:], out[:, :2], out[:, -2:] = 0.0, 0.0, 0.0, 0.0
+    out[:width], out[-width:], out[:, :width], out[:, -width:] = 0.0, 0.0, 0.0, 0.0
     return out
 
 
@@ -91,7 +91,9 @@ FAULTS = {"squash": _squash, "shear": _shear, "ruled": _ruled, "occlude": _occlu
           "darken": lambda image: 0.7 * image,
           "washed": lambda image: 0.25 + 0.6 * image,
           "posterize": lambda image: np.round(image * 3.0) / 3.0,
-          "rotate180": lambda image: image[::-1, ::-1]}
+          "rotate180": lambda image: image[::-1, ::-1],
+          # 2026-12-07
+          "thin_frame": lambda image: _frame(image, 1)}
 
 
 def corrupt(pixels: np.ndarray, client_ids: np.ndarray, fault: str, fraction: float, seed: int,

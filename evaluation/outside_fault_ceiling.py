@@ -30,7 +30,8 @@ from npz_outside_faults import FAULTS, corrupt  # noqa: E402
 
 # The family a modeler would name for each fault ("|": either reads right).
 EXPECTED = {"squash": "scale|orientation", "shear": "orientation", "ruled": "artefact", "occlude": "position",
-            "pad": "artefact|scale", "frame": "artefact", "stretch": "scale|orientation", "shrink": "scale",
+            "pad": "artefact|scale", "frame": "artefact", "thin_frame": "artefact", "stretch": "scale|orientation",
+            "shrink": "scale",
             "motion_blur": "sharpness", "downsample": "resolution|sharpness", "darken": "brightness",
             "washed": "contrast", "posterize": "contrast|sharpness", "rotate180": "orientation"}
 
