@@ -44,7 +44,7 @@ def row(fault: str, seed: int, ranked: list[dict], inversion: dict) -> dict:
             "first_right": bool(families) and families[0] in expected, "families": families,
             "top": [(r["property"], r["family"], round(r["calibrated_z"], 2)) for r in ranked[:3]],
             "inversion_suspected": inversion["pixel_inversion_suspected"],
-            "inversion_z": round(inversion["evidence"]["z"], 1)}
+            "inversion_inconclusive": inversion["inconclusive"], "inversion_z": round(inversion["evidence"]["z"], 1)}
 
 
 def main() -> None:

@@ -117,6 +117,9 @@ def test_the_added_image_faults_by_hand(image_outside):
     band[:] = True
     band[2:-2, 2:-2] = False
     assert (framed[band] == 0).all() and np.array_equal(framed[2:-2, 2:-2], pixels[0][2:-2, 2:-2])
+    thin = faulty("thin_frame")
+    band[1:-1, 1:-1] = False
+    assert (thin[band] == 0).all() and np.array_equal(thin[1:-1, 1:-1], pixels[0][1:-1, 1:-1])
     assert set(np.unique(faulty("darken"))) == {0, 178} and set(np.unique(faulty("washed"))) == {64, 217}
     downsampled = faulty("downsample")
     assert (downsampled[[0, -1]] == 255).all() and (downsampled[:, [0, -1]] == 255).all()
@@ -139,3 +142,19 @@ def test_unknown_image_faults_fractions_and_backgrounds_are_refused(image_outsid
                             ({"fault": "ruled", "fraction": 0.5, "background": "grey"}, "background")):
         with pytest.raises(ValueError, match=message):
             image_outside.corrupt(pixels, client_ids, seed=0, **kwargs)
+
+
+def test_an_outside_ceiling_row_says_what_was_found_and_what_the_named_check_said():
+    ceiling = _script("outside_fault_ceiling")
+
+    def ranked_row(name, family, z, significant):
+        return {"property": name, "family": family, "calibrated_z": z, "significant": significant}
+
+    ranked = [ranked_row("line_darkness", "artefact", 30.54, True), ranked_row("extent", "scale", 15.47, True),
+              ranked_row("blockiness", "resolution", 2.0, False)]
+    inversion = {"pixel_inversion_suspected": False, "inconclusive": True, "evidence": {"z": 0.04}}
+    assert ceiling.row("thin_frame", 1, ranked, inversion) == {
+        "fault": "thin_frame", "seed": 1, "expected": ["artefact"], "detected": True, "first_right": True,
+        "families": ["artefact", "scale"],
+        "top": [("line_darkness", "artefact", 30.54), ("extent", "scale", 15.47), ("blockiness", "resolution", 2.0)],
+        "inversion_suspected": False, "inversion_inconclusive": True, "inversion_z": 0.0}
