@@ -3,6 +3,7 @@ fault's own family ranked first by `differences.rank` (a 90° rotation or transp
 nothing else significant; a clean split: nothing)."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -327,6 +328,18 @@ def test_wider_strokes_are_stroke_only_when_the_ink_grew_with_them(glyph_halves,
     ranked = df.rank(diagnose.compare_values("gan", values_a, values_b))
     width = next(c for c in ranked if c["property"] == "stroke_width")
     assert width["family"] == ("sharpness" if spread else "stroke") and width["significant"]
+
+
+def test_a_side_of_blank_images_refiles_nothing_and_warns_nothing(glyph_halves):
+    from fedgen_debug.analysis import diagnose
+
+    a, _, _ = glyph_halves
+    blank = diagnose.image_values(np.ones((50, 28, 28)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("michelson_contrast", "mid_level", "stroke_width"):
+            assert not ip.ink_spread(diagnose.image_values(a), blank, name)
+            assert not ip.ink_spread(blank, blank, name)
 
 
 def test_without_the_ink_mass_or_for_other_properties_nothing_is_refiled(glyph_halves):

@@ -491,10 +491,12 @@ def ink_spread(values_a: dict, values_b: dict, name: str) -> bool:
     if name not in _SPREAD_MEASURES or "ink_mass" not in values_a or "ink_mass" not in values_b:
         return False
 
-    def change(values_of):
+    def change(values_of):   # 0 when a side has nothing to average (every image blank) or nothing to move from
         before, after = (np.asarray(values_of(v), np.float64) for v in (values_a, values_b))
-        before, after = float(np.nanmean(before)), float(np.nanmean(after))
-        return after / before - 1.0 if before > 0 else 0.0
+        before, after = (v[np.isfinite(v)] for v in (before, after))
+        if not len(before) or not len(after) or before.mean() <= 0:
+            return 0.0
+        return float(after.mean() / before.mean() - 1.0)
 
     if _SPREAD_MEASURES[name] == "ink_level":
         moved, mass = change(ink_levels), change(lambda v: v["ink_mass"])
