@@ -37,11 +37,10 @@ OUTSIDE_FAULTS = ("motion_blur", "downsample", "washed", "darken", "shrink")
 
 
 def relative_changes(values_a: dict, values_b: dict) -> dict:
-    """B's mean against A's, less 1, of the ink's level, its total (both over every image) and the strokes'
-    width (over the images with ink), rounded to 0.1%."""
+    """B's mean against A's, less 1 (`image_properties.relative_change`), of the ink's level, its total (both
+    over every image) and the strokes' width (over the images with ink), rounded to 0.1%."""
     def change(of):
-        before, after = (float(np.nanmean(of(v))) for v in (values_a, values_b))
-        return round(after / before - 1.0, 3)
+        return round(image_properties.relative_change(values_a, values_b, of), 3)
 
     return {"ink_level": change(image_properties.ink_levels), "ink_total": change(lambda v: v["ink_mass"]),
             "stroke_width": change(lambda v: v["stroke_width"])}

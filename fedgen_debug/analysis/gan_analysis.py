@@ -78,9 +78,7 @@ NEAR_DUPLICATE_QUANTILE = 0.05
 
 def _frame_pixels(images) -> np.ndarray:
     """Per image, the outer `FRAME`-pixel frame's pixels in [0, 1]: [n, 300]."""
-    frame = np.ones((28, 28), bool)
-    frame[FRAME:-FRAME, FRAME:-FRAME] = False
-    return to_unit(images)[:, frame]
+    return to_unit(images)[:, _rings() < FRAME]
 
 
 def background_intensity(images) -> np.ndarray:

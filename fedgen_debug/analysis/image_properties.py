@@ -490,20 +490,24 @@ def ink_spread(values_a: dict, values_b: dict, name: str) -> bool:
     docs/analysis.md, 2026-12-07). False for any other property, or without "ink_mass" on both sides."""
     if name not in _SPREAD_MEASURES or "ink_mass" not in values_a or "ink_mass" not in values_b:
         return False
-
-    def change(values_of):   # 0 when a side has nothing to average (every image blank) or nothing to move from
-        before, after = (np.asarray(values_of(v), np.float64) for v in (values_a, values_b))
-        before, after = (v[np.isfinite(v)] for v in (before, after))
-        if not len(before) or not len(after) or before.mean() <= 0:
-            return 0.0
-        return float(after.mean() / before.mean() - 1.0)
-
     if _SPREAD_MEASURES[name] == "ink_level":
-        moved, mass = change(ink_levels), change(lambda v: v["ink_mass"])
+        moved = relative_change(values_a, values_b, ink_levels)
+        mass = relative_change(values_a, values_b, lambda v: v["ink_mass"])
     else:   # over the images with ink (a blank's width is nan, its mass 0)
-        moved = change(lambda v: v["stroke_width"])
-        mass = change(lambda v: np.where(np.isfinite(v["stroke_width"]), v["ink_mass"], np.nan))
+        moved = relative_change(values_a, values_b, lambda v: v["stroke_width"])
+        mass = relative_change(values_a, values_b,
+                               lambda v: np.where(np.isfinite(v["stroke_width"]), v["ink_mass"], np.nan))
     return moved != 0.0 and abs(mass) < abs(moved) / 2
+
+
+def relative_change(values_a: dict, values_b: dict, of) -> float:
+    """B's mean of `of(values)` against A's, less 1, over the finite values; 0 when a side has nothing to average
+    (every image blank) or A's mean is not positive (nothing to move from)."""
+    before, after = (np.asarray(of(v), np.float64) for v in (values_a, values_b))
+    before, after = before[np.isfinite(before)], after[np.isfinite(after)]
+    if not len(before) or not len(after) or before.mean() <= 0:
+        return 0.0
+    return float(after.mean() / before.mean() - 1.0)
 
 
 def classifier_properties(logits) -> dict[str, np.ndarray]:
