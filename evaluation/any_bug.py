@@ -70,7 +70,8 @@ SHARP_GAN = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinea
 
 
 def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, rounds: int | None,
-               select: str = "random", vocab: str | None = None, sharp: bool = False, gen_ema: float = 0.0):
+               select: str = "random", vocab: str | None = None, sharp: bool = False, gen_ema: float = 0.0,
+               primary: str | None = None):
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.training.lm_run import LMRun
@@ -78,7 +79,7 @@ def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, 
     settings = bug_settings(bug, modality)
     if modality == "images":
         options = SHARP_GAN if sharp else ({"gen_ema": gen_ema} if gen_ema else {})
-        return GANRun(data, select, preset="demo", seed=seed, rounds=rounds, **settings, **options)
+        return GANRun(data, select, preset="demo", seed=seed, rounds=rounds, primary=primary, **settings, **options)
     return LMRun(kind, data, preset="demo", seed=seed, rounds=rounds, vocab=vocab, **settings)
 
 
@@ -128,6 +129,9 @@ def main() -> None:
                         "--gen-upsample bilinear (legible letters on real FEMNIST; calibrated by gan-sharp-replicate)")
     parser.add_argument("--gen-ema", type=float, default=0.0, metavar="DECAY",
                         help="images: GANs with an EMA generator alone (--gen-ema 0.9: calibrated by gan-ema-replicate)")
+    parser.add_argument("--primary", metavar="MODEL", help="images: the users' own model (train-gan --primary: a Keras "
+                        "file or SavedModel directory, [0, 1] white-paper input) for every run; default: each run trains "
+                        "the stand-in CNN")
     parser.add_argument("--train-only", action="store_true", help="train the runs, diagnose nothing")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -146,7 +150,7 @@ def main() -> None:
         side = "" if select == "random" else f"-{select.rsplit(':', 1)[-1]}"
         return Arm(name, os.path.join(args.out, f"{tag}-{label}-seed{seed}{side}"),
                    run_config(args.modality, args.kind, data, bug, seed, args.rounds, select, args.vocab,
-                              args.sharp, args.gen_ema))
+                              args.sharp, args.gen_ema, args.primary))
 
     def pair(bug: str | None, s: int) -> tuple[Arm, Arm]:
         if args.select == "t4":   # the paper's pair: high-accuracy users (A) against low-accuracy users (B)

@@ -240,6 +240,10 @@ def test_any_bug_sharp_gans_take_the_generator_options_femnist_needs():
     assert sharp.fault == plain.fault == "rotate:0.5" and sharp.seed == 3
     ema = script.run_config("images", "word", "synthetic-images:writers=10,seed=0", "rotate:0.5", 3, None, gen_ema=0.9)
     assert (ema.gen_ema, ema.gen_upsample, ema.cycle_client_data) == (0.9, "transpose", False)
+    # `--primary`: every run reads the modeler's model (T4 pairs chosen by it); without it, the stand-in CNN.
+    own = script.run_config("images", "word", "synthetic-images:writers=10,seed=0", None, 3, 150, "by-user-accuracy:low",
+                            sharp=True, primary="users.keras")
+    assert (own.primary, own.select, own.rounds, plain.primary) == ("users.keras", "by-user-accuracy:low", 150, None)
 
 
 def _calibration_file(path, noises: dict, dof: int) -> str:
