@@ -8,7 +8,9 @@ measured by `evaluation/any_bug.py` and `fedgen-debug calibrate`, see docs/analy
 other settings makes one from their own replicate runs (`fedgen-debug calibrate RUN RUN RUN ... --out F`) and
 passes it with `--calibration F`; a calibration names the data it was measured on (`source["data"]`; with
 several sources, each one's own noise in `by_source`): runs on one of its sources use that source's
-noise, runs on other data the widest of them, and the diagnosis says so in its note. Without one, a
+noise, runs on other data the widest of them, and the diagnosis says so in its note. A selection pair (T4)
+chosen by another primary model or on other data, which no selection calibration holds for, gets the shipped
+selection noise transferred to its own replicate noise (`transfer`, `selection_transfer`). Without one, a
 diagnosis is calibrated against the samples' noise only and says so (`calibrated: false`).
 """
 
@@ -18,6 +20,7 @@ import glob
 import json
 import os
 
+from fedgen_debug.analysis import selection_transfer
 from fedgen_debug.analysis.calibration import Calibration, matching_source
 from fedgen_debug.runs import store
 
@@ -163,7 +166,9 @@ def shipped() -> list[Calibration]:
 
 def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> tuple[Calibration | None, str | None]:
     """(the calibration for this pair or None, a note for the report). `option`: a file, "none" (samples'
-    noise only) or None (the shipped calibration measured at both runs' settings, if any)."""
+    noise only) or None: the shipped calibration measured at both runs' settings, if any; for a selection pair
+    none holds for, the shipped selection noise transferred (`transfer`); else, for a selection pair, the
+    replicate calibration at its settings, whose differences are candidates only (`diagnose.answer`)."""
     if option == NONE:
         return None, "calibration switched off (--calibration none): sampling noise only"
     settings = [training_settings(d) for d in (run_a, run_b)]
@@ -190,6 +195,11 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
                 return for_runs(c, (run_a, run_b))
             mismatches.append(mismatch)
     hint = _joined(*mismatches, elsewhere(same_pairs, settings[0]))
+    if sides is not None:
+        transferred = transfer(calibrations, sides, settings[0], run_a, run_b)
+        if transferred is not None:
+            calibration, note = transferred
+            return calibration, _joined(*mismatches, note)
     matching = [c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == settings[0]]
     if matching:   # a selection pair with only replicate pairs at its settings: candidates only (diagnose.answer)
         calibration, data = for_runs(matching[0], (run_a, run_b))
@@ -202,6 +212,48 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     described = ", ".join(f"{k} {v}" for k, v in settings[0].items())   # "preset demo, rounds 150, ..."
     return None, _joined(f"no calibration {where} ({described}): sampling noise only; make one with "
                          f"`fedgen-debug calibrate` from 3 or more replicate runs{pairs}", hint)
+
+
+def _without(settings: dict, *keys: str) -> dict:
+    return {k: v for k, v in settings.items() if k not in keys}
+
+
+def transfer(calibrations, sides: list[str], settings: dict, run_a: str, run_b: str
+             ) -> tuple[Calibration, str] | None:
+    """(a selection calibration for a pair none holds for, a note) or None (`selection_transfer`): a shipped
+    selection calibration of these two selections, in either order, at these settings up to the generator
+    options; its reference, the replicate calibration of its data at its settings up to the rounds; and the
+    replicate calibration for these runs: the reference's settings with the runs' generator options."""
+    for selection in (c for c in calibrations if c.pair_type == "selection"
+                      and sorted(c.source.get("selections") or []) == sorted(sides)
+                      and _without(c.source.get("settings") or {}, "options") == _without(settings, "options")):
+        data = selection.source.get("data")
+        for reference in (c for c in calibrations if c.pair_type == "replicate"
+                          and _without(c.source.get("settings") or {}, "rounds") == _without(selection.source["settings"], "rounds")):
+            source = matching_source(measured_specs(reference), data)
+            if source is None:
+                continue
+            narrowed, _ = reference.for_data([data])
+            wanted = {**reference.source["settings"], **({"options": settings["options"]} if "options" in settings else {})}
+            for replicate in (c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == wanted):
+                own, data_note_ = for_runs(replicate, (run_a, run_b))
+                calibration = selection_transfer.selection_from_replicate(selection, narrowed, own)
+                low, high = _ratio_range(selection, narrowed)
+                return calibration, _joined(
+                    f"selection noise transferred: {replicate.name}'s replicate noise for these runs, times how much "
+                    f"more clean pairs of these selections varied than replicate pairs where both were measured "
+                    f"({selection.name} against {reference.name} on {source}: {low:.1f}-{high:.1f}x), their offsets "
+                    f"counted as noise; what the primary model reads ({', '.join(selection_transfer.MODEL_READ)}) is "
+                    "not called (docs/analysis.md, 2026-12-07)", data_note_)
+    return None
+
+
+def _ratio_range(selection: Calibration, reference: Calibration) -> tuple[float, float]:
+    ratios = [selection_transfer.noise_ratio(noise, reference.properties[name])
+              for name, noise in selection.properties.items()
+              if name in reference.properties and name not in selection_transfer.MODEL_READ]
+    ratios = [r for r in ratios if r != float("inf")]
+    return min(ratios), max(ratios)
 
 
 def elsewhere(calibrations, settings: dict) -> str | None:
