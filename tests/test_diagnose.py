@@ -423,3 +423,9 @@ def test_properties_a_calibration_does_not_hold_are_named_with_the_command_that_
     assert report["note"].startswith("a note; not in calibration older, so never called: line_darkness")
     assert "--supplement older" in report["note"]
     assert diagnose._calibration_report(held, "replicate", None, 3.0, ranked[:1])["note"] is None
+    # A transferred selection calibration leaves out what the primary model reads on purpose: no supplement advice.
+    transferred = C.Calibration("t4 via older", "gan", "demo", "selection", held.properties, 9, 3.49,
+                                {"transfer": {"left_out": ["predicted_class", "confidence"]}})
+    rows = [{"property": "p"}, {"property": "predicted_class"}, {"property": "line_darkness"}]
+    note = diagnose._calibration_report(transferred, "selection", "transferred", 3.49, rows)["note"]
+    assert note.startswith("transferred; not in calibration t4 via older, so never called: line_darkness (")

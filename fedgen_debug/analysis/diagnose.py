@@ -443,7 +443,9 @@ def _calibration_report(calibration, pair: str, note: str | None, threshold: flo
                 else f", the widest of {len(sources)} sources" if len(sources) > 1 else "")
     if calibration.other_data:
         noise_of += ", widened to the samples' spread for data it did not measure"
-    unknown = [c["property"] for c in ranked if c["property"] not in calibration.properties]
+    left_out = calibration.source.get("transfer", {}).get("left_out", [])   # said in the transfer's note
+    unknown = [c["property"] for c in ranked if c["property"] not in calibration.properties
+               and c["property"] not in left_out]
     if unknown:   # measured, shown, never called: a calibration older than these properties
         note = "; ".join(filter(None, [note, f"not in calibration {calibration.name}, so never called: "
                                        f"{', '.join(unknown)} (`fedgen-debug calibrate CLEAN_RUNS ... --supplement "
