@@ -273,3 +273,23 @@ def test_training_noise_sources_compares_each_property_with_an_f_interval(tmp_pa
     out = tmp_path / "ratios.json"
     assert script.main(["--baseline", f"base={base}", f"other={other}", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["settings"]["other"]["lower_beyond_interval"] == ["a"]
+
+
+def test_keras_primary_trains_a_model_train_gan_takes_holding_out_a_fifth_of_the_writers(tmp_path, monkeypatch, capsys):
+    from fedgen_debug.models import primary
+
+    script = _load("keras_primary")
+    writers = np.repeat(np.arange(10), 4)
+    mask = script.held_out(writers, seed=0)
+    assert mask.sum() == 8 and len(np.unique(writers[mask])) == 2
+    rng = np.random.default_rng(0)
+    path = tmp_path / "tiny.npz"
+    np.savez(path, pixels=rng.integers(0, 256, (40, 28, 28)).astype(np.uint8), labels=rng.integers(0, 3, 40),
+             client_ids=np.array([f"w{w}" for w in writers]))
+    out = tmp_path / "users.keras"
+    monkeypatch.setattr(sys, "argv", ["keras_primary.py", str(path), "--out", str(out), "--epochs", "1", "--classes", "3"])
+    script.main()
+    assert "held-out writers' accuracy" in capsys.readouterr().out
+    np.testing.assert_array_equal(script.writers_of(np.load(path)), writers)
+    model = primary.load_model_file(str(out), primary.PrimaryContract())   # what train-gan --primary does with it
+    assert tuple(model(np.ones((2, 28, 28), np.float32)).shape) == (2, 3)
