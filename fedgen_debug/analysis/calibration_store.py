@@ -224,18 +224,22 @@ def transfer(calibrations, sides: list[str], settings: dict, run_a: str, run_b: 
     selection calibration of these two selections, in either order, at these settings up to the generator
     options; its reference, the replicate calibration of its data at its settings up to the rounds; and the
     replicate calibration for these runs: the reference's settings with the runs' generator options."""
+    def measured_at(c: Calibration) -> dict:
+        return c.source.get("settings") or {}
+
+    replicates = [c for c in calibrations if c.pair_type == "replicate"]
     for selection in (c for c in calibrations if c.pair_type == "selection"
                       and sorted(c.source.get("selections") or []) == sorted(sides)
-                      and _without(c.source.get("settings") or {}, "options") == _without(settings, "options")):
+                      and _without(measured_at(c), "options") == _without(settings, "options")):
         data = selection.source.get("data")
-        for reference in (c for c in calibrations if c.pair_type == "replicate"
-                          and _without(c.source.get("settings") or {}, "rounds") == _without(selection.source["settings"], "rounds")):
+        for reference in (c for c in replicates
+                          if _without(measured_at(c), "rounds") == _without(measured_at(selection), "rounds")):
             source = matching_source(measured_specs(reference), data)
             if source is None:
                 continue
             narrowed, _ = reference.for_data([data])
-            wanted = {**reference.source["settings"], **({"options": settings["options"]} if "options" in settings else {})}
-            for replicate in (c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == wanted):
+            options = {"options": settings["options"]} if "options" in settings else {}
+            for replicate in (c for c in replicates if measured_at(c) == {**measured_at(reference), **options}):
                 own, data_note_ = for_runs(replicate, (run_a, run_b))
                 calibration = selection_transfer.selection_from_replicate(selection, narrowed, own)
                 low, high = _ratio_range(selection, narrowed)
