@@ -114,3 +114,17 @@ def test_t4s_1st_percentile_on_184_writers_holds_about_2_writers_where_the_old_s
     old_counts = [writers_below(old, s) for s in range(1, 6)]
     assert np.median(new_counts) <= 2 and max(new_counts) <= 4, new_counts
     assert np.median(old_counts) >= 4, old_counts
+
+
+def test_an_estimate_past_the_values_range_is_released_at_its_end_so_the_perfect_users_are_high():
+    """A model right on nearly every image: most users score 1.0, the noised steps hover about 1 and their mean
+    passed it (1.02 on scikit-learn's digits), and "at or above" the threshold selected nobody. Clipped to the
+    values' range [0, 1] (post-processing), the perfect users are the high-accuracy ones."""
+    users = {f"u{i}": (1.0 if i % 10 else 0.9) for i in range(90)}
+    config = QuantileConfig(0.75, clients_per_round=30, rounds=60, noise_multiplier=1e-6, learning_rate=0.1)
+    estimate = dp_quantile(list(users), users, config, RunSecret(0))
+    assert np.mean(estimate.trajectory[-config.averaged_rounds:]) > 1.0 and estimate.value == 1.0
+    high = ByUserMetric("high").with_threshold(estimate.value)
+    assert high.select("u1", {}, {"correct": [1.0, 1.0]}, 2).all() and high.select("u0", {}, {"correct": [1.0, 0.8]}, 2) is None
+    low = {f"u{i}": 0.0 for i in range(90)}
+    assert dp_quantile(list(low), low, dataclasses.replace(config, target_quantile=0.25), RunSecret(0)).value >= 0.0
