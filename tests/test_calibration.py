@@ -762,6 +762,7 @@ def test_a_selection_calibration_holds_only_for_its_data_and_primary_model(tmp_p
         store.write_json(store.released(directory, "config.json"), config)
         info = {"model_file": "primary_model.keras", "source": model} if model else {"config": {}, "seed": 0}
         store.write_json(store.released(directory, store.PRIMARY_INFO), info)
+        store.write_json(store.released(directory, store.POPULATION), {"users": 25.3})
         return directory
 
     settings = calibration_store.training_settings(run("probe", "random"))
@@ -807,12 +808,13 @@ def test_the_shipped_t4_noise_transfers_to_a_sharp_t4_pair_on_femnist_chosen_by_
     At other rounds (no T4 calibration) or other options (no replicate calibration) nothing transfers."""
     femnist = "npz:/elsewhere/femnist_real_184_writers.npz"
 
-    def run(name, select, rounds=150, **options):
+    def run(name, select, rounds=150, users=40.2, **options):
         config = {"gan": {"select": select, "preset": "demo", "data": femnist, **options},
                   "training": {"rounds": rounds, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
         store.write_json(store.released(str(tmp_path / name), "config.json"), config)
         store.write_json(store.released(str(tmp_path / name), store.PRIMARY_INFO),
                          {"model_file": "primary_model.keras", "source": "users.keras"})
+        store.write_json(store.released(str(tmp_path / name), store.POPULATION), {"users": users})
         return str(tmp_path / name)
 
     sharp = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinear"}
@@ -831,3 +833,7 @@ def test_the_shipped_t4_noise_transfers_to_a_sharp_t4_pair_on_femnist_chosen_by_
     assert chosen.name == "gan-sharp-replicate" and "replicate pairs' training noise only" in note
     ema = run("high_ema", "by-user-accuracy:high", gen_ema=0.5), run("low_ema", "by-user-accuracy:low", gen_ema=0.5)
     assert calibration_store.choose(None, "gan", "selection", *ema)[0] is None
+    # A side of a handful of users (a model right on nearly every image leaves few below the cut): not transferred.
+    few = run("high_few", "by-user-accuracy:high", **sharp), run("low_few", "by-user-accuracy:low", users=9.6, **sharp)
+    chosen, note = calibration_store.choose(None, "gan", "selection", *few)
+    assert chosen is None and "a side holds about 10 users: under 20" in note

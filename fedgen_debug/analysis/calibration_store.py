@@ -200,6 +200,10 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
         if transferred is not None:
             calibration, note = transferred
             return calibration, _joined(*mismatches, note)
+        few = [u for u in map(selected_users, (run_a, run_b)) if u is not None and u < MIN_TRANSFER_USERS]
+        if few and len(set(sides)) == 2:
+            hint = _joined(hint, f"a side holds about {min(few):.0f} users: under {MIN_TRANSFER_USERS}, a selection's "
+                                 "noise is not transferred (too few users for a GAN to vary as measured)")
     matching = [c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == settings[0]]
     if matching:   # a selection pair with only replicate pairs at its settings: candidates only (diagnose.answer)
         calibration, data = for_runs(matching[0], (run_a, run_b))
@@ -218,6 +222,19 @@ def _without(settings: dict, *keys: str) -> dict:
     return {k: v for k, v in settings.items() if k not in keys}
 
 
+# The fewest users (the released DP count) a side may hold for the transfer: it was measured on selections of
+# 23-110 FEMNIST writers and about 25 synthetic ones; clean T4 pairs on scikit-learn's digits whose low-accuracy
+# side held 7-14 users (a 98%-accurate model) alarmed in 4 of 4 (a GAN on a handful of users draws a few
+# shapes again and again: quarter_turn_match +4 to +5), docs/analysis.md, 2026-12-07 (later).
+MIN_TRANSFER_USERS = 20
+
+
+def selected_users(run_dir: str) -> float | None:
+    """The users a GAN run's selection holds, as released (a DP count; None when not released)."""
+    path = store.released(run_dir, store.POPULATION)
+    return store.read_json(path).get("users") if os.path.exists(path) else None
+
+
 def transfer(calibrations, sides: list[str], settings: dict, run_a: str, run_b: str
              ) -> tuple[Calibration, str] | None:
     """(a selection calibration for a pair none holds for, a note) or None (`selection_transfer`): a shipped
@@ -226,6 +243,10 @@ def transfer(calibrations, sides: list[str], settings: dict, run_a: str, run_b: 
     replicate calibration for these runs: the reference's settings with the runs' generator options."""
     def measured_at(c: Calibration) -> dict:
         return c.source.get("settings") or {}
+
+    users = [selected_users(d) for d in (run_a, run_b)]
+    if any(u is None or u < MIN_TRANSFER_USERS for u in users):
+        return None
 
     replicates = [c for c in calibrations if c.pair_type == "replicate"]
     for selection in (c for c in calibrations if c.pair_type == "selection"
