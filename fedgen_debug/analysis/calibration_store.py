@@ -195,13 +195,14 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
                 return for_runs(c, (run_a, run_b))
             mismatches.append(mismatch)
     hint = _joined(*mismatches, elsewhere(same_pairs, settings[0]))
-    if sides is not None:
-        transferred = transfer(calibrations, sides, settings[0], run_a, run_b)
+    if sides is not None and len(set(sides)) == 2:   # two selections: their noise may be transferred
+        users = [selected_users(d) for d in (run_a, run_b)]
+        few = [u for u in users if u is not None and u < MIN_TRANSFER_USERS]
+        transferred = None if few or None in users else transfer(calibrations, sides, settings[0], run_a, run_b)
         if transferred is not None:
             calibration, note = transferred
             return calibration, _joined(*mismatches, note)
-        few = [u for u in map(selected_users, (run_a, run_b)) if u is not None and u < MIN_TRANSFER_USERS]
-        if few and len(set(sides)) == 2:
+        if few:
             hint = _joined(hint, f"a side holds about {min(few):.0f} users: under {MIN_TRANSFER_USERS}, a selection's "
                                  "noise is not transferred (too few users for a GAN to vary as measured)")
     matching = [c for c in calibrations if c.pair_type == "replicate" and c.source.get("settings") == settings[0]]
@@ -240,13 +241,10 @@ def transfer(calibrations, sides: list[str], settings: dict, run_a: str, run_b: 
     """(a selection calibration for a pair none holds for, a note) or None (`selection_transfer`): a shipped
     selection calibration of these two selections, in either order, at these settings up to the generator
     options; its reference, the replicate calibration of its data at its settings up to the rounds; and the
-    replicate calibration for these runs: the reference's settings with the runs' generator options."""
+    replicate calibration for these runs: the reference's settings with the runs' generator options. `choose`
+    calls it only when each side holds `MIN_TRANSFER_USERS` or more."""
     def measured_at(c: Calibration) -> dict:
         return c.source.get("settings") or {}
-
-    users = [selected_users(d) for d in (run_a, run_b)]
-    if any(u is None or u < MIN_TRANSFER_USERS for u in users):
-        return None
 
     replicates = [c for c in calibrations if c.pair_type == "replicate"]
     for selection in (c for c in calibrations if c.pair_type == "selection"
