@@ -5,6 +5,7 @@ import dataclasses
 import json
 
 import dp_accounting
+import numpy as np
 import pytest
 from dp_accounting import rdp
 
@@ -114,7 +115,7 @@ def test_ramaswamy_table_5_reproduces_in_paper_mode_and_is_far_larger_correctly(
 # ---- composition: the per-event cache changes no value -------------------------------------------
 
 SAMPLED = dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
-    40, 20, dp_accounting.GaussianDpEvent(0.7)), 30)
+    40, 10, dp_accounting.GaussianDpEvent(0.7)), 30)   # q = 1/4: the cap (below) does not bind
 POISSON_EVENT = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
     0.1, dp_accounting.GaussianDpEvent(1.1)), 50)
 MIXED = [SAMPLED, dp_accounting.GaussianDpEvent(2.0), SAMPLED,
@@ -130,6 +131,58 @@ def test_composition_equals_dp_accountings_own_accountant(relation, events):
         assert rdp_of_events(events, relation) == pytest.approx(by_hand.rdp, rel=1e-12)
         assert epsilon_of_events(events, 1e-6, relation).epsilon == pytest.approx(
             by_hand.get_epsilon(1e-6), rel=1e-12)
+
+
+def _renyi_of_mixtures(means_p, means_q, sigma: float, order: float) -> float:
+    """D_α(P ‖ Q) of two equal-weight 1-d Gaussian mixtures of std σ, by quadrature."""
+    from scipy.special import logsumexp
+
+    x = np.linspace(-12 * sigma - 4, 12 * sigma + 4, 20001)
+
+    def log_density(means):
+        parts = -0.5 * ((x[None, :] - np.asarray(means)[:, None]) / sigma) ** 2 - np.log(sigma * np.sqrt(2 * np.pi))
+        return logsumexp(parts, axis=0) - np.log(len(means))
+
+    lp, lq = log_density(means_p), log_density(means_q)
+    return float((logsumexp(order * lp + (1 - order) * lq) + np.log(x[1] - x[0])) / (order - 1))
+
+
+@pytest.mark.parametrize("population, per_round, z", [(2, 1, 0.5), (3, 2, 0.35), (4, 3, 0.5)])
+def test_a_sampled_round_is_capped_at_its_unsampled_rdp_and_the_cap_is_never_below_the_truth(population, per_round, z):
+    """dp_accounting's bound for sampling without replacement is looser than no sampling near q = 1 (below
+    order ~3 here). The cap takes the smaller, so it must hold: the exact Rényi divergence of a worst-case
+    replace-one pair (one user's clipped update +S replaced by −S, the others at −S, 0 or +S; noise 2zS on
+    the sum of a fixed-size round) stays under it at every order. A cap at the sensitivity S (z instead of
+    z/2 in Δ's units) fails this."""
+    import itertools
+
+    event = dp_accounting.SampledWithoutReplacementDpEvent(population, per_round, dp_accounting.GaussianDpEvent(z))
+    capped = accounting.rdp_of_event(event)
+    own = rdp.RdpAccountant(list(accounting.RDP_ORDERS), accounting.neighboring_relation("replace-one")).compose(event).rdp
+    unsampled = rdp.RdpAccountant(list(accounting.RDP_ORDERS)).compose(dp_accounting.GaussianDpEvent(z)).rdp
+    assert capped.tolist() == np.minimum(own, unsampled).tolist() and (capped < own).any()
+    wrong_cap = rdp.RdpAccountant(list(accounting.RDP_ORDERS)).compose(dp_accounting.GaussianDpEvent(2 * z)).rdp
+    worst_found_above_wrong_cap = False
+    for k in range(0, 30, 4):   # orders 1.1 to 3.9
+        order, worst = accounting.RDP_ORDERS[k], 0.0
+        for others in itertools.product((-1.0, 0.0, 1.0), repeat=population - 1):
+            values = [None, *others]
+            rounds = list(itertools.combinations(range(population), per_round))
+            p = [sum(1.0 if i == 0 else values[i] for i in r) for r in rounds]
+            q = [sum(-1.0 if i == 0 else values[i] for i in r) for r in rounds]
+            worst = max(worst, _renyi_of_mixtures(p, q, 2 * z, order), _renyi_of_mixtures(q, p, 2 * z, order))
+        assert worst <= capped[k] + 1e-9, (order, worst, capped[k])
+        worst_found_above_wrong_cap |= worst > wrong_cap[k]
+    assert worst_found_above_wrong_cap
+
+
+def test_epsilon_does_not_fall_as_more_of_the_population_is_sampled():
+    """ε at qN = N − 1 was 476 against 283 at qN = N (N = 100, z = 1, T = 100): dp_accounting's sampled bound
+    was taken as it is."""
+    epsilons = [dp_fedavg_epsilon(DPFedAvgPrivacy(per_round, 100, 1.0, 100), 1e-4).epsilon
+                for per_round in (50, 90, 98, 99, 100)]
+    assert epsilons == sorted(epsilons)
+    assert epsilons[-1] == pytest.approx(283.35, abs=0.01)
 
 
 def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch, tmp_path):
@@ -150,11 +203,11 @@ def test_a_ledger_recomposed_over_and_over_computes_each_event_once(monkeypatch,
     monkeypatch.setattr(accounting.rdp, "RdpAccountant", CountingAccountant)
     releases = [SAMPLED if i % 2 else dp_accounting.GaussianDpEvent(2.0) for i in range(40)]
     curve = [epsilon_of_events(releases[:i + 1], 1e-6).epsilon for i in range(len(releases))]
-    assert len(built) == 2
+    assert len(built) == 3   # the Gaussian, SAMPLED, and SAMPLED's cap (its Gaussian on everyone)
     assert curve == sorted(curve) and curve[0] < curve[-1]
     accounting._cached_rdp_of_event.cache_clear()   # as a new process: the events come from the disk
     assert [epsilon_of_events(releases[:i + 1], 1e-6).epsilon for i in range(len(releases))] == curve
-    assert len(built) == 2
+    assert len(built) == 3
     cached = accounting.rdp_of_event(SAMPLED)
     with pytest.raises(ValueError):  # callers share the cached array: it cannot be changed in place
         cached += 1.0
