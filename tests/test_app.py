@@ -350,7 +350,7 @@ def test_compare_a_gan_pair_from_the_demo_store(demo_test_store):
     assert any("threshold 3" in c.value for c in at.caption)
     epsilons = [m.value for m in at.metric if m.label == "ε"]
     expected = [_privacy_of(out / f"gan/with_bug-{side}-accuracy")["epsilon"] for side in ("high", "low")]
-    assert epsilons == [f"{e:.3g} ⚠" for e in expected]
+    assert epsilons == [f"{format_epsilon(e)} ⚠" for e in expected]
     # Beside each ε, what the same noise on the mean update is worth at a deployment (issue 56).
     at_deployment = [c.value for c in at.caption if c.value.startswith("At a deployment: ")]
     assert len(at_deployment) == 2 and all("ε ≤ 1 from N = " in c and "ε ≤ 10 from N = " in c for c in at_deployment)
