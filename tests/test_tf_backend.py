@@ -369,3 +369,24 @@ def test_the_dp_sum_cannot_be_denoised_with_a_seed_guessed_from_the_public_seed(
         assert abs(np.std(residual) - np.sqrt(2) * sigma) < 0.05 * sigma  # two independent noises
     recovered = released[0].numpy() - noise_from(secret_seed)
     np.testing.assert_allclose(recovered, exact, atol=1e-5)  # what the secret protects
+
+
+@pytest.mark.parametrize("clip_quantile", [None, 0.5])
+def test_the_dp_sum_of_stacked_clients_is_the_client_by_client_sum_for_any_count_and_traces_twice_at_most(
+        clip_quantile):
+    """Under strict selection a round's count of clients with data varies; the stacked sum was traced once
+    per count (~1 s each, 28.7 s for counts 1-30 of a GAN's shapes). Now: the same bits as adding the
+    clients one by one (the same state, so the same noise), in at most two traces."""
+    config = DPConfig(clients_per_round=8, noise_multiplier=1.0, clip=1.0, clip_quantile=clip_quantile)
+    specs = [tf.TensorSpec([3, 2], tf.float32), tf.TensorSpec([5], tf.float32)]
+    rng = np.random.default_rng(3)
+    dp_sum = DPSum(dp_query(config, SECRET.tf_seed("dp-noise")), specs)
+    state = dp_sum.initialize()
+    for count in (1, 5, 2, 7, 3, 6):
+        stack = [rng.normal(size=(count, *s.shape)).astype(np.float32) for s in specs]
+        stacked, stacked_state = dp_sum.next(state, stacks=[stack, [leaf[:1] for leaf in stack]])
+        clients = [[leaf[i] for leaf in stack] for i in range(count)] + [[leaf[0] for leaf in stack]]
+        one_by_one, one_by_one_state = dp_sum.next(state, clients)
+        for x, y in zip(leaves((stacked, stacked_state)), leaves((one_by_one, one_by_one_state))):
+            np.testing.assert_array_equal(x, y)
+    assert dp_sum._sum_stacked.experimental_get_tracing_count() <= 2
