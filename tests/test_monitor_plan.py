@@ -2,6 +2,7 @@
 is refused with its name."""
 
 import json
+import os
 
 import pytest
 
@@ -133,3 +134,34 @@ def test_the_docs_example_plan_loads(tmp_path):
     plan = load_plan(str(path))
     assert plan.periods == 12 and plan.rounds(1) == 200 and plan.rounds(2) == 40
     assert plan.auxiliaries[0].name == "gan-by-user-accuracy-low" and plan.fleet.window == 0.5
+
+
+def test_a_plans_relative_paths_are_read_beside_it_from_any_working_directory(tmp_path, monkeypatch):
+    """A plan names its data, primary model and vocabulary as its neighbours; resumed from another working
+    directory it must find the same files, not other ones or none."""
+    import tomllib
+
+    plans = tmp_path / "plans"
+    (plans / "models").mkdir(parents=True)
+    (plans / "models" / "users_model.keras").write_text("")   # the plan checks it exists; loaded later
+    images = _raw() | {"data": "npz:fleet.npz,background=black", "primary": "models/users_model.keras"}
+    del images["rollout"]
+    text = tomllib.loads(TOML.replace("synthetic-images:writers=20,seed=4", "jsonl:../shared/users.jsonl"))
+    del text["rollout"]
+    text["auxiliaries"] = [{"kind": "char-lm", "preset": "test", "vocab": "file:vocab.txt"},
+                           {"kind": "word-lm", "preset": "test", "vocab": "file:/abs/vocab.txt"}]
+    (plans / "images.json").write_text(json.dumps(images))
+    (plans / "text.json").write_text(json.dumps(text))
+    monkeypatch.chdir(tmp_path)
+    for working_directory in (tmp_path, plans / "models"):
+        monkeypatch.chdir(working_directory)
+        plan = load_plan(os.path.relpath(plans / "images.json"))
+        assert plan.data == f"npz:{plans / 'fleet.npz'},background=black"
+        assert plan.primary == str(plans / "models" / "users_model.keras")
+        plan = load_plan(str(plans / "text.json"))
+        assert plan.data == f"jsonl:{tmp_path / 'shared' / 'users.jsonl'}"
+        assert [a.vocab for a in plan.auxiliaries] == [f"file:{plans / 'vocab.txt'}", "file:/abs/vocab.txt"]
+    images["primary"] = "absent.keras"
+    (plans / "images.json").write_text(json.dumps(images))
+    with pytest.raises(ValueError, match=f"primary: no such file or model directory '{plans / 'absent.keras'}'"):
+        load_plan(str(plans / "images.json"))

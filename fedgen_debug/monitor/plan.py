@@ -283,8 +283,45 @@ def plan_from_dict(raw: dict) -> MonitorPlan:
                   **{k: v for k, v in values.items() if k in built})
 
 
+def _beside(base: str, path: str) -> str:
+    return path if not path or os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
+
+
+def _spec_beside(base: str, text: str) -> str:
+    """A data spec with its file (npz, jsonl, play) or cache directory read beside the plan; a spec that
+    does not parse is left for the plan's own check to refuse."""
+    from fedgen_debug.data.spec import PUBLIC_PREFIX
+
+    if text.startswith(PUBLIC_PREFIX):
+        return PUBLIC_PREFIX + _spec_beside(base, text[len(PUBLIC_PREFIX):])
+    if text.startswith("file:"):
+        return "file:" + _beside(base, text[len("file:"):])
+    try:
+        spec = parse_data_spec(text)
+    except ValueError:
+        return text
+    return str(dataclasses.replace(spec, path=_beside(base, spec.path))) if spec.path else text
+
+
+def paths_beside_plan(raw: dict, base: str) -> dict:
+    """The plan's relative paths (the data's file, `primary`, an LM's vocabulary file or public data) read
+    from the plan's directory `base`, as a plan file says where its neighbours are: resumed from another
+    working directory, a plan must not find other data or none."""
+    raw = dict(raw)
+    if isinstance(raw.get("data"), str):
+        raw["data"] = _spec_beside(base, raw["data"])
+    if isinstance(raw.get("primary"), str):
+        raw["primary"] = _beside(base, raw["primary"])
+    if isinstance(raw.get("auxiliaries"), list):
+        raw["auxiliaries"] = [
+            {**a, "vocab": _spec_beside(base, a["vocab"])} if isinstance(a, dict) and isinstance(a.get("vocab"), str)
+            else a for a in raw["auxiliaries"]]
+    return raw
+
+
 def load_plan(path: str) -> MonitorPlan:
-    """A plan from a .toml or .json file; every problem is a ValueError naming the file."""
+    """A plan from a .toml or .json file, its relative paths read beside it (`paths_beside_plan`); every
+    problem is a ValueError naming the file."""
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such plan file.")
     if not path.endswith((".toml", ".json")):
@@ -297,6 +334,6 @@ def load_plan(path: str) -> MonitorPlan:
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: a plan is a table of keys.")
     try:
-        return plan_from_dict(raw)
+        return plan_from_dict(paths_beside_plan(raw, os.path.dirname(os.path.abspath(path))))
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
