@@ -560,6 +560,19 @@ def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path):
     assert result.returncode == 2 and "A:B" in result.stderr
 
 
+def test_pairs_sharing_runs_name_each_run_once_so_a_left_out_pair_takes_its_runs_other_pairs_with_it(tmp_path):
+    """Every A run against every B run: 2 × 2 runs make 4 clean pairs of 4 runs, not 8 runs. Listed as 8, the
+    left-out pair (a1, b1) would have been calibrated by (a1, b2) and (a2, b1): its own runs."""
+    from fedgen_debug.cli.diagnose_cmd import _parse_pairs
+
+    a1, a2, b1, b2 = (str(tmp_path / n) for n in ("a1", "a2", "b1", "b2"))
+    runs, pairs = _parse_pairs([f"{a}:{b}" for a in (a1, a2) for b in (b1, b2)][:3] + [f"{a2}/:{b2}"])
+    assert runs == [a1, b1, b2, a2] and pairs == [(0, 1), (0, 2), (3, 1), (3, 2)]
+    for bad, message in (([f"{a1}:{a1}"], "pairs a run with itself"), ([f"{a1}:{b1}", f"{a1}:{b1}"], "given twice")):
+        with pytest.raises(ValueError, match=message):
+            _parse_pairs(bad)
+
+
 def test_calibrate_leaves_an_unhealthy_run_out_and_refuses_when_too_few_are_left(char_runs, tmp_path, monkeypatch):
     """A diverged auxiliary is not training noise (diagnose answers "cannot tell" for it): its run leaves
     the calibration, and the source says how many left."""

@@ -24,7 +24,8 @@ def register(sub) -> None:
                                                  "diagnose calls only larger differences; with its false alarms")
     calibrate.add_argument("runs", nargs="+", help="3 or more clean replicate runs (same kind and settings, no bug), "
                                                    "or with --pairs, clean pairs A:B of two selections")
-    calibrate.add_argument("--pairs", action="store_true", help="the runs are A:B selection pairs (e.g. high:low)")
+    calibrate.add_argument("--pairs", action="store_true", help="the runs are A:B selection pairs (e.g. high:low); "
+                           "a run may be in several (every A run against every B run)")
     calibrate.add_argument("--out", required=True, help="the calibration file to write (JSON)")
     calibrate.add_argument("--name", help="its name in reports (default: the file name)")
     calibrate.add_argument("--samples", type=int, default=1000, help="samples drawn from each run")
@@ -176,13 +177,27 @@ def run(args) -> int:
 
 
 def _parse_pairs(specs: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
-    runs, pairs = [], []
+    """(the runs, each once, and the pairs as indices into them). A run may be in several pairs (every A run
+    against every B run): it is one run, sampled once, and a pair left out takes its runs' other pairs with it
+    (`calibration.left_out`); listed twice as two runs, its other pairs would calibrate it."""
+    import os
+
+    runs, index, pairs = [], {}, []
     for spec in specs:
         a, sep, b = spec.partition(":")
         if not sep or not a or not b:
             raise ValueError(f"--pairs takes runs as A:B. Found {spec!r}.")
-        pairs.append((len(runs), len(runs) + 1))
-        runs += [a, b]
+        pair = []
+        for run in (a, b):
+            key = os.path.realpath(run)
+            if key not in index:
+                index[key] = len(runs)
+                runs.append(run)
+            pair.append(index[key])
+        if pair[0] == pair[1] or tuple(pair) in pairs:
+            raise ValueError(f"--pairs: {spec!r} " + ("pairs a run with itself." if pair[0] == pair[1]
+                                                        else "is given twice."))
+        pairs.append(tuple(pair))
     return runs, pairs
 
 
