@@ -69,6 +69,12 @@ DEFAULT_DATA = {"images": "synthetic-images:writers=100,seed=0", "text": "synthe
 SHARP_GAN = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinear"}
 
 
+# The paper's selection pairs (A, B): high- against low-accuracy users (T4), correctly classified against
+# misclassified examples (T2).
+SELECTION_PAIRS = {"random": None, "t4": ("by-user-accuracy:high", "by-user-accuracy:low"),
+                   "t2": ("by-example:correct", "by-example:misclassified")}
+
+
 def run_config(modality: str, kind: str, data: str, bug: str | None, seed: int, rounds: int | None,
                select: str = "random", vocab: str | None = None, sharp: bool = False, gen_ema: float = 0.0,
                primary: str | None = None):
@@ -120,9 +126,10 @@ def main() -> None:
     parser.add_argument("--clean-seeds", default="0,1,2", help="seeds of the clean pairs")
     parser.add_argument("--rounds", type=int, help="override the demo preset's rounds")
     parser.add_argument("--samples", type=int, default=1000, help="samples per side for diagnose")
-    parser.add_argument("--select", choices=("random", "t4"), default="random",
-                        help="images: T1 GANs on every user (random: A clean, B with the fault), or T4 pairs (A the "
-                             "high-accuracy users' GAN, B the low-accuracy users', both on the data with the fault)")
+    parser.add_argument("--select", choices=tuple(SELECTION_PAIRS), default="random",
+                        help="images: T1 GANs on every user (random: A clean, B with the fault), T4 pairs (A the "
+                             "high-accuracy users' GAN, B the low-accuracy users'), or T2 pairs (A the correctly "
+                             "classified examples' GAN, B the misclassified ones'), both on the data with the fault")
     parser.add_argument("--vocab", help="text: the LMs' vocabulary (file:PATH, public:SPEC or dp; default: the "
                                         "data's, as train-lm chooses)")
     parser.add_argument("--sharp", action="store_true", help="images: GANs with --cycle-client-data --gen-ema 0.9 "
@@ -153,8 +160,9 @@ def main() -> None:
                               args.sharp, args.gen_ema, args.primary))
 
     def pair(bug: str | None, s: int) -> tuple[Arm, Arm]:
-        if args.select == "t4":   # the paper's pair: high-accuracy users (A) against low-accuracy users (B)
-            return (arm("a", bug, 2 * s, "by-user-accuracy:high"), arm("b", bug, 2 * s + 1, "by-user-accuracy:low"))
+        if SELECTION_PAIRS[args.select]:   # the paper's pairs: both sides on the data with the fault
+            side_a, side_b = SELECTION_PAIRS[args.select]
+            return arm("a", bug, 2 * s, side_a), arm("b", bug, 2 * s + 1, side_b)
         return arm("a", None, 2 * s), arm("b", bug, 2 * s + 1)
 
     clean_seeds = [int(x) for x in args.clean_seeds.split(",") if x]
