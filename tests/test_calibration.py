@@ -850,3 +850,29 @@ def test_the_shipped_t4_noise_transfers_to_a_sharp_t4_pair_on_femnist_chosen_by_
     few = run("high_few", "by-user-accuracy:high", **sharp), run("low_few", "by-user-accuracy:low", users=9.6, **sharp)
     chosen, note = calibration_store.choose(None, "gan", "selection", *few)
     assert chosen is None and "a side holds about 10 users: under 20" in note
+
+
+def test_every_a_run_against_every_b_run_estimates_the_noise_of_a_new_pair_and_the_offsets_error():
+    """Selection pairs sharing runs (n A runs × n B runs): each run's own training noise is in n pairs, so the
+    spread about the offset has n(n − 1) terms' worth, not n² − 1, and the offset's error is τ/√n, not τ/n. On
+    simulated runs (τ²/2 a side, no sampling noise) the estimates are unbiased, and a disjoint design's are as
+    before."""
+    rng = np.random.default_rng(0)
+    n, tau, draws = 4, 0.2, 4000
+    pairs = [(a, n + b) for a in range(n) for b in range(n)]
+    design = C.SelectionDesign.of(pairs)
+    assert (design.spread_terms, design.offset_share) == (n * (n - 1), 1 / n)
+    assert (C.SelectionDesign.disjoint(5).spread_terms, C.SelectionDesign.disjoint(5).offset_share) == (4, 1 / 5)
+    assert C.replicate_degrees_of_freedom(pairs) - 1 == 2 * n - 2
+    variances, offsets = [], []
+    for _ in range(draws):
+        runs = rng.normal(0.0, tau / math.sqrt(2), 2 * n)
+        effects = [0.3 + runs[a] - runs[b] for a, b in pairs]
+        noise, _ = C.estimate_noise([[_row(e, 0.0)] for e in effects], "selection", 2 * n - 2, design)
+        variances.append(noise["p"].training_noise ** 2)
+        offsets.append(noise["p"].offset)
+    assert np.mean(variances) == pytest.approx(tau ** 2, rel=0.05)
+    assert np.std(offsets) == pytest.approx(tau / math.sqrt(n), rel=0.05)
+    assert noise["p"].offset_error == pytest.approx(noise["p"].training_noise / math.sqrt(n))
+    naive, _ = C.estimate_noise([[_row(e, 0.0)] for e in effects], "selection")   # as if 16 disjoint pairs
+    assert naive["p"].training_noise < noise["p"].training_noise and naive["p"].offset_error < noise["p"].offset_error

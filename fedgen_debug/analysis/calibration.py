@@ -61,6 +61,7 @@ calibration on another's clean pairs.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -257,13 +258,47 @@ def _upper_variance(sum_of_squares: float, dof: int) -> float:
     return sum_of_squares / float(stats.chi2.ppf(1.0 - CONFIDENCE, dof))
 
 
+@dataclasses.dataclass(frozen=True)
+class SelectionDesign:
+    """How selection pairs share runs, for the offset and the spread about it. Each run adds its own training
+    noise (τ²/2 a side) to every pair it is in; with c_r the pairs of run r and P pairs:
+    E[Σ(d − d̄)²] = τ² (P − Σc_r² / 2P) (`spread_terms`) and Var(d̄) = τ² Σc_r² / 2P² (`offset_share`).
+    Disjoint pairs (every c_r = 1) give the textbook P − 1 and 1/P; every A run against every B run (n a side)
+    gives n(n − 1) and 1/n, where P − 1 = n² − 1 would understate τ² and 1/P = 1/n² the offset's error.
+    Degrees of freedom: runs minus connected groups (`replicate_degrees_of_freedom`) minus the offset."""
+    pairs: int
+    squared_counts: int   # Σ over runs of (pairs the run is in)²
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[int, int]]) -> "SelectionDesign":
+        counts = collections.Counter(r for pair in pairs for r in pair)
+        return cls(len(pairs), sum(c * c for c in counts.values()))
+
+    @classmethod
+    def disjoint(cls, pairs: int) -> "SelectionDesign":
+        return cls(pairs, 2 * pairs)
+
+    @property
+    def spread_terms(self) -> float:
+        return self.pairs - self.squared_counts / (2.0 * self.pairs)
+
+    @property
+    def offset_share(self) -> float:
+        return self.squared_counts / (2.0 * self.pairs ** 2)
+
+
 def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str,
-                   degrees_of_freedom: int | None = None) -> tuple[dict[str, PropertyNoise], int]:
+                   degrees_of_freedom: int | None = None,
+                   design: SelectionDesign | None = None) -> tuple[dict[str, PropertyNoise], int]:
     """Each property's `PropertyNoise` from the comparisons (`differences.compare_properties` rows, one list
     per clean pair), and the degrees of freedom used: `degrees_of_freedom` when the pairs share runs
-    (R − 1 for all pairs among R replicate runs), else the pairs' count (replicate) or count − 1 (selection)."""
+    (R − 1 for all pairs among R replicate runs, R − 2 for every A run against every B run), else the pairs'
+    count (replicate) or count − 1 (selection). `design`: how selection pairs share runs (default: disjoint)."""
     check_one_of("pair_type", pair_type, PAIR_TYPES)
     pairs = len(pair_comparisons)
+    design = design or SelectionDesign.disjoint(pairs)
+    if design.pairs != pairs:
+        raise ValueError(f"the design has {design.pairs} pairs; {pairs} were compared.")
     dof = degrees_of_freedom if degrees_of_freedom is not None else pairs - (pair_type == "selection")
     if dof < MIN_DEGREES_OF_FREEDOM:
         raise ValueError(f"calibration needs at least {MIN_DEGREES_OF_FREEDOM} degrees of freedom (3 replicate runs "
@@ -282,17 +317,21 @@ def estimate_noise(pair_comparisons: Sequence[Sequence[Mapping]], pair_type: str
         if rows[0].get("kind") == "categories":
             offset = float(effects.mean())
             squares = float(np.sum((effects - offset) ** 2))
-            estimate = math.sqrt(squares / max(pairs - 1, 1))
-            upper = math.sqrt(_upper_variance(squares, max(dof - (pair_type == "replicate"), 1)))
-            offset_error = estimate / math.sqrt(pairs)
+            terms = max(design.spread_terms, 1.0)
+            estimate = math.sqrt(squares / terms)
+            upper_dof = max(dof - (pair_type == "replicate"), 1)
+            scale = upper_dof / terms if pair_type == "selection" else 1.0   # 1 for disjoint pairs
+            upper = math.sqrt(_upper_variance(squares * scale, upper_dof))
+            offset_error = estimate * math.sqrt(design.offset_share)
         else:
             offset = float(effects.mean()) if pair_type == "selection" else 0.0
             deviations = effects - offset
             sampling = float(np.mean(errors ** 2))
-            mean_square = float(np.mean(deviations ** 2)) * pairs / max(pairs - (pair_type == "selection"), 1)
+            terms = max(design.spread_terms, 1.0) if pair_type == "selection" else pairs
+            mean_square = float(np.sum(deviations ** 2)) / terms
             estimate = math.sqrt(max(mean_square - sampling, 0.0))
             upper = math.sqrt(max(_upper_variance(mean_square * dof, dof) - sampling, 0.0))
-            offset_error = math.sqrt(mean_square / pairs) if pair_type == "selection" else 0.0
+            offset_error = math.sqrt(mean_square * design.offset_share) if pair_type == "selection" else 0.0
         upper = max(upper, estimate)
         relative = upper / spread if spread > 0 and rows[0].get("kind") != "categories" else None
         noise[name] = PropertyNoise(offset=offset, training_noise=estimate, training_noise_upper=upper,
@@ -351,8 +390,9 @@ def estimate_by_source(rows_by_pair: Mapping[tuple, Sequence[Mapping]], pair_typ
         by_source.setdefault(None if source_of_run is None else source_of_run[pair[0]], {})[pair] = rows
     estimates, listed = [], []
     for source, pairs in by_source.items():
-        dof = replicate_degrees_of_freedom(list(pairs)) if pair_type == "replicate" else None
-        noise, dof = estimate_noise(list(pairs.values()), pair_type, dof)
+        dof = replicate_degrees_of_freedom(list(pairs)) - (pair_type == "selection")
+        design = SelectionDesign.of(list(pairs)) if pair_type == "selection" else None
+        noise, dof = estimate_noise(list(pairs.values()), pair_type, dof, design)
         estimates.append(noise)
         listed.append({"data": source, "pairs": len(pairs), "degrees_of_freedom": dof, "properties": noise})
     return envelope(estimates), min(s["degrees_of_freedom"] for s in listed), listed
