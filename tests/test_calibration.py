@@ -876,3 +876,36 @@ def test_every_a_run_against_every_b_run_estimates_the_noise_of_a_new_pair_and_t
     assert noise["p"].offset_error == pytest.approx(noise["p"].training_noise / math.sqrt(n))
     naive, _ = C.estimate_noise([[_row(e, 0.0)] for e in effects], "selection")   # as if 16 disjoint pairs
     assert naive["p"].training_noise < noise["p"].training_noise and naive["p"].offset_error < noise["p"].offset_error
+
+
+def test_the_shipped_t2_calibration_holds_for_its_pairs_and_transfers_to_the_modelers_model(tmp_path):
+    """T2 (correctly classified against misclassified examples) at 150 rounds: `gan-demo-t2` for the stand-in
+    CNN on the synthetic writers (64 pairs of 16 runs, each A run against each B run: 14 degrees of freedom);
+    the modeler's model on FEMNIST with the sharp options gets its noise transferred to `gan-sharp-replicate`'s;
+    a T4 pair never gets T2's, nor a T2 pair T4's."""
+    synthetic, femnist = "synthetic-images:writers=100,seed=0", "npz:/elsewhere/femnist_real_184_writers.npz"
+    sharp = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinear"}
+
+    def run(name, select, data=synthetic, model=None, **options):
+        config = {"gan": {"select": select, "preset": "demo", "data": data, **options},
+                  "training": {"rounds": 150, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
+        store.write_json(store.released(str(tmp_path / name), "config.json"), config)
+        info = {"model_file": "primary_model.keras", "source": model} if model else {"config": {}, "seed": 0}
+        store.write_json(store.released(str(tmp_path / name), store.PRIMARY_INFO), info)
+        store.write_json(store.released(str(tmp_path / name), store.POPULATION), {"users": 95.0})
+        return str(tmp_path / name)
+
+    t2 = calibration_store.named("gan-demo-t2")
+    assert (t2.pair_type, t2.degrees_of_freedom, t2.source["runs"], t2.source["pairs"]) == ("selection", 14, 16, 64)
+    assert t2.source["selections"] == ["by-example:correct", "by-example:misclassified"]
+    pair = run("ok", "by-example:correct"), run("bad", "by-example:misclassified")
+    chosen, note = calibration_store.choose(None, "gan", "selection", *pair)
+    assert chosen.name == "gan-demo-t2" and note is None
+    own = (run("ok_own", "by-example:correct", femnist, "users.keras", **sharp),
+           run("bad_own", "by-example:misclassified", femnist, "users.keras", **sharp))
+    chosen, note = calibration_store.choose(None, "gan", "selection", *own)
+    assert chosen.name == "gan-demo-t2 via gan-sharp-replicate" and "gan-demo-t2 against gan-demo-replicate" in note
+    t4 = run("high", "by-user-accuracy:high"), run("low", "by-user-accuracy:low")
+    assert calibration_store.choose(None, "gan", "selection", *t4)[0].name == "gan-demo-t4"
+    mixed = run("high_mixed", "by-user-accuracy:high"), pair[1]
+    assert calibration_store.choose(None, "gan", "selection", *mixed)[0] is None   # two selections nobody measured

@@ -244,6 +244,11 @@ def test_any_bug_sharp_gans_take_the_generator_options_femnist_needs():
     own = script.run_config("images", "word", "synthetic-images:writers=10,seed=0", None, 3, 150, "by-user-accuracy:low",
                             sharp=True, primary="users.keras")
     assert (own.primary, own.select, own.rounds, plain.primary) == ("users.keras", "by-user-accuracy:low", 150, None)
+    # `--select t4|t2`: the paper's pairs, A the side a shipped selection calibration takes as A.
+    from fedgen_debug.analysis import calibration_store
+
+    shipped = {tuple(c.source["selections"]) for c in calibration_store.shipped() if c.pair_type == "selection"}
+    assert {script.SELECTION_PAIRS["t4"], script.SELECTION_PAIRS["t2"]} == shipped and script.SELECTION_PAIRS["random"] is None
 
 
 def _calibration_file(path, noises: dict, dof: int) -> str:

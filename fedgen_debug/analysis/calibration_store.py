@@ -8,8 +8,8 @@ measured by `evaluation/any_bug.py` and `fedgen-debug calibrate`, see docs/analy
 other settings makes one from their own replicate runs (`fedgen-debug calibrate RUN RUN RUN ... --out F`) and
 passes it with `--calibration F`; a calibration names the data it was measured on (`source["data"]`; with
 several sources, each one's own noise in `by_source`): runs on one of its sources use that source's
-noise, runs on other data the widest of them, and the diagnosis says so in its note. A selection pair (T4)
-chosen by another primary model or on other data, which no selection calibration holds for, gets the shipped
+noise, runs on other data the widest of them, and the diagnosis says so in its note. A selection pair (T4
+or T2) chosen by another primary model or on other data, which no selection calibration holds for, gets the shipped
 selection noise transferred to its own replicate noise (`transfer`, `selection_transfer`). Without one, a
 diagnosis is calibrated against the samples' noise only and says so (`calibrated: false`).
 """

@@ -3,8 +3,9 @@ model or data: the replicate noise of its runs' data and generator, scaled by ho
 pairs vary than replicate pairs where both were measured.
 
 Why. A T4 pair (the high- against the low-accuracy users' GAN) differs without a bug: other users, another
-class mix, and GANs on fewer users vary more from training to training. The shipped selection calibration
-(`gan-demo-t4`) measured that for the tool's stand-in CNN on its synthetic writers, and its offsets belong to
+class mix, and GANs on fewer users vary more from training to training; so does a T2 pair (the correctly
+classified against the misclassified examples' GAN). The shipped selection calibrations (`gan-demo-t4`,
+`gan-demo-t2`) measured that for the tool's stand-in CNN on its synthetic writers, and their offsets belong to
 that model and data (`calibration_store.selection_mismatch`). A modeler's own model on their own data had no
 calibration at all, so `diagnose` answered "cannot tell" for the paper's own pair (docs/analysis.md,
 2026-12-06). Measured at the demo preset on the synthetic writers, clean T4 pairs vary 0.7-4.1× as much as
