@@ -290,12 +290,12 @@ def _beside(base: str, path: str) -> str:
 def _spec_beside(base: str, text: str) -> str:
     """A data spec with its file (npz, jsonl, play) or cache directory read beside the plan; a spec that
     does not parse is left for the plan's own check to refuse."""
-    from fedgen_debug.data.spec import PUBLIC_PREFIX
+    from fedgen_debug.device.lm_data import FILE_PREFIX, PUBLIC_PREFIX
 
     if text.startswith(PUBLIC_PREFIX):
         return PUBLIC_PREFIX + _spec_beside(base, text[len(PUBLIC_PREFIX):])
-    if text.startswith("file:"):
-        return "file:" + _beside(base, text[len("file:"):])
+    if text.startswith(FILE_PREFIX):
+        return FILE_PREFIX + _beside(base, text[len(FILE_PREFIX):])
     try:
         spec = parse_data_spec(text)
     except ValueError:
