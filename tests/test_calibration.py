@@ -688,6 +688,19 @@ def test_the_sharp_generator_on_real_writers_gets_its_own_shipped_calibration(tm
     assert chosen is None and "fedgen-debug calibrate" in note
 
 
+def _selection_run(root, name, select, data, model=None, rounds=150, users=95.0, **options):
+    """A GAN run's released config, primary model (the modeler's `model` file, else the stand-in) and DP user
+    count, as `calibration_store.choose` reads them."""
+    config = {"gan": {"select": select, "preset": "demo", "data": data, **options},
+              "training": {"rounds": rounds, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
+    run = str(root / name)
+    store.write_json(store.released(run, "config.json"), config)
+    info = {"model_file": "primary_model.keras", "source": model} if model else {"config": {}, "seed": 0}
+    store.write_json(store.released(run, store.PRIMARY_INFO), info)
+    store.write_json(store.released(run, store.POPULATION), {"users": users})
+    return run
+
+
 def _shipped(directory, name, pair_type, settings, selections=None):
     source = {"settings": settings, **({"selections": selections} if selections else {})}
     noise = {"p": C.PropertyNoise(0.0, 0.1, 0.2, 10)}
@@ -769,14 +782,7 @@ def test_a_selection_calibration_holds_only_for_its_data_and_primary_model(tmp_p
     synthetic, mnist = "synthetic-images:writers=100,seed=0", "npz:mnist.npz,background=black"
 
     def run(name, select, data=synthetic, model=None):
-        directory = _fake_gan_run(tmp_path, name, select)
-        config = store.read_config(directory)
-        config["gan"]["data"] = data
-        store.write_json(store.released(directory, "config.json"), config)
-        info = {"model_file": "primary_model.keras", "source": model} if model else {"config": {}, "seed": 0}
-        store.write_json(store.released(directory, store.PRIMARY_INFO), info)
-        store.write_json(store.released(directory, store.POPULATION), {"users": 25.3})
-        return directory
+        return _selection_run(tmp_path, name, select, data, model, users=25.3)
 
     settings = calibration_store.training_settings(run("probe", "random"))
     sides = ["by-user-accuracy:high", "by-user-accuracy:low"]
@@ -822,13 +828,7 @@ def test_the_shipped_t4_noise_transfers_to_a_sharp_t4_pair_on_femnist_chosen_by_
     femnist = "npz:/elsewhere/femnist_real_184_writers.npz"
 
     def run(name, select, rounds=150, users=40.2, **options):
-        config = {"gan": {"select": select, "preset": "demo", "data": femnist, **options},
-                  "training": {"rounds": rounds, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
-        store.write_json(store.released(str(tmp_path / name), "config.json"), config)
-        store.write_json(store.released(str(tmp_path / name), store.PRIMARY_INFO),
-                         {"model_file": "primary_model.keras", "source": "users.keras"})
-        store.write_json(store.released(str(tmp_path / name), store.POPULATION), {"users": users})
-        return str(tmp_path / name)
+        return _selection_run(tmp_path, name, select, femnist, "users.keras", rounds, users, **options)
 
     sharp = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinear"}
     pair = run("high", "by-user-accuracy:high", **sharp), run("low", "by-user-accuracy:low", **sharp)
@@ -887,13 +887,7 @@ def test_the_shipped_t2_calibration_holds_for_its_pairs_and_transfers_to_the_mod
     sharp = {"cycle_client_data": True, "gen_ema": 0.9, "gen_upsample": "bilinear"}
 
     def run(name, select, data=synthetic, model=None, **options):
-        config = {"gan": {"select": select, "preset": "demo", "data": data, **options},
-                  "training": {"rounds": 150, "dp": {"clients_per_round": 50, "noise_multiplier": 0.3, "clip": 0.5}}}
-        store.write_json(store.released(str(tmp_path / name), "config.json"), config)
-        info = {"model_file": "primary_model.keras", "source": model} if model else {"config": {}, "seed": 0}
-        store.write_json(store.released(str(tmp_path / name), store.PRIMARY_INFO), info)
-        store.write_json(store.released(str(tmp_path / name), store.POPULATION), {"users": 95.0})
-        return str(tmp_path / name)
+        return _selection_run(tmp_path, name, select, data, model, **options)
 
     t2 = calibration_store.named("gan-demo-t2")
     assert (t2.pair_type, t2.degrees_of_freedom, t2.source["runs"], t2.source["pairs"]) == ("selection", 14, 16, 64)
