@@ -802,9 +802,11 @@ def test_a_selection_calibration_holds_only_for_its_data_and_primary_model(tmp_p
     assert chosen.name == "t4 via rep" and chosen.pair_type == "selection" and not chosen.other_data
     assert "with the tool's stand-in CNN choosing the users; these runs use your model digits.keras" in note
     assert "selection noise transferred: rep's replicate noise" in note and "(predicted_class, confidence)" in note
-    # Either order: the transfer's offsets are noise, the same both ways (the shipped t4 holds high-then-low only).
+    # Either order: the transfer's offsets are noise, the same both ways; t4 itself holds low-then-high with its
+    # offsets negated.
     assert calibration_store.choose(None, "gan", "selection", *own[::-1])[0].name == "t4 via rep"
-    assert calibration_store.choose(None, "gan", "selection", *stand_in[::-1])[0].name == "t4 via rep"
+    chosen, note = calibration_store.choose(None, "gan", "selection", *stand_in[::-1])
+    assert chosen.name == "t4" and chosen.source["selections"] == sides[::-1] and "other way round" in note
     other_data = run("high_mnist", sides[0], mnist), run("low_mnist", sides[1], mnist)
     chosen, note = calibration_store.choose(None, "gan", "selection", *other_data)
     assert chosen.name == "t4 via rep" and chosen.other_data and f"on {synthetic}; these runs train on {mnist}" in note
@@ -903,3 +905,49 @@ def test_the_shipped_t2_calibration_holds_for_its_pairs_and_transfers_to_the_mod
     assert calibration_store.choose(None, "gan", "selection", *t4)[0].name == "gan-demo-t4"
     mixed = run("high_mixed", "by-user-accuracy:high"), pair[1]
     assert calibration_store.choose(None, "gan", "selection", *mixed)[0] is None   # two selections nobody measured
+
+
+def test_a_selection_pair_given_b_first_gets_its_calibration_with_the_offsets_negated(tmp_path):
+    """`diagnose LOW HIGH` (T4) or `diagnose MISCLASSIFIED CORRECT` (T2) is the shipped calibration's pair the other
+    way round: the same clean pairs' noise, each offset negated but the class mix's distance, so every property's
+    |calibrated z| is the pair's in the measured order (before: the wider transferred noise)."""
+    from fedgen_debug.data import client_data as cd
+    from fedgen_debug.data import spec as data_spec
+
+    synthetic = "synthetic-images:writers=100,seed=0"
+    correct = _selection_run(tmp_path, "ok", "by-example:correct", synthetic)
+    wrong = _selection_run(tmp_path, "bad", "by-example:misclassified", synthetic)
+    t2, _ = calibration_store.choose(None, "gan", "selection", correct, wrong)
+    reversed_, note = calibration_store.choose(None, "gan", "selection", wrong, correct)
+    assert reversed_.name == "gan-demo-t2" and "other way round" in note and "via" not in reversed_.name
+    assert reversed_.source["selections"] == ["by-example:misclassified", "by-example:correct"]
+    assert reversed_.properties["predicted_class"] == t2.properties["predicted_class"]
+    moved = [n for n in t2.properties if n != "predicted_class"]
+    assert any(t2.properties[n].offset != 0.0 for n in moved)
+    for name in moved:
+        mine, theirs = reversed_.properties[name], t2.properties[name]
+        assert mine.offset == -theirs.offset
+        assert (mine.training_noise_upper, mine.offset_error) == (theirs.training_noise_upper, theirs.offset_error)
+    assert (reversed_.z_threshold, reversed_.degrees_of_freedom) == (t2.z_threshold, t2.degrees_of_freedom)
+    # A file given with --calibration is put in order too.
+    path = str(tmp_path / "t2.json")
+    calibration_store.save(t2, path)
+    given, note = calibration_store.choose(path, "gan", "selection", wrong, correct)
+    assert given.properties == reversed_.properties and "other way round" in note
+    assert calibration_store.choose(path, "gan", "selection", correct, wrong)[0].properties == t2.properties
+    with pytest.raises(ValueError, match="only a selection calibration"):
+        calibration_store.named("gan-demo-replicate").other_order()
+    # Any two sample sets: every property's calibrated z in one order is minus the other's (the class mix's equal).
+    data = data_spec.load_client_data("synthetic-images:writers=30,seed=5")
+    pool = np.concatenate([cd.client_numpy(data, c)["pixels"] for c in sorted(data.client_ids)])
+    a, b = image_properties.as_unit_images(pool[0::2][:200]), image_properties.as_unit_images(pool[1::2][:200])
+    b = np.clip(b * 1.3, 0.0, 1.0)
+    logits = np.random.default_rng(0).normal(size=(2, 200, 10))
+    forward, _, _ = diagnose.image_differences(a, b, logits[0], logits[1], t2)
+    backward, _, _ = diagnose.image_differences(b, a, logits[1], logits[0], reversed_)
+    z_backward = {c["property"]: c["calibrated_z"] for c in backward}
+    assert len(forward) == len(backward) > 30
+    for c in forward:
+        sign = 1.0 if c["property"] == "predicted_class" else -1.0
+        assert z_backward[c["property"]] == pytest.approx(sign * c["calibrated_z"], abs=1e-9), c["property"]
+    assert [c["property"] for c in forward if c["significant"]] == [c["property"] for c in backward if c["significant"]]

@@ -173,6 +173,27 @@ class Calibration:
             name: n if n.relative_noise is not None else dataclasses.replace(n, relative_noise=fallback)
             for name, n in self.properties.items()})
 
+    def other_order(self, distances: Sequence[str] = ()) -> "Calibration":
+        """For pairs of the same two selections in the other order (the measured B side given first): each
+        offset negated, since a difference is mean B − mean A, except the `distances`' (the class mix's
+        total-variation distance is the same either way round). The noise, its bound, the offset's error, the
+        degrees of freedom, the threshold and the false alarms are the same clean pairs' and stay: a pair's
+        |calibrated z| is the same in either order."""
+        if self.pair_type != "selection":
+            raise ValueError(f"only a selection calibration has an order; {self.name} is {self.pair_type}.")
+
+        def negated(properties: Mapping[str, PropertyNoise]) -> dict[str, PropertyNoise]:
+            return {name: n if name in distances else dataclasses.replace(n, offset=-n.offset)
+                    for name, n in properties.items()}
+
+        selections = self.source.get("selections")
+        return dataclasses.replace(
+            self, properties=negated(self.properties),
+            source={**self.source, **({"selections": list(selections[::-1])} if selections else {}),
+                    "reversed": True},
+            by_source=None if self.by_source is None else {
+                data: {**own, "properties": negated(own["properties"])} for data, own in self.by_source.items()})
+
     @classmethod
     def from_json(cls, data: Mapping) -> "Calibration":
         if data.get("schema") != SCHEMA:

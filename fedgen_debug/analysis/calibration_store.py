@@ -8,8 +8,9 @@ measured by `evaluation/any_bug.py` and `fedgen-debug calibrate`, see docs/analy
 other settings makes one from their own replicate runs (`fedgen-debug calibrate RUN RUN RUN ... --out F`) and
 passes it with `--calibration F`; a calibration names the data it was measured on (`source["data"]`; with
 several sources, each one's own noise in `by_source`): runs on one of its sources use that source's
-noise, runs on other data the widest of them, and the diagnosis says so in its note. A selection pair (T4
-or T2) chosen by another primary model or on other data, which no selection calibration holds for, gets the shipped
+noise, runs on other data the widest of them, and the diagnosis says so in its note. A selection pair given
+the other way round (T4's low-accuracy run as A) uses its calibration with the offsets negated (`in_order`).
+A selection pair (T4 or T2) chosen by another primary model or on other data, which no selection calibration holds for, gets the shipped
 selection noise transferred to its own replicate noise (`transfer`, `selection_transfer`). Without one, a
 diagnosis is calibrated against the samples' noise only and says so (`calibrated: false`).
 """
@@ -20,7 +21,7 @@ import glob
 import json
 import os
 
-from fedgen_debug.analysis import selection_transfer
+from fedgen_debug.analysis import image_properties, selection_transfer
 from fedgen_debug.analysis.calibration import Calibration, matching_source
 from fedgen_debug.runs import store
 
@@ -172,6 +173,7 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     if option == NONE:
         return None, "calibration switched off (--calibration none): sampling noise only"
     settings = [training_settings(d) for d in (run_a, run_b)]
+    sides = selections(run_a, run_b)
     if option is not None:
         calibration = load(option)
         if calibration.kind != kind:
@@ -179,20 +181,23 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
         measured = calibration.source.get("settings")
         note = None if measured in settings else (f"calibration measured at {measured}, these runs use "
                                                   f"{settings[0]}: training noise differs with the settings")
+        calibration, order = in_order(calibration, sides)
         calibration, data = for_runs(calibration, (run_a, run_b))
-        return calibration, _joined(note, data)
+        return calibration, _joined(note, order, data)
     if settings[0] != settings[1]:
         return None, (f"the two runs were trained with different settings ({settings[0]} vs {settings[1]}); "
                       "no calibration: sampling noise only")
-    sides, calibrations = selections(run_a, run_b), [c for c in shipped() if c.kind == kind]
+    calibrations = [c for c in shipped() if c.kind == kind]
     same_pairs = [c for c in calibrations if c.pair_type == pair
-                  and (pair == "replicate" or c.source.get("selections") == sides)]
+                  and (pair == "replicate" or c.source.get("selections") in (sides, sides[::-1]))]
     mismatches = []
     for c in same_pairs:
         if c.source.get("settings") == settings[0]:
             mismatch = selection_mismatch(c, (run_a, run_b))
             if mismatch is None:
-                return for_runs(c, (run_a, run_b))
+                c, order = in_order(c, sides)
+                calibration, data = for_runs(c, (run_a, run_b))
+                return calibration, _joined(order, data)
             mismatches.append(mismatch)
     hint = _joined(*mismatches, elsewhere(same_pairs, settings[0]))
     if sides is not None and len(set(sides)) == 2:   # two selections: their noise may be transferred
@@ -217,6 +222,23 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
     described = ", ".join(f"{k} {v}" for k, v in settings[0].items())   # "preset demo, rounds 150, ..."
     return None, _joined(f"no calibration {where} ({described}): sampling noise only; make one with "
                          f"`fedgen-debug calibrate` from 3 or more replicate runs{pairs}", hint)
+
+
+# Properties whose clean-pair value is a distance (≥ 0, the same in either order): the class mix's.
+DISTANCES = tuple(p.name for p in image_properties.CLASSIFIER_PROPERTIES[:1])
+
+
+def in_order(calibration: Calibration, sides: list[str] | None) -> tuple[Calibration, str | None]:
+    """(the calibration for a pair whose A and B are `sides`, a note when it was measured in the other order).
+    A selection pair given B first (T4's low-accuracy run as A) is the same clean pairs' noise with each offset
+    negated (`Calibration.other_order`), not a pair nobody measured: without this it would get the wider
+    transferred noise, or none."""
+    measured = calibration.source.get("selections")
+    if calibration.pair_type != "selection" or not sides or len(set(sides)) != 2 or measured != sides[::-1]:
+        return calibration, None
+    return calibration.other_order(DISTANCES), (
+        f"{calibration.name} was measured with A {measured[0]} and B {measured[1]}; these runs are the other way "
+        "round, so its offsets are negated (the class mix's distance is kept)")
 
 
 def _without(settings: dict, *keys: str) -> dict:
