@@ -165,3 +165,28 @@ def test_a_plans_relative_paths_are_read_beside_it_from_any_working_directory(tm
     (plans / "images.json").write_text(json.dumps(images))
     with pytest.raises(ValueError, match=f"primary: no such file or model directory '{plans / 'absent.keras'}'"):
         load_plan(str(plans / "images.json"))
+
+
+def test_a_monitor_stored_with_relative_paths_resumes_from_where_it_read_them_and_nowhere_else(tmp_path, monkeypatch):
+    """A monitor started before plans read their paths beside the plan file stored them relative, read from its
+    working directory. Resumed from that directory, its plan file now loads them absolute: the same plan (its
+    periods may change), not "another plan"; resumed from elsewhere, they named other files: another plan."""
+    from fedgen_debug.monitor.plan import paths_beside_plan, stored_plan_read_here
+
+    def as_stored(raw):
+        return json.loads(json.dumps(plan_from_dict(raw).to_json()))
+
+    raw = _raw() | {"data": "npz:fleet.npz,background=black", "primary": "models/users_model.keras"}
+    del raw["rollout"]
+    plans = tmp_path / "plans"
+    (plans / "models").mkdir(parents=True)
+    (plans / "models" / "users_model.keras").write_text("")   # the plan checks it exists
+    monkeypatch.chdir(plans)
+    stored = as_stored(raw)                                   # what an older monitor wrote, started here
+    now = as_stored(paths_beside_plan(raw, str(plans)))       # the same file, loaded today
+    assert stored_plan_read_here(stored, now, str(plans)) == now
+    assert stored_plan_read_here(stored, {**now, "periods": now["periods"] + 2}, str(plans)) == now
+    assert stored_plan_read_here(stored, now, str(tmp_path)) is None           # other files from there
+    assert stored_plan_read_here(now, now, str(plans)) is None                 # nothing relative: nothing to do
+    assert stored_plan_read_here(stored, {**now, "samples": 7}, str(plans)) is None   # another plan still
+    assert stored_plan_read_here(None, now, str(plans)) is None

@@ -319,6 +319,20 @@ def paths_beside_plan(raw: dict, base: str) -> dict:
     return raw
 
 
+def stored_plan_read_here(stored: dict | None, plan: dict, working_directory: str) -> dict | None:
+    """A monitor's stored plan (`to_json`) with its relative paths read from `working_directory`, when that
+    makes it `plan` (up to `periods`, which a resumed monitor may change); else None. A monitor started before
+    plans read their paths beside the plan file (2026-12-07) stored them as written and read them from its
+    working directory: read from here, they are the files it would have read on resuming here, so the same plan
+    resumes instead of being refused as another plan."""
+    if not stored:
+        return None
+    read_here = paths_beside_plan(stored, working_directory)
+    if read_here == stored or {**read_here, "periods": plan["periods"]} != plan:
+        return None
+    return read_here
+
+
 def load_plan(path: str) -> MonitorPlan:
     """A plan from a .toml or .json file, its relative paths read beside it (`paths_beside_plan`); every
     problem is a ValueError naming the file."""

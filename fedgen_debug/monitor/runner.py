@@ -59,7 +59,7 @@ from fedgen_debug.monitor import budget as budget_lib
 from fedgen_debug.monitor import diagnosis as diagnosis_lib
 from fedgen_debug.monitor import inputs
 from fedgen_debug.monitor import measure, signals
-from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds
+from fedgen_debug.monitor.plan import MonitorPlan, cadence_seconds, stored_plan_read_here
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.privacy.ledger import population_key
 from fedgen_debug.progress import progress
@@ -200,6 +200,11 @@ class Monitor:
                 raise ValueError(f"{self.out_dir} was measured with the signals {meta['signals']}; this version "
                                  f"measures {self.names}. Start a new --out to monitor with them.")
             done = self._saved_state()
+            read_here = stored_plan_read_here(meta.get("plan"), plan, os.getcwd())
+            if read_here is not None:   # a monitor started before plans read their paths beside the plan file
+                logger.info("%s: its stored plan's relative paths read from %s", self.out_dir, os.getcwd())
+                self._write_meta(plan=read_here)
+                meta = {**meta, "plan": read_here}
             if meta.get("plan") != plan:
                 if {**meta.get("plan", {}), "periods": plan["periods"]} != plan:
                     raise ValueError(f"{self.out_dir} monitors another plan; choose another --out or delete it "
