@@ -189,8 +189,7 @@ class Calibration:
         selections = self.source.get("selections")
         return dataclasses.replace(
             self, properties=negated(self.properties),
-            source={**self.source, **({"selections": list(selections[::-1])} if selections else {}),
-                    "reversed": True},
+            source={**self.source, **({"selections": list(selections[::-1])} if selections else {})},
             by_source=None if self.by_source is None else {
                 data: {**own, "properties": negated(own["properties"])} for data, own in self.by_source.items()})
 

@@ -129,8 +129,9 @@ def _joined(*notes: str | None) -> str | None:
 
 
 def selections(run_a: str, run_b: str) -> list[str] | None:
-    """The two sides' selectors of a GAN pair, A's first (a selection calibration holds for these only:
-    T4's high/low pairs and T2's correct/misclassified pairs have other offsets); None for LMs."""
+    """The two sides' selectors of a GAN pair, A's first (a selection calibration holds for these only, in
+    either order (`in_order`): T4's high/low pairs and T2's correct/misclassified pairs have other offsets);
+    None for LMs."""
     configs = [store.read_config(d) for d in (run_a, run_b)]
     if not all("gan" in c for c in configs):
         return None
