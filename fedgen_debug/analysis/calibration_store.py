@@ -226,7 +226,7 @@ def choose(option: str | None, kind: str, pair: str, run_a: str, run_b: str) -> 
 
 
 # Properties whose clean-pair value is a distance (≥ 0, the same in either order): the class mix's.
-DISTANCES = tuple(p.name for p in image_properties.CLASSIFIER_PROPERTIES[:1])
+DISTANCES = tuple(p.name for p in image_properties.CLASSIFIER_PROPERTIES if p.family == "class_mix")
 
 
 def in_order(calibration: Calibration, sides: list[str] | None) -> tuple[Calibration, str | None]:
