@@ -20,7 +20,7 @@ import shlex
 
 import streamlit as st
 
-from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of
+from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, suspect_words
 from fedgen_debug.app import analyses
 from fedgen_debug.runs import store
 
@@ -147,7 +147,7 @@ def calibration_caption(calibration: dict) -> str:
 def check_line(check: dict) -> str:
     verdict = "YES" if check.get("suspected") else "no"
     extra = " (inconclusive)" if check.get("inconclusive") else ""
-    return (f"- check `{check['name']}` ({check.get('family', '')}): **{verdict}**{extra} — "
+    return (f"- check `{check['name']}`{suspect_words(check)} ({check.get('family', '')}): **{verdict}**{extra} — "
             f"`{check.get('statistic', '')}`, z {check['z']:.1f}, threshold {check['z_threshold']:g}")
 
 

@@ -36,6 +36,10 @@ class Selector(abc.ABC):
     task: str = ""  # "T1".."T6"
     name: str = ""  # the registry name, e.g. "by-example"
     required_outputs: tuple[str, ...] = ()
+    # Whether it gathers where the primary model fails (True: T4's low-accuracy users, T2's misclassified
+    # examples), where it works (False), or neither (None). In a pair of the two, the failing side is the
+    # suspect whichever order the modeler gives them in (`analysis.diagnose.suspect_side`).
+    failing: bool | None = None
 
     def __call__(self, client_id: str, examples: Mapping[str, np.ndarray],
                  outputs: Mapping[str, np.ndarray] | None = None) -> Mask | None:
@@ -91,6 +95,12 @@ class AllOf(Selector):
                 return None
             mask &= part_mask
         return mask
+
+    @property
+    def failing(self) -> bool | None:
+        """The parts' answer when those that have one agree, else None."""
+        said = {p.failing for p in self.parts} - {None}
+        return said.pop() if len(said) == 1 else None
 
     def describe(self) -> dict:
         return {"name": self.name, "task": self.task, "parts": [p.describe() for p in self.parts]}

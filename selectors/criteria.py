@@ -47,6 +47,10 @@ class ByExampleCorrectness(Selector):
             raise ValueError(f"keep must be 'misclassified' or 'correct'. Found {self.keep!r}.")
         check_at_least("min_count", self.min_count, 1)
 
+    @property
+    def failing(self) -> bool:
+        return self.keep == "misclassified"
+
     def select(self, client_id, examples, outputs, n):
         correct = np.asarray(outputs["correct"], bool)
         mask = correct if self.keep == "correct" else ~correct
@@ -94,6 +98,11 @@ class ByUserMetric(Selector):
     @property
     def required_outputs(self):
         return (self.metric,)
+
+    @property
+    def failing(self) -> bool | None:
+        """Low accuracy fails; of another metric (a loss?) nobody here knows which way is worse."""
+        return self.direction == "low" if self.metric == "correct" else None
 
     def with_threshold(self, threshold: float) -> "ByUserMetric":
         """The selector the devices run: the threshold estimated at `quantile` (or given) in its place."""

@@ -231,3 +231,13 @@ def test_a_diagnosis_naming_runs_elsewhere_is_not_this_pairs(store):
         json.dump(_gan_report("/other-store/runs/high", "/other-store/runs/low"), f)
     at = _compare(store, "gan/high", "gan/low")
     assert not _verdicts(at) and at.code and not at.get("imgs")
+
+
+def test_a_check_that_read_a_as_the_suspect_says_so():
+    """A selection pair given its failing side first (`diagnose LOW HIGH`): the check is of A, and the line says it."""
+    from fedgen_debug.app.diagnosis_view import check_line
+
+    check = _gan_report("gan/low", "gan/high")["checks"][0]
+    assert check_line(check).startswith("- check `pixel_inversion_suspected` (polarity): **no**")
+    assert check_line({**check, "suspect": "a"}).startswith(
+        "- check `pixel_inversion_suspected` of A (the side where the primary model fails) (polarity): **no**")

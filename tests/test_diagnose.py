@@ -363,10 +363,66 @@ def test_the_named_check_report_given_is_used_and_changes_nothing(lm_pair, gan_p
     given = diagnose.diagnose(runs["before"], runs["after"], samples=samples, named_report=named)
     assert json.dumps(given, sort_keys=True) == json.dumps(alone, sort_keys=True)
     # A report of another pair, or of other samples, is refused rather than reported as this pair's check.
-    with pytest.raises(ValueError, match="diagnose compares"):
+    with pytest.raises(ValueError, match="diagnose's named check analyses"):
         diagnose.diagnose(runs["after"], runs["before"], samples=samples, named_report=named)
     with pytest.raises(ValueError, match=f"diagnose draws {samples + 1}"):
         diagnose.diagnose(runs["before"], runs["after"], samples=samples + 1, named_report=named)
+
+
+def _as_selection(run_dir: str, to: str, select: str) -> str:
+    """A copy of a GAN run whose released config says it was trained on the users of `select`."""
+    import shutil
+
+    shutil.copytree(run_dir, to)
+    config = store.read_config(to)
+    store.write_json(store.released(to, store.CONFIG), {**config, "gan": {**config["gan"], "select": select}})
+    return to
+
+
+@pytest.mark.parametrize("low, high", [("by-user-accuracy:low", "by-user-accuracy:high"),
+                                       ("by-example:misclassified", "by-example:correct")])
+def test_the_named_check_reads_the_failing_side_of_a_selection_pair_in_either_order(gan_pair, tmp_path, low, high,
+                                                                                    monkeypatch):
+    """`diagnose LOW HIGH` asks the named check what `diagnose HIGH LOW` asks: are the low-accuracy (or
+    misclassified) side's backgrounds the dark ones? Before, it asked it of the high-accuracy side."""
+    from fedgen_debug.analysis import gan_report
+
+    runs = {"low": _as_selection(gan_pair["after"], str(tmp_path / "low"), low),
+            "high": _as_selection(gan_pair["before"], str(tmp_path / "high"), high)}
+    assert diagnose.suspect_side("gan", runs["low"], runs["high"]) == "a"
+    assert diagnose.suspect_side("gan", runs["high"], runs["low"]) == "b"
+    assert diagnose.suspect_side("gan", gan_pair["before"], gan_pair["after"]) == "b"    # random vs random
+    real = gan_report.analyze_gan
+    asked = []
+
+    def low_is_dark(current, compare=None, samples=1000, seed=0):   # the real report, its z only from the order
+        asked.append((current, compare))
+        report = real(current, compare, samples=samples, seed=seed)
+        z = 9.0 if current == runs["low"] else -9.0
+        return {**report, "pixel_inversion_suspected": z > 0, "inconclusive": False,
+                "evidence": {**report["evidence"], "z": z}}
+
+    monkeypatch.setattr(gan_report, "analyze_gan", low_is_dark)
+    monkeypatch.setattr(gan_analysis, "TREND_SNAPSHOTS", 2)
+    real_health = diagnose.image_health   # 2-round test GANs may draw blanks: health is not what this tests
+    monkeypatch.setattr(diagnose, "image_health", lambda *args: {**real_health(*args), "healthy": True})
+    given_low_first = diagnose.diagnose(runs["low"], runs["high"], samples=40)
+    given_high_first = diagnose.diagnose(runs["high"], runs["low"], samples=40)
+    assert asked == [(runs["low"], runs["high"])] * 2
+    for report, suspect in ((given_low_first, "a"), (given_high_first, "b")):
+        (check,) = report["checks"]
+        assert (check["suspect"], check["suspected"], check["z"]) == (suspect, True, 9.0)
+        assert report["families"][0] == "polarity" and report["answer"] == "yes"
+        assert _schema_errors(json.loads(json.dumps(report))) == []
+    assert "check pixel_inversion_suspected of A (the side where the primary model fails): YES" in "\n".join(
+        format_report(given_low_first))
+    assert "check pixel_inversion_suspected: YES" in "\n".join(format_report(given_high_first))
+    # The demo's way: the named check's report made first, of the failing side against the other, for either order.
+    named = real(runs["low"], runs["high"], samples=40, seed=0)
+    monkeypatch.setattr(gan_report, "analyze_gan", _named_check_refused)
+    assert diagnose.diagnose(runs["low"], runs["high"], samples=40, named_report=named)["checks"][0]["suspect"] == "a"
+    with pytest.raises(ValueError, match="diagnose's named check analyses"):
+        diagnose.diagnose(runs["high"], runs["low"], samples=40, named_report=real(runs["high"], runs["low"], 40, 0))
 
 
 def test_an_lm_analysis_releases_the_samples_diagnose_would_draw(lm_pair):

@@ -165,6 +165,18 @@ def test_registry_errors(text, message):
         parse_selector(text)
 
 
+@pytest.mark.parametrize("text, failing", [
+    ("by-user-accuracy:low", True), ("by-user-accuracy:high,threshold=0.9", False),
+    ("by-example:misclassified", True), ("by-example:correct", False),
+    ("by-user-accuracy:low,metric=loss", None),         # a low loss is no failure: nobody here knows which way
+    ("random:fraction=0.5", None), ("oov", None), ("unlabeled", None),
+    ("by-example:misclassified&random:fraction=0.5", True), ("by-user-accuracy:high|random", False),
+    ("by-example:misclassified|by-user-accuracy:high", None),   # the parts disagree
+])
+def test_a_selector_says_whether_it_gathers_where_the_primary_model_fails(text, failing):
+    assert parse_selector(text).failing is failing
+
+
 def test_registry_lists_every_task():
     rows = describe_all()
     assert [r["task"] for r in rows] == ["T1", "T2", "T3", "T4", "T5", "T6"]

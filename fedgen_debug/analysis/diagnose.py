@@ -25,7 +25,9 @@ of DP releases: no ε.
    selection pair is calibrated by replicate pairs only (two selections differ more); else "no". `differ`
    is `answer == "yes"`.
 4. **Named checks.** The two verdicts the tool had (`pixel_inversion_suspected`, `tokenization_bug_suspected`)
-   with their own statistics and thresholds, unchanged.
+   with their own statistics and thresholds, unchanged. Each asks whether the suspect side shows its bug:
+   B, except in a GAN pair of a side where the primary model fails and one where it works given failing
+   side first (`suspect_side`), as the calibrated properties answer in either order.
 5. **Evidence.** The samples of each side most unlike the other, along the significant properties (a
    grid for images, a list for text), and the effects drawn as a chart.
 """
@@ -310,47 +312,65 @@ def _chart(ranked: list[dict], path: str, top: int = 12) -> None:
 
 
 # ---- the report ----------------------------------------------------------------------------------------
-def _check_named_report(report: dict, run_a: str, run_b: str, samples: int, other: str, count) -> None:
-    """A named check's report given to `diagnose` must be of this pair, B analysed against A, with as many
-    samples (the seed is not in the report: the caller's word)."""
+def _check_named_report(report: dict, reference: str, suspect: str, samples: int, other: str, count) -> None:
+    """A named check's report given to `diagnose` must be of this pair, the suspect analysed against the
+    reference, with as many samples (the seed is not in the report: the caller's word)."""
     def same(x, y) -> bool:
         return x is not None and os.path.realpath(x) == os.path.realpath(y)
 
-    current, reference = report.get("current", {}).get("run_dir"), report.get(other, {}).get("run_dir")
-    if not (same(current, run_b) and same(reference, run_a)):
-        raise ValueError(f"named_report analyses {current} against {reference}; diagnose compares {run_b} against "
-                         f"{run_a}.")
+    current, compared = report.get("current", {}).get("run_dir"), report.get(other, {}).get("run_dir")
+    if not (same(current, suspect) and same(compared, reference)):
+        raise ValueError(f"named_report analyses {current} against {compared}; diagnose's named check analyses "
+                         f"{suspect} against {reference}.")
     if count != samples:
         raise ValueError(f"named_report drew {count} samples a model; diagnose draws {samples}.")
 
 
+def suspect_side(kind: str, run_a: str, run_b: str) -> str:
+    """The side a named check reads as the suspect: "a" for a GAN pair whose A gathers where the primary
+    model fails and B where it works (`diagnose LOW HIGH`, T2's misclassified first), else "b" (A the
+    reference, B the suspect). The calibrated properties answer the same in either order
+    (`calibration_store.in_order`); without this, the named check of a reversed pair asked whether the
+    well-classified users' backgrounds were the dark ones."""
+    from fedgen_debug.analysis.calibration_store import selections
+    from fedgen_debug.selectors.registry import parse_selector
+
+    sides = selections(run_a, run_b) if kind == "gan" else None
+    if not sides or None in sides:
+        return "b"
+    return "a" if [parse_selector(s).failing for s in sides] == [True, False] else "b"
+
+
 def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int, named_report: dict | None = None) -> dict:
-    """The named check's verdict; `named_report`: its report (`analyze_gan(run_b, run_a)`, `analyze_lm(run_b,
-    run_a)`) with these samples and seed, if the caller has just made it (the demo), else made here."""
+    """The named check's verdict on the suspect side (`suspect_side`) against the other; `named_report`: its
+    report (`analyze_gan(suspect, reference)`, `analyze_lm(run_b, run_a)`) with these samples and seed, if the
+    caller has just made it (the demo), else made here."""
+    suspect = suspect_side(kind, run_a, run_b)
+    current, reference = (run_a, run_b) if suspect == "a" else (run_b, run_a)
     if kind == "gan":
         from fedgen_debug.analysis.gan_report import analyze_gan
 
         if named_report is None:
-            report = analyze_gan(run_b, run_a, samples=samples, seed=seed)
+            report = analyze_gan(current, reference, samples=samples, seed=seed)
         else:
             report = named_report
-            _check_named_report(report, run_a, run_b, samples, "compare", report["evidence"]["current"]["samples"])
+            _check_named_report(report, reference, current, samples, "compare",
+                                report["evidence"]["current"]["samples"])
         evidence = report["evidence"]
-        return {"name": "pixel_inversion_suspected", "family": "polarity",
+        return {"name": "pixel_inversion_suspected", "family": "polarity", "suspect": suspect,
                 "suspected": bool(report["pixel_inversion_suspected"]), "inconclusive": bool(report["inconclusive"]),
                 "z": evidence["z"], "z_threshold": evidence["z_threshold"], "statistic": evidence["statistic"]}
     from fedgen_debug.analysis.lm_analysis import analyze_lm
 
     if named_report is None:
-        report = analyze_lm(run_b, run_a, samples=samples, seed=seed)
+        report = analyze_lm(current, reference, samples=samples, seed=seed)
     else:
         report = named_report
-        _check_named_report(report, run_a, run_b, samples, "baseline", report["current"]["samples"])
+        _check_named_report(report, reference, current, samples, "baseline", report["current"]["samples"])
     evidence = report["evidence"]
-    return {"name": "tokenization_bug_suspected", "family": "spacing", "suspected": bool(evidence["suspected"]),
-            "inconclusive": bool(evidence.get("inconclusive")), "z": evidence["z"],
-            "z_threshold": evidence["z_threshold"],
-            "statistic": evidence["statistic"]}
+    return {"name": "tokenization_bug_suspected", "family": "spacing", "suspect": suspect,
+            "suspected": bool(evidence["suspected"]), "inconclusive": bool(evidence.get("inconclusive")),
+            "z": evidence["z"], "z_threshold": evidence["z_threshold"], "statistic": evidence["statistic"]}
 
 
 def report_families(checks: list[dict], ranked: list[dict]) -> list[str]:
@@ -464,7 +484,8 @@ def diagnose(run_a: str, run_b: str, samples: int = 1000, seed: int = 0, calibra
     evidence and chart PNGs); returns it. `calibration`: a calibration file (`fedgen-debug calibrate`),
     "none" for the samples' noise only, or None for the calibration shipped for these runs, if any.
     `named_report`: the named check's report of this pair with these samples and seed (`analyze_gan(run_b,
-    run_a)` or `analyze_lm(run_b, run_a)`), if the caller has just made it: not made again."""
+    run_a)` or `analyze_lm(run_b, run_a)`, A and B swapped when A is the suspect: `suspect_side`), if the
+    caller has just made it: not made again."""
     from fedgen_debug.analysis import calibration_store
 
     if samples < 20:

@@ -27,6 +27,11 @@ def found_its_bug(check: dict) -> bool:
     return bool(check.get("suspected")) and not check.get("inconclusive")
 
 
+def suspect_words(check: dict) -> str:
+    """" of A (...)" when a named check read A as the suspect (`diagnose.suspect_side`), else ""."""
+    return " of A (the side where the primary model fails)" if check.get("suspect") == "a" else ""
+
+
 def answer_of(report: dict) -> str:
     """"yes", "no" or "cannot tell" of a report or its summary; a report of schema /1 or /2 (before
     "cannot tell") answered by its `differ` alone."""

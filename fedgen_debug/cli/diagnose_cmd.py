@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, found_its_bug
+from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, found_its_bug, suspect_words
 
 
 def register(sub) -> None:
@@ -71,7 +71,8 @@ def format_report(report: dict, top: int = 8) -> list[str]:
     for check in report["checks"]:
         verdict = "YES" if check["suspected"] else "no"
         extra = " (INCONCLUSIVE)" if check.get("inconclusive") else ""
-        lines.append(f"  check {check['name']}: {verdict}{extra} (z = {check['z']:.1f}, threshold {check['z_threshold']:g})")
+        lines.append(f"  check {check['name']}{suspect_words(check)}: {verdict}{extra} (z = {check['z']:.1f}, "
+                     f"threshold {check['z_threshold']:g})")
     terms = report.get("distinctive_terms")
     if terms:
         for side in ("a", "b"):
