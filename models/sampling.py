@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -13,13 +14,23 @@ import tensorflow as tf
 SAMPLING_BATCH = 2000
 
 
+# A model's traced logits, made once and kept while the model lives: an analysis scores words with one
+# model more than once (the top words, then the same words under the baseline), and each new
+# `tf.function` traced the model again (TensorFlow's retracing warning in benchmarks/diagnose.py).
+_COMPILED_LOGITS: "weakref.WeakKeyDictionary[tf.keras.Model, Callable]" = weakref.WeakKeyDictionary()
+
+
 def compiled_logits(model: tf.keras.Model) -> Callable[[np.ndarray], tf.Tensor]:
     """`model(x, training=False)` for int32 [batch, time] ids of any shape, as one traced graph. Why:
     called eagerly, Keras drives each recurrent layer's loop from Python, a few small ops at a time
     (most of the LM analysis' time; docs/performance.md, "The LM stage's set-up and analysis"). Traced
-    with an unknown time length, the same layers run `tf.while_loop` in the graph."""
-    return tf.function(lambda ids: model(ids, training=False),
-                       input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    with an unknown time length, the same layers run `tf.while_loop` in the graph. The same function
+    for the same model object (traced once); it holds the model weakly, so the model is not kept alive."""
+    if model not in _COMPILED_LOGITS:
+        held = weakref.ref(model)
+        _COMPILED_LOGITS[model] = tf.function(lambda ids: held()(ids, training=False),
+                                              input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    return _COMPILED_LOGITS[model]
 
 
 def sample_until(model: tf.keras.Model, start_id: int, stop_id: int, banned_ids, count: int, max_steps: int,

@@ -151,3 +151,26 @@ def test_joint_log_prob_in_batches_equals_one_call(monkeypatch):
     monkeypatch.setattr(char_lm, "JOINT_BATCH", 4)  # two batches of different lengths
     np.testing.assert_allclose(char_lm.joint_log_prob(model, words), whole, rtol=1e-6)
     assert char_lm.joint_log_prob(model, []).shape == (0,)
+
+
+def test_a_models_logits_are_traced_once_follow_its_weights_and_do_not_keep_it_alive():
+    """Scoring words twice with one model (lm_analysis: the top words, then under the baseline) traced it
+    twice; now once. The traced graph reads the weights as they are, and holds the model weakly."""
+    import gc
+    import weakref
+
+    from fedgen_debug.models.sampling import compiled_logits
+
+    model = _constant_lm()
+    logits_of = compiled_logits(model)
+    assert compiled_logits(model) is logits_of and compiled_logits(_constant_lm()) is not logits_of
+    ids = np.array([[START, A, B]], np.int32)
+    np.testing.assert_allclose(tf.nn.softmax(logits_of(ids))[0, 0].numpy(), PROBS, rtol=1e-5)
+    logits_of(np.array([[START, A, B, B, A]], np.int32))             # another length, another batch: no new trace
+    model.layers[1].bias.assign(np.zeros(5))                        # new weights: read, not frozen into the graph
+    np.testing.assert_allclose(tf.nn.softmax(logits_of(ids))[0, 0].numpy(), np.full(5, 0.2), rtol=1e-5)
+    assert logits_of.experimental_get_tracing_count() == 1
+    held = weakref.ref(model)
+    del model, logits_of
+    gc.collect()
+    assert held() is None
