@@ -35,8 +35,9 @@ import dataclasses
 import math
 
 from fedgen_debug.analysis.calibration import Calibration, PropertyNoise, threshold_for
+from fedgen_debug.analysis.image_properties import CLASSIFIER_PROPERTIES
 
-MODEL_READ = ("predicted_class", "confidence")   # what the primary model sees (image_properties.classifier_properties)
+MODEL_READ = tuple(p.name for p in CLASSIFIER_PROPERTIES)   # what the primary model sees: class mix, confidence
 
 
 def noise_ratio(selection: PropertyNoise, reference: PropertyNoise) -> float:
