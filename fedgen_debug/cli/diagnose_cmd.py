@@ -10,7 +10,9 @@ from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, fou
 def register(sub) -> None:
     diagnose = sub.add_parser("diagnose", help="how two auxiliaries' samples differ, ranked by property with its "
                                                "family, effect and direction; the samples to look at")
-    diagnose.add_argument("run_a", help="the reference run (before the update, high-accuracy or correct users)")
+    diagnose.add_argument("run_a", help="the reference run (before the update, high-accuracy or correct users; a "
+                                        "T4 or T2 pair may come in either order: its low-accuracy or misclassified "
+                                        "side is the suspect)")
     diagnose.add_argument("run_b", help="the run under suspicion, of the same kind (GAN, char-LM or word-LM)")
     diagnose.add_argument("--samples", type=int, default=1000, help="samples drawn from each (no privacy cost)")
     diagnose.add_argument("--seed", type=int, default=0, help="the samples' public seed")
