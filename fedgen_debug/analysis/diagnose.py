@@ -26,8 +26,8 @@ of DP releases: no ε.
    is `answer == "yes"`.
 4. **Named checks.** The two verdicts the tool had (`pixel_inversion_suspected`, `tokenization_bug_suspected`)
    with their own statistics and thresholds, unchanged. Each asks whether the suspect side shows its bug:
-   B, except in a GAN pair of a side where the primary model fails and one where it works given failing
-   side first (`suspect_side`), as the calibrated properties answer in either order.
+   B, except in a GAN pair of a side where the primary model fails and one where it works, given with
+   its failing side first (`suspect_side`): the calibrated properties answer the same in either order.
 5. **Evidence.** The samples of each side most unlike the other, along the significant properties (a
    grid for images, a list for text), and the effects drawn as a chart.
 """
