@@ -152,6 +152,17 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
     assert [line for line in empty if line.startswith("WARNING")] == [
         "WARNING: the current GAN's selection cannot be told from an empty one (DP count ≈6 ± 3 users): it learned "
         "little from users' data; a broader cut (a higher quantile=) selects more"]
+    # The pair the other way round (high-accuracy GAN as RUN_DIR): said so, with the order to give instead.
+    given_high_first = {**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
+                        "current": {**gan("high", _samples(10, 0.0)), "select": "by-user-accuracy:high"},
+                        "compare": gan("low", _samples(10, 0.0))}
+    assert [line for line in format_report(given_high_first) if line.startswith("WARNING")] == [
+        "WARNING: RUN_DIR holds by-user-accuracy:high (where the primary model works) and --compare "
+        "by-user-accuracy:low (where it fails): the check asks whether the working side's backgrounds are the darker "
+        "ones; the suspect goes first (`analyze-gan LOW --compare HIGH`; `diagnose` reads a pair in either order)"]
+    t2 = {**given_high_first, "current": {**given_high_first["current"], "select": "by-example:correct"},
+          "compare": {**given_high_first["compare"], "select": "by-example:misclassified,min_count=20"}}
+    assert sum(line.startswith("WARNING: RUN_DIR holds by-example:correct") for line in format_report(t2)) == 1
     textures = np.stack([_texture()] * 10)[..., None]
     diverged = format_report({**ga.inversion_verdict(textures, _samples(10, 0.0)),
                               "current": gan("low", textures), "compare": gan("high", _samples(10, 0.0))})

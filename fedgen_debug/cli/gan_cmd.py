@@ -122,6 +122,17 @@ def run_analyze(args) -> int:
     return 0
 
 
+def asks_the_working_side(report: dict) -> bool:
+    """Whether an `analyze-gan` pair was given the other way round: RUN_DIR's selection gathers where the
+    primary model works and --compare's where it fails (T4's high before low, T2's correct before
+    misclassified), so the one-sided check reads the wrong GAN as the suspect (`Selector.failing`)."""
+    from fedgen_debug.selectors.registry import parse_selector
+
+    if "compare" not in report:
+        return False
+    return [parse_selector(report[side]["select"]).failing for side in ("current", "compare")] == [False, True]
+
+
 def format_report(report: dict) -> list[str]:
     from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.stats import indistinguishable_from_empty
@@ -165,6 +176,11 @@ def format_report(report: dict) -> list[str]:
                          "clients per round or less noise")
     for warning in (report.get("primary_fit") or {}).get("warnings", []):
         lines.append(f"WARNING: {warning}")
+    if asks_the_working_side(report):
+        lines.append(f"WARNING: RUN_DIR holds {report['current']['select']} (where the primary model works) and "
+                     f"--compare {report['compare']['select']} (where it fails): the check asks whether the working "
+                     "side's backgrounds are the darker ones; the suspect goes first (`analyze-gan LOW --compare "
+                     "HIGH`; `diagnose` reads a pair in either order)")
     path = e.get("training_path")
     if path and path["rounds_tested"]:
         lines.append(f"along training: {len(path['dark_rounds'])} of {path['rounds_tested']} snapshots darker than "
