@@ -65,6 +65,12 @@ def parse_selector(text: str) -> Selector:
     return _parse_one(text)
 
 
+def failing_then_working(first: str, second: str) -> bool:
+    """Whether selector `first` gathers where the primary model fails and `second` where it works (T4's
+    low then high, T2's misclassified then correct): a pair whose suspect is `first` (`Selector.failing`)."""
+    return [parse_selector(first).failing, parse_selector(second).failing] == [True, False]
+
+
 def describe_all() -> list[dict]:
     rows = []
     for name, (cls, positional, allowed) in REGISTRY.items():

@@ -177,6 +177,16 @@ def test_a_selector_says_whether_it_gathers_where_the_primary_model_fails(text, 
     assert parse_selector(text).failing is failing
 
 
+def test_a_pair_is_failing_then_working_only_with_one_of_each_in_that_order():
+    from fedgen_debug.selectors.registry import failing_then_working
+
+    assert failing_then_working("by-user-accuracy:low", "by-user-accuracy:high")
+    assert failing_then_working("by-example:misclassified,min_count=20", "by-example:correct")
+    assert not failing_then_working("by-user-accuracy:high", "by-user-accuracy:low")
+    assert not failing_then_working("by-user-accuracy:low", "by-user-accuracy:low")
+    assert not failing_then_working("by-example:misclassified", "random:fraction=0.5")   # random says nothing
+
+
 def test_registry_lists_every_task():
     rows = describe_all()
     assert [r["task"] for r in rows] == ["T1", "T2", "T3", "T4", "T5", "T6"]

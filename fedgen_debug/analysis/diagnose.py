@@ -333,12 +333,10 @@ def suspect_side(kind: str, run_a: str, run_b: str) -> str:
     (`calibration_store.in_order`); without this, the named check of a reversed pair asked whether the
     well-classified users' backgrounds were the dark ones."""
     from fedgen_debug.analysis.calibration_store import selections
-    from fedgen_debug.selectors.registry import parse_selector
+    from fedgen_debug.selectors.registry import failing_then_working
 
     sides = selections(run_a, run_b) if kind == "gan" else None
-    if not sides or None in sides:
-        return "b"
-    return "a" if [parse_selector(s).failing for s in sides] == [True, False] else "b"
+    return "a" if sides and None not in sides and failing_then_working(*sides) else "b"
 
 
 def _named_check(kind: str, run_a: str, run_b: str, samples: int, seed: int, named_report: dict | None = None) -> dict:

@@ -126,11 +126,9 @@ def asks_the_working_side(report: dict) -> bool:
     """Whether an `analyze-gan` pair was given the other way round: RUN_DIR's selection gathers where the
     primary model works and --compare's where it fails (T4's high before low, T2's correct before
     misclassified), so the one-sided check reads the wrong GAN as the suspect (`Selector.failing`)."""
-    from fedgen_debug.selectors.registry import parse_selector
+    from fedgen_debug.selectors.registry import failing_then_working
 
-    if "compare" not in report:
-        return False
-    return [parse_selector(report[side]["select"]).failing for side in ("current", "compare")] == [False, True]
+    return "compare" in report and failing_then_working(report["compare"]["select"], report["current"]["select"])
 
 
 def format_report(report: dict) -> list[str]:
