@@ -67,8 +67,13 @@ def parse_selector(text: str) -> Selector:
 
 def failing_then_working(first: str, second: str) -> bool:
     """Whether selector `first` gathers where the primary model fails and `second` where it works (T4's
-    low then high, T2's misclassified then correct): a pair whose suspect is `first` (`Selector.failing`)."""
-    return [parse_selector(first).failing, parse_selector(second).failing] == [True, False]
+    low then high, T2's misclassified then correct): a pair whose suspect is `first` (`Selector.failing`).
+    A name that no longer parses (a run released by another version, an edited config) says nothing, as
+    a random selection does: the pair then keeps its given order instead of failing the whole report."""
+    try:
+        return [parse_selector(first).failing, parse_selector(second).failing] == [True, False]
+    except ValueError:
+        return False
 
 
 def describe_all() -> list[dict]:

@@ -185,6 +185,9 @@ def test_a_pair_is_failing_then_working_only_with_one_of_each_in_that_order():
     assert not failing_then_working("by-user-accuracy:high", "by-user-accuracy:low")
     assert not failing_then_working("by-user-accuracy:low", "by-user-accuracy:low")
     assert not failing_then_working("by-example:misclassified", "random:fraction=0.5")   # random says nothing
+    # a stored name this version no longer reads says nothing too, rather than failing diagnose
+    assert not failing_then_working("by-user-accuracy:lowest", "by-user-accuracy:high")
+    assert not failing_then_working("by-user-accuracy:low", "retired-selector")
 
 
 def test_registry_lists_every_task():
