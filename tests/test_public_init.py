@@ -107,18 +107,24 @@ def test_a_bad_gan_init_is_refused_with_what_to_give(init, message):
     assert "init" not in GANRun(GAN_DATA, "random", preset="test").to_json()
 
 
-def test_gan_pretraining_is_seeded_and_draws_glyphs_on_paper_where_a_fresh_generator_draws_nothing():
+def test_gan_pretraining_is_seeded_and_draws_glyphs_on_paper_where_a_fresh_generator_draws_nothing(monkeypatch):
     """Demo networks, 400 central WGAN-GP steps on 10 public writers: the fresh generator's samples are all
-    blank (ink on under 1% of pixels), the pretrained one's have a white background and ink."""
+    blank (ink on under 1% of pixels), the pretrained one's have a white background and ink. Seeded: two
+    pretrainings of 20 steps (the batches, noise and initial networks all come from the seed; an unseeded
+    draw differs from the first step on) are bit for bit the same; one of 400 steps is what draws glyphs."""
     from fedgen_debug.analysis import gan_analysis
     from fedgen_debug.models.gan import build_generator
     from fedgen_debug.training import presets
 
     config = presets.gan_model_config("demo")
-    first, again = (public_init.pretrained_gan_weights(GAN_PUBLIC, config, seed=3) for _ in range(2))
+    with monkeypatch.context() as short:
+        short.setattr(public_init, "GAN_STEPS", 20)
+        first, again = (public_init.pretrained_gan_weights(GAN_PUBLIC, config, seed=3) for _ in range(2))
     for a, b in zip(first["generator"].trainable + first["discriminator"],
                     again["generator"].trainable + again["discriminator"]):
         np.testing.assert_array_equal(a, b)
+    assert public_init.GAN_STEPS == 400
+    first = public_init.pretrained_gan_weights(GAN_PUBLIC, config, seed=3)
     generator = build_generator(config, 3)
     noise = np.random.default_rng(0).standard_normal((200, config.noise_dim)).astype(np.float32)
     fresh = generator(noise, training=False).numpy()
@@ -131,19 +137,24 @@ def test_gan_pretraining_is_seeded_and_draws_glyphs_on_paper_where_a_fresh_gener
 
 def test_a_gan_run_with_init_starts_from_the_pretrained_networks_and_charges_the_same_releases(tmp_path, monkeypatch):
     """The process's state after `set_model_weights` holds the pretrained G (and its moving average) and D
-    bit for bit; a run with --init names it in its config and charges what a fresh run charges."""
+    bit for bit; a run with --init names it in its config and charges what a fresh run charges. What the
+    pretraining draws is the test above's: here 10 steps (not 400) move G and D off their seeded initial
+    networks, which are the process's own, so a `set_model_weights` that kept those would fail."""
     from fedgen_debug.experiments.gan import train_gan
     from fedgen_debug.runs.secret import RunSecret
     from fedgen_debug.training import dp_fedavg_gan, presets
     from fedgen_debug.training.gan_run import GANRun
     from fedgen_debug.models.gan import build_discriminator, build_generator
 
+    monkeypatch.setattr(public_init, "GAN_STEPS", 10)   # read at each call: train_gan's pretraining too
     config = presets.gan_model_config("test")
     weights = public_init.pretrained_gan_weights(GAN_PUBLIC, config, seed=0)
     training = dataclasses_replace_gen_ema(presets.gan_training_config("test", 0))
     process = dp_fedavg_gan.build_gan_process(lambda: build_generator(config, 0), lambda: build_discriminator(config, 0),
                                               training, RunSecret(7), backend="tf")
-    state = process.set_model_weights(process.initialize(), weights)
+    initial = process.initialize()
+    assert not np.array_equal(process.get_model_weights(initial).trainable[0], weights["generator"].trainable[0])
+    state = process.set_model_weights(initial, weights)
     for got, expected in zip(process.get_model_weights(state).trainable, weights["generator"].trainable):
         np.testing.assert_array_equal(got, expected)
     for got, expected in zip(state["server"]["generator"]["non_trainable"], weights["generator"].non_trainable):
