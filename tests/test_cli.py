@@ -85,13 +85,14 @@ def test_bad_inputs_give_one_clear_error_and_write_nothing(tmp_path):
 
 def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_path, fresh_ledger):
     out = tmp_path / "demo"
-    args = ("demo", "--out", str(out), "--writers", "40", "--users", "60", "--stages", "data")
+    # The demo test store's populations (`DEMO_TEST_ARGS`): their users are generated once a session (disk cache).
+    args = ("demo", "--out", str(out), "--writers", "12", "--users", "40", "--stages", "data")
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     assert "OOV rate (DP" in result.stdout and "mean pixel intensity (DP" in result.stdout
     # The simulated populations had no budget: the demo sets what its releases need, and says so.
     assert result.stdout.count("it had no budget, so the demo sets ε =") == 2
-    keys = {fresh_ledger.population_key(s) for s in ("synthetic-text:users=60,seed=0", "synthetic-images:writers=40,seed=0")}
+    keys = {fresh_ledger.population_key(s) for s in ("synthetic-text:users=40,seed=0", "synthetic-images:writers=12,seed=0")}
     assert {fresh_ledger.budget(p, 100).source for p in keys} == keys
     summary = json.loads((out / "summary.json").read_text())
     exact = _exact_data_stage_means(summary)

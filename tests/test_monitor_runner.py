@@ -19,7 +19,7 @@ from fedgen_debug import runtime
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
 from fedgen_debug.runs import store
 
-def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monitor_store):
+def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monitor_store, monkeypatch):
     _, out, _, stdout, _ = monitor_store
     records = store.period_records(str(out))
     assert [r["period"] for r in records] == [1, 2, 3, 4, 5]
@@ -43,9 +43,8 @@ def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monit
     assert "period   5" in stdout
     # --check on the finished monitor counts its periods as done (it forecast 5 more, as if none had run).
     tmp, _, ledger, _, _ = monitor_store
-    check = subprocess.run([fedgen_cli(), "monitor", "--plan", str(tmp / "monitor.plan.json"), "--out", str(out),
-                            "--check"], env={**os.environ, LEDGER_ENV: ledger}, capture_output=True, text=True,
-                           timeout=300)
+    monkeypatch.setenv(LEDGER_ENV, ledger)   # through the console script's main() in this process
+    check = run_main("monitor", "--plan", tmp / "monitor.plan.json", "--out", out, "--check")
     assert check.returncode == 0, check.stderr
     assert "affords 5 period(s) of this plan; the plan has 5, 5 done in" in check.stdout
     assert "ε after each further period: none (every period is done)" in check.stdout
