@@ -77,6 +77,30 @@ def run_cli(*args, timeout=300, **kwargs) -> subprocess.CompletedProcess:
                           env=env, **kwargs)
 
 
+def run_main(*args) -> subprocess.CompletedProcess:
+    """`fedgen-debug ARGS` in this process: `cli.main.main`, which the console script calls, with its exit
+    code and output. For a test's further calls after one through `run_cli`: each CLI process spends its
+    first seconds importing TensorFlow, which this process has done once."""
+    import contextlib
+    import io
+    import logging
+
+    from fedgen_debug.cli.main import main
+
+    out, err, root = io.StringIO(), io.StringIO(), logging.getLogger()
+    levels = root.level, logging.getLogger("tensorflow").level   # main() configures logging
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:   # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else 1
+    finally:
+        root.setLevel(levels[0])
+        logging.getLogger("tensorflow").setLevel(levels[1])
+    return subprocess.CompletedProcess(["fedgen-debug", *args], code, out.getvalue(), err.getvalue())
+
+
 def hand_built_images() -> dict:
     """Three writers with exactly known pixels (multiples of 1/255, so uint8 round trips are exact)."""
     rng = np.random.default_rng(7)

@@ -507,9 +507,25 @@ def char_runs(tmp_path_factory):
     return runs
 
 
-def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs, tmp_path):
-    path = str(tmp_path / "char.json")
-    result = run_cli("calibrate", *char_runs, "--out", path, "--samples", "100")
+@pytest.fixture(scope="module")
+def char_calibration(char_runs, tmp_path_factory):
+    """`fedgen-debug calibrate` on the three runs, run once: the CLI test reads what it printed, the supplement
+    test supplements the file it wrote (it ran the same command again)."""
+    path = str(tmp_path_factory.mktemp("calibration") / "char.json")
+    return path, run_cli("calibrate", *char_runs, "--out", path, "--samples", "100")
+
+
+def _main(capsys, *argv) -> tuple[int, str]:
+    """The CLI's main() in this process: the console script's parser, handler and exit code, without a
+    TensorFlow start-up per refusal. An exception other than a one-line refusal propagates and fails the test."""
+    from fedgen_debug.cli.main import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs, char_calibration):
+    path, result = char_calibration
     assert result.returncode == 0, result.stderr
     assert "2 degrees of freedom" in result.stdout and "false alarms" in result.stdout
     assert "4.42x its estimate at 2 degrees of freedom (twice the runs: 2.09x)" in result.stdout
@@ -529,11 +545,14 @@ def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs,
     assert not default["calibration"]["calibrated"] and "fedgen-debug calibrate" in default["calibration"]["note"]
 
 
-def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_runs, tmp_path):
+def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_runs, char_calibration, tmp_path,
+                                                                         capsys):
     """A calibration measured before a property existed (one deleted from a real one) gets it from these runs,
     and only it; a shipped name is accepted in place of a file."""
-    full = tmp_path / "full.json"
-    assert run_cli("calibrate", *char_runs, "--out", str(full), "--samples", "100").returncode == 0
+    import pathlib
+
+    full = pathlib.Path(char_calibration[0])
+    assert char_calibration[1].returncode == 0, char_calibration[1].stderr
     older = json.loads(full.read_text())
     missing = sorted(older["properties"])[0]
     del older["properties"][missing]
@@ -547,17 +566,18 @@ def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_r
     merged, measured = calibration_store.load(str(out)), calibration_store.load(str(full))
     assert merged.name == "older" and merged.properties == measured.properties
     assert merged.z_threshold == measured.z_threshold and merged.source["supplements"][0]["properties"] == [missing]
-    refused = run_cli("calibrate", *char_runs, "--supplement", str(full), "--out", str(tmp_path / "x.json"))
-    assert refused.returncode != 0 and "no property" in refused.stderr
-    unknown = run_cli("calibrate", *char_runs, "--supplement", "no-such-calibration", "--out", str(tmp_path / "y.json"))
-    assert unknown.returncode != 0 and "gan-demo-t4" in unknown.stderr      # the shipped names are listed
+    code, err = _main(capsys, "calibrate", *char_runs, "--supplement", str(full), "--out", str(tmp_path / "x.json"))
+    assert code != 0 and "no property" in err
+    code, err = _main(capsys, "calibrate", *char_runs, "--supplement", "no-such-calibration", "--out",
+                      str(tmp_path / "y.json"))
+    assert code != 0 and "gan-demo-t4" in err      # the shipped names are listed
 
 
-def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path):
-    result = run_cli("calibrate", *char_runs[:2], "--out", str(tmp_path / "c.json"))
-    assert result.returncode == 2 and "3 or more replicate runs" in result.stderr and "Traceback" not in result.stderr
-    result = run_cli("calibrate", char_runs[0], "--pairs", "--out", str(tmp_path / "c.json"))
-    assert result.returncode == 2 and "A:B" in result.stderr
+def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path, capsys):
+    code, err = _main(capsys, "calibrate", *char_runs[:2], "--out", str(tmp_path / "c.json"))
+    assert code == 2 and "3 or more replicate runs" in err and "Traceback" not in err
+    code, err = _main(capsys, "calibrate", char_runs[0], "--pairs", "--out", str(tmp_path / "c.json"))
+    assert code == 2 and "A:B" in err
 
 
 def test_pairs_sharing_runs_name_each_run_once_so_a_left_out_pair_takes_its_runs_other_pairs_with_it(tmp_path):

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from conftest import DEMO_TEST_ARGS, run_cli
+from conftest import DEMO_TEST_ARGS, run_cli, run_main
 from fedgen_debug.runs import store
 from release_boundary import check_released
 
@@ -18,23 +18,24 @@ def test_help_lists_commands():
 
 
 def test_inspect_reports_dp_counts_charged_to_the_ledger(tmp_path, fresh_ledger):
-    result = run_cli("data", "inspect", "synthetic-images:writers=30,seed=2", "--json")
+    # The console script once; the further calls in this process (`run_main`: the same main(), no TF start-up).
+    result = run_cli("data", "inspect", "synthetic-images:writers=12,seed=2", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     from fedgen_debug.data import synthetic_images as si
 
-    sizes = [si.generate_writer(2, w, si.SyntheticImagesConfig(writers=30))[1].size for w in range(30)]
-    assert summary["clients"] == 30 and summary["dp"] is True  # N is public; the rest is DP
+    sizes = [si.generate_writer(2, w, si.SyntheticImagesConfig(writers=12))[1].size for w in range(12)]
+    assert summary["clients"] == 12 and summary["dp"] is True  # N is public; the rest is DP
     assert abs(summary["examples"] - sum(sizes)) < 4 * summary["examples_stddev"] and summary["examples"] != sum(sizes)
     assert "min" not in json.dumps(summary) and max(sizes) not in [h["clients"] for h in summary["client_size_histogram"]]
     assert sorted(r.label for r in fresh_ledger.records()) == ["DP aggregate data inspect: client sizes",
                                                                 "DP aggregate data inspect: examples"]
-    text = run_cli("data", "inspect", "synthetic-images:writers=30,seed=2").stdout
+    text = run_main("data", "inspect", "synthetic-images:writers=12,seed=2").stdout
     assert "(DP; each client counted up to 1024)" in text and "charged to the ledger" in text
     # Public data (the modeler says so): exact, nothing charged; not for users the ledger knows as private.
-    refused = run_cli("data", "inspect", "synthetic-images:writers=3,seed=2", "--public", "--json")
+    refused = run_main("data", "inspect", "synthetic-images:writers=3,seed=2", "--public", "--json")
     assert refused.returncode == 2 and "the ledger holds DP releases on users of this data" in refused.stderr
-    public = json.loads(run_cli("data", "inspect", "synthetic-images:writers=3,seed=5", "--public", "--json").stdout)
+    public = json.loads(run_main("data", "inspect", "synthetic-images:writers=3,seed=5", "--public", "--json").stdout)
     other = [si.generate_writer(5, w, si.SyntheticImagesConfig(writers=3))[1].size for w in range(3)]
     assert public["examples"] == sum(other) and public["examples_per_client"]["max"] == max(other)
     assert len(fresh_ledger.records()) == 4
@@ -45,14 +46,14 @@ def test_make_then_inspect_each_format(tmp_path):
     made = run_cli("data", "make", "synthetic-text:users=4,seed=1", "--out", str(jsonl_path))
     assert made.returncode == 0, made.stderr
     assert "4 clients" in made.stdout
-    text = json.loads(run_cli("data", "inspect", f"jsonl:{jsonl_path}", "--json").stdout)
+    text = json.loads(run_main("data", "inspect", f"jsonl:{jsonl_path}", "--json").stdout)   # in this process
     assert text["clients"] == 4
 
     cache = tmp_path / "cache"
-    made = run_cli("data", "make", "synthetic-images:writers=2", "--format", "tff-sqlite", "--out", str(cache))
+    made = run_main("data", "make", "synthetic-images:writers=2", "--format", "tff-sqlite", "--out", str(cache))
     assert made.returncode == 0, made.stderr
     assert os.path.exists(cache / "emnist_all.sqlite")
-    images = json.loads(run_cli("data", "inspect", f"tff-emnist:{cache}", "--json").stdout)
+    images = json.loads(run_main("data", "inspect", f"tff-emnist:{cache}", "--json").stdout)
     assert images["clients"] == 2 and images["modality"] == "images"
 
 
@@ -66,29 +67,32 @@ def _assert_clear_error(result, *fragments):
 
 
 def test_bad_inputs_give_one_clear_error_and_write_nothing(tmp_path):
-    _assert_clear_error(run_cli("data", "inspect", f"npz:{tmp_path}/missing.npz"), "missing.npz", "file not found")
+    # The console script (with a timeout: it must not start a download); the rest through the same main()
+    # in this process (`run_main`), each without a TensorFlow start-up of its own.
     _assert_clear_error(run_cli("data", "inspect", f"tff-emnist:{tmp_path}", timeout=120),
                         "emnist_all.sqlite", "never downloads")
-    _assert_clear_error(run_cli("data", "inspect", "femnist"), "Unknown data source 'femnist'")
-    _assert_clear_error(run_cli("data", "inspect", "before.jsonl"), "(a file? say jsonl:before.jsonl)")
-    _assert_clear_error(run_cli("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.txt")),
+    _assert_clear_error(run_main("data", "inspect", f"npz:{tmp_path}/missing.npz"), "missing.npz", "file not found")
+    _assert_clear_error(run_main("data", "inspect", "femnist"), "Unknown data source 'femnist'")
+    _assert_clear_error(run_main("data", "inspect", "before.jsonl"), "(a file? say jsonl:before.jsonl)")
+    _assert_clear_error(run_main("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.txt")),
                         ".txt is no format the tool writes")   # it wrote a TFF cache directory named x.txt
     assert not (tmp_path / "x.txt").exists()
-    _assert_clear_error(run_cli("data", "inspect", "json:my images.npz"), "(a file? say npz:my images.npz)")
-    _assert_clear_error(run_cli("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.npz")),
+    _assert_clear_error(run_main("data", "inspect", "json:my images.npz"), "(a file? say npz:my images.npz)")
+    _assert_clear_error(run_main("data", "make", "synthetic-text:users=2", "--out", str(tmp_path / "x.npz")),
                         "--format npz holds images")
     assert os.listdir(tmp_path) == []
 
 
 def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_path, fresh_ledger):
     out = tmp_path / "demo"
-    args = ("demo", "--out", str(out), "--writers", "40", "--users", "60", "--stages", "data")
+    # The demo test store's populations (`DEMO_TEST_ARGS`): their users are generated once a session (disk cache).
+    args = ("demo", "--out", str(out), "--writers", "12", "--users", "40", "--stages", "data")
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     assert "OOV rate (DP" in result.stdout and "mean pixel intensity (DP" in result.stdout
     # The simulated populations had no budget: the demo sets what its releases need, and says so.
     assert result.stdout.count("it had no budget, so the demo sets ε =") == 2
-    keys = {fresh_ledger.population_key(s) for s in ("synthetic-text:users=60,seed=0", "synthetic-images:writers=40,seed=0")}
+    keys = {fresh_ledger.population_key(s) for s in ("synthetic-text:users=40,seed=0", "synthetic-images:writers=12,seed=0")}
     assert {fresh_ledger.budget(p, 100).source for p in keys} == keys
     summary = json.loads((out / "summary.json").read_text())
     exact = _exact_data_stage_means(summary)
@@ -104,7 +108,7 @@ def test_demo_data_stage_releases_dp_aggregates_under_a_budget_it_states(tmp_pat
         check_released(str(out / "device-aggregates" / kind), exact_counts=[summary[kind]["clients"] + 1])
     # A re-run charges nothing twice.
     records = len(fresh_ledger.records())
-    again = run_cli(*args)
+    again = run_main(*args)   # in this process: the same main()
     assert again.returncode == 0, again.stderr
     assert len(fresh_ledger.records()) == records and "(set before)" in again.stdout
 

@@ -157,11 +157,16 @@ def test_the_printed_report_says_what_differs_and_how_sure():
 def lm_pair(tmp_path_factory):
     root = tmp_path_factory.mktemp("diagnose")
     runs = {}
-    for name, bug in (("before", []), ("after", ["--bug", "concat:0.5"])):
+    from fedgen_debug.cli.bug_arg import bug_settings
+    from fedgen_debug.experiments.sweep import train_run
+    from fedgen_debug.training.lm_run import LMRun
+
+    # `train-lm --kind char --preset test --rounds 2 --vocab-size 200 [--bug concat:0.5]`, in process (as
+    # gan_pair below): the CLI's train_run on the CLI's LMRun, without a TensorFlow start-up per run.
+    for name, bug in (("before", None), ("after", "concat:0.5")):
         runs[name] = str(root / name)
-        result = run_cli("train-lm", "--kind", "char", "--data", "synthetic-text:users=12,seed=3", "--preset", "test",
-                         "--rounds", "2", "--vocab-size", "200", *bug, "--out", runs[name])
-        assert result.returncode == 0, result.stderr
+        train_run(LMRun("char", "synthetic-text:users=12,seed=3", preset="test", rounds=2, vocab_size=200,
+                        **(bug_settings(bug, "text") if bug else {})), runs[name])
     return runs
 
 
@@ -183,7 +188,17 @@ def test_the_schema_names_the_families_and_refuses_a_broken_report():
     assert any("'differences'" in e for e in _schema_errors({k: v for k, v in report.items() if k != "differences"}))
 
 
-def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
+def _main(capsys, *argv) -> tuple[int, str, str]:
+    """The CLI's main() in this process: the console script's parser, handler and exit code, without a
+    TensorFlow start-up per call. An exception other than a one-line refusal propagates and fails the test."""
+    from fedgen_debug.cli.main import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair, capsys):
     result = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "200", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -204,16 +219,17 @@ def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
     assert diagnose.run_vocabulary("word", lm_pair["after"]) is None
     assert store.read_json(store.released(lm_pair["after"], store.DIAGNOSIS))["schema"] == diagnose.SCHEMA
     assert os.path.exists(store.released(lm_pair["after"], store.DIAGNOSIS_PNG))
-    printed = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "100")
-    assert printed.returncode == 0 and "differ:" in printed.stdout and "check tokenization_bug_suspected" in printed.stdout
+    # The printed report (the console script itself ran above, for the JSON one).
+    code, printed, _ = _main(capsys, "diagnose", lm_pair["before"], lm_pair["after"], "--samples", "100")
+    assert code == 0 and "differ:" in printed and "check tokenization_bug_suspected" in printed
 
 
-def test_diagnose_refuses_runs_of_two_kinds(lm_pair, gan_pair, tmp_path):
+def test_diagnose_refuses_runs_of_two_kinds(lm_pair, gan_pair, tmp_path, capsys):
     gan = gan_pair["before"]
-    result = run_cli("diagnose", gan, lm_pair["after"])
-    assert result.returncode == 2 and "is a gan run" in result.stderr and "Traceback" not in result.stderr
-    result = run_cli("diagnose", gan, str(tmp_path / "nothing"))
-    assert result.returncode == 2 and "not a run directory" in result.stderr
+    code, _, err = _main(capsys, "diagnose", gan, lm_pair["after"])
+    assert code == 2 and "is a gan run" in err and "Traceback" not in err
+    code, _, err = _main(capsys, "diagnose", gan, str(tmp_path / "nothing"))
+    assert code == 2 and "not a run directory" in err
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import GAN_MONITOR_PLAN, MONITOR_PLAN, fedgen_cli, monitor as _monitor
+from conftest import GAN_MONITOR_PLAN, MONITOR_PLAN, fedgen_cli, ledger_with_unlimited_budget, provision_secret, \
+    run_main
 from fedgen_debug.device import lm_data
 from fedgen_debug.monitor import inputs, runner
 from fedgen_debug.monitor.plan import plan_from_dict
@@ -24,6 +25,16 @@ def _words_file(tmp_path, count=150) -> str:
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(words) + "\n")
     return str(path)
+
+
+def _monitor(tmp_path, monkeypatch, name, plan):
+    """`fedgen-debug monitor` on `plan` through the console script's main() in this process (no TensorFlow
+    start-up of its own), with the suite's monitor secret and a ledger of its own (as `conftest.monitor`)."""
+    plan_path, out = tmp_path / f"{name}.plan.json", tmp_path / name
+    plan_path.write_text(json.dumps(plan))
+    provision_secret(str(out), "monitor")
+    monkeypatch.setenv(LEDGER_ENV, ledger_with_unlimited_budget(tmp_path / f"{name}-ledger"))
+    return out, run_main("monitor", "--plan", plan_path, "--out", out)
 
 
 def _keras_primary(tmp_path, input_shape=(28, 28)) -> str:
@@ -75,20 +86,20 @@ def test_a_bad_vocabulary_or_primary_is_refused_before_the_ledger_is_touched(tmp
     if bad == "missing vocabulary":   # the command line: exit code 2, the message, no traceback, --check too
         plan_path = tmp_path / "plan.json"
         plan_path.write_text(json.dumps(plan))
-        for extra in (("--check",), ()):
-            done = subprocess.run([fedgen_cli(), "monitor", "--plan", str(plan_path), "--out", str(out), *extra],
-                                  env={**os.environ, LEDGER_ENV: str(ledger)}, capture_output=True, text=True,
-                                  timeout=300)
+        # --check through the console script, the run through the same main() in this process
+        check = subprocess.run([fedgen_cli(), "monitor", "--plan", str(plan_path), "--out", str(out), "--check"],
+                               env={**os.environ, LEDGER_ENV: str(ledger)}, capture_output=True, text=True, timeout=300)
+        for done in (check, run_main("monitor", "--plan", plan_path, "--out", out)):
             assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not ledger.exists() and not out.exists()   # no population key, no secret, nothing charged
 
 
-def test_a_char_lm_monitor_reads_the_modelers_vocabulary_from_its_own_copy(tmp_path):
+def test_a_char_lm_monitor_reads_the_modelers_vocabulary_from_its_own_copy(tmp_path, monkeypatch):
     vocab = _words_file(tmp_path)
     plan = {**MONITOR_PLAN, "periods": 3, "rounds_per_period": 4, "rollout": None,
             "auxiliaries": [{"kind": "char-lm", "preset": "test", "vocab": f"file:{vocab}"}]}
     plan = {k: v for k, v in plan.items() if v is not None}
-    out, _, done = _monitor(tmp_path, "vocab-monitor", plan=plan)
+    out, done = _monitor(tmp_path, monkeypatch, "vocab-monitor", plan)
     assert done.returncode == 0, done.stderr[-3000:]
     copy = inputs.vocabulary_copy(str(out), plan_from_dict(plan).auxiliaries[0])
     assert open(copy).read() == open(vocab).read()
@@ -101,11 +112,11 @@ def test_a_char_lm_monitor_reads_the_modelers_vocabulary_from_its_own_copy(tmp_p
     assert len(store.period_records(str(out))) == 3
 
 
-def test_a_gan_monitor_runs_the_users_keras_model_as_its_primary(tmp_path):
+def test_a_gan_monitor_runs_the_users_keras_model_as_its_primary(tmp_path, monkeypatch):
     model = _keras_primary(tmp_path)
     plan = {**GAN_MONITOR_PLAN, "periods": 3, "rollout": None, "primary": model, "primary_output": "probabilities"}
     plan = {k: v for k, v in plan.items() if v is not None}
-    out, _, done = _monitor(tmp_path, "keras-primary-monitor", plan=plan)
+    out, done = _monitor(tmp_path, monkeypatch, "keras-primary-monitor", plan)
     assert done.returncode == 0, done.stderr[-3000:]
     probe = np.random.default_rng(0).uniform(size=(5, 28, 28, 1)).astype(np.float32)
     expected = np.log(tf.keras.models.load_model(model)(probe[..., 0]).numpy())

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from conftest import GAN_MONITOR_PLAN as GAN_PLAN, MONITOR_AUXILIARY as AUX, MONITOR_PLAN, eventually, fedgen_cli, \
-    ledger_with_unlimited_budget as _ledger, monitor as _monitor, provision_secret
+    ledger_with_unlimited_budget as _ledger, monitor as _monitor, provision_secret, run_main
 from fedgen_debug import runtime
 from fedgen_debug.privacy.ledger import LEDGER_ENV, Ledger
 from fedgen_debug.runs import store
 
-def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monitor_store):
+def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monitor_store, monkeypatch):
     _, out, _, stdout, _ = monitor_store
     records = store.period_records(str(out))
     assert [r["period"] for r in records] == [1, 2, 3, 4, 5]
@@ -43,9 +43,8 @@ def test_a_monitor_runs_every_period_warm_started_and_releases_its_records(monit
     assert "period   5" in stdout
     # --check on the finished monitor counts its periods as done (it forecast 5 more, as if none had run).
     tmp, _, ledger, _, _ = monitor_store
-    check = subprocess.run([fedgen_cli(), "monitor", "--plan", str(tmp / "monitor.plan.json"), "--out", str(out),
-                            "--check"], env={**os.environ, LEDGER_ENV: ledger}, capture_output=True, text=True,
-                           timeout=300)
+    monkeypatch.setenv(LEDGER_ENV, ledger)   # through the console script's main() in this process
+    check = run_main("monitor", "--plan", tmp / "monitor.plan.json", "--out", out, "--check")
     assert check.returncode == 0, check.stderr
     assert "affords 5 period(s) of this plan; the plan has 5, 5 done in" in check.stdout
     assert "ε after each further period: none (every period is done)" in check.stdout
@@ -154,7 +153,7 @@ def test_kill_9_mid_period_resumes_at_its_checkpoint_to_the_uninterrupted_result
     assert ours[-1]["population_epsilon"] == pytest.approx(theirs[-1]["population_epsilon"])
 
 
-def test_a_plan_over_budget_is_refused_up_front_with_the_periods_it_affords(tmp_path):
+def test_a_plan_over_budget_is_refused_up_front_with_the_periods_it_affords(tmp_path, monkeypatch):
     ledger = tmp_path / "small-ledger"
     Ledger(str(ledger)).set_budget("*", 200.0, reason="test")
     plan = {**GAN_PLAN, "privacy": {**GAN_PLAN["privacy"], "noise_multiplier": 0.3}}
@@ -164,8 +163,8 @@ def test_a_plan_over_budget_is_refused_up_front_with_the_periods_it_affords(tmp_
     affordable = int(check.stdout.split("affords ")[1].split()[0])
     assert 0 < affordable < plan["periods"]
     out = tmp_path / "refused"
-    done = subprocess.run([fedgen_cli(), "monitor", "--plan", _write(tmp_path, plan), "--out", str(out)],
-                          env={**os.environ, LEDGER_ENV: str(ledger)}, capture_output=True, text=True, timeout=300)
+    monkeypatch.setenv(LEDGER_ENV, str(ledger))   # the run through the same main() in this process
+    done = run_main("monitor", "--plan", _write(tmp_path, plan), "--out", str(out))
     assert done.returncode == 2
     assert f"affords {affordable} period(s) of this plan, not the {plan['periods']}" in done.stderr
     assert "nothing ran" in done.stderr
