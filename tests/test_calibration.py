@@ -16,7 +16,7 @@ from fedgen_debug.analysis import calibration_store, differences, image_properti
 from fedgen_debug.analysis import diagnose
 from fedgen_debug.runs import store
 
-from conftest import run_cli
+from conftest import run_cli, run_main
 from fedgen_debug.experiments.sweep import train_run
 from fedgen_debug.training.lm_run import LMRun
 
@@ -515,14 +515,6 @@ def char_calibration(char_runs, tmp_path_factory):
     return path, run_cli("calibrate", *char_runs, "--out", path, "--samples", "100")
 
 
-def _main(capsys, *argv) -> tuple[int, str]:
-    """The CLI's main() in this process: the console script's parser, handler and exit code, without a
-    TensorFlow start-up per refusal. An exception other than a one-line refusal propagates and fails the test."""
-    from fedgen_debug.cli.main import main
-
-    code = main(list(argv))
-    return code, capsys.readouterr().err
-
 
 def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs, char_calibration):
     path, result = char_calibration
@@ -545,8 +537,7 @@ def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs,
     assert not default["calibration"]["calibrated"] and "fedgen-debug calibrate" in default["calibration"]["note"]
 
 
-def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_runs, char_calibration, tmp_path,
-                                                                         capsys):
+def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_runs, char_calibration, tmp_path):
     """A calibration measured before a property existed (one deleted from a real one) gets it from these runs,
     and only it; a shipped name is accepted in place of a file."""
     import pathlib
@@ -566,18 +557,17 @@ def test_calibrate_supplement_adds_what_a_calibration_lacks_from_new_runs(char_r
     merged, measured = calibration_store.load(str(out)), calibration_store.load(str(full))
     assert merged.name == "older" and merged.properties == measured.properties
     assert merged.z_threshold == measured.z_threshold and merged.source["supplements"][0]["properties"] == [missing]
-    code, err = _main(capsys, "calibrate", *char_runs, "--supplement", str(full), "--out", str(tmp_path / "x.json"))
-    assert code != 0 and "no property" in err
-    code, err = _main(capsys, "calibrate", *char_runs, "--supplement", "no-such-calibration", "--out",
-                      str(tmp_path / "y.json"))
-    assert code != 0 and "gan-demo-t4" in err      # the shipped names are listed
+    done = run_main("calibrate", *char_runs, "--supplement", str(full), "--out", str(tmp_path / "x.json"))
+    assert done.returncode != 0 and "no property" in done.stderr
+    done = run_main("calibrate", *char_runs, "--supplement", "no-such-calibration", "--out", str(tmp_path / "y.json"))
+    assert done.returncode != 0 and "gan-demo-t4" in done.stderr      # the shipped names are listed
 
 
-def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path, capsys):
-    code, err = _main(capsys, "calibrate", *char_runs[:2], "--out", str(tmp_path / "c.json"))
-    assert code == 2 and "3 or more replicate runs" in err and "Traceback" not in err
-    code, err = _main(capsys, "calibrate", char_runs[0], "--pairs", "--out", str(tmp_path / "c.json"))
-    assert code == 2 and "A:B" in err
+def test_calibrate_refuses_too_few_runs_and_bad_pairs(char_runs, tmp_path):
+    done = run_main("calibrate", *char_runs[:2], "--out", str(tmp_path / "c.json"))
+    assert done.returncode == 2 and "3 or more replicate runs" in done.stderr and "Traceback" not in done.stderr
+    done = run_main("calibrate", char_runs[0], "--pairs", "--out", str(tmp_path / "c.json"))
+    assert done.returncode == 2 and "A:B" in done.stderr
 
 
 def test_pairs_sharing_runs_name_each_run_once_so_a_left_out_pair_takes_its_runs_other_pairs_with_it(tmp_path):

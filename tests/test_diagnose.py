@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_main
 from fedgen_debug.analysis import calibration as calibration_module
 from fedgen_debug.analysis import diagnose, diagnosis_summary, differences, gan_analysis, image_properties
 from fedgen_debug.cli.diagnose_cmd import format_report
@@ -188,17 +188,8 @@ def test_the_schema_names_the_families_and_refuses_a_broken_report():
     assert any("'differences'" in e for e in _schema_errors({k: v for k, v in report.items() if k != "differences"}))
 
 
-def _main(capsys, *argv) -> tuple[int, str, str]:
-    """The CLI's main() in this process: the console script's parser, handler and exit code, without a
-    TensorFlow start-up per call. An exception other than a one-line refusal propagates and fails the test."""
-    from fedgen_debug.cli.main import main
 
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair, capsys):
+def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
     result = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "200", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -220,16 +211,17 @@ def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair, capsys
     assert store.read_json(store.released(lm_pair["after"], store.DIAGNOSIS))["schema"] == diagnose.SCHEMA
     assert os.path.exists(store.released(lm_pair["after"], store.DIAGNOSIS_PNG))
     # The printed report (the console script itself ran above, for the JSON one).
-    code, printed, _ = _main(capsys, "diagnose", lm_pair["before"], lm_pair["after"], "--samples", "100")
-    assert code == 0 and "differ:" in printed and "check tokenization_bug_suspected" in printed
+    printed = run_main("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "100")
+    assert printed.returncode == 0 and "differ:" in printed.stdout, printed.stderr
+    assert "check tokenization_bug_suspected" in printed.stdout
 
 
-def test_diagnose_refuses_runs_of_two_kinds(lm_pair, gan_pair, tmp_path, capsys):
+def test_diagnose_refuses_runs_of_two_kinds(lm_pair, gan_pair, tmp_path):
     gan = gan_pair["before"]
-    code, _, err = _main(capsys, "diagnose", gan, lm_pair["after"])
-    assert code == 2 and "is a gan run" in err and "Traceback" not in err
-    code, _, err = _main(capsys, "diagnose", gan, str(tmp_path / "nothing"))
-    assert code == 2 and "not a run directory" in err
+    done = run_main("diagnose", gan, lm_pair["after"])
+    assert done.returncode == 2 and "is a gan run" in done.stderr and "Traceback" not in done.stderr
+    done = run_main("diagnose", gan, str(tmp_path / "nothing"))
+    assert done.returncode == 2 and "not a run directory" in done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_main
 from fedgen_debug.runs import store
 from fedgen_debug.analysis import gan_analysis as ga
 from fedgen_debug.training.gan_run import GANRun, generate, load_generator
@@ -351,15 +351,6 @@ def test_a_bilinear_generator_is_opt_in_trains_and_reloads_as_bilinear(tmp_path,
     assert generate(generator, 3, seed=0).shape == (3, 28, 28, 1)
 
 
-def _main(capsys, *argv) -> tuple[int, str]:
-    """The CLI's main() in this process: the console script's parser, handler and exit code, without a
-    TensorFlow start-up (~8 s here) per refusal. An exception other than a one-line refusal propagates and
-    fails the test. (test_analyze_gan_writes_grids_and_a_verdict_with_its_evidence runs the console script.)"""
-    from fedgen_debug.cli.main import main
-
-    code = main(list(argv))
-    return code, capsys.readouterr().err
-
 
 @pytest.mark.parametrize("args, message", [
     (["--bug", "concat:0.1"], "--bug: concat is a bug of text data; for images use invert"),
@@ -367,27 +358,27 @@ def _main(capsys, *argv) -> tuple[int, str]:
     (["--select", "by-user-accuracy:middle"], "is not one of low, high"),
     (["--data", "synthetic-text:users=5"], "needs image data"),
 ])
-def test_train_gan_rejects_bad_input_with_one_line(tmp_path, args, message, capsys):
+def test_train_gan_rejects_bad_input_with_one_line(tmp_path, args, message):
     base = {"--data": DATA, "--select": "random", "--preset": "test", "--out": str(tmp_path / "r")}
     for flag, value in zip(args[::2], args[1::2]):
         base[flag] = value
-    code, err = _main(capsys, "train-gan", *[x for kv in base.items() for x in kv])
-    assert code == 2 and message in err, err
-    assert "Traceback" not in err
+    done = run_main("train-gan", *[x for kv in base.items() for x in kv])
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
 
 
-def test_analyze_gan_refuses_an_unfinished_or_foreign_run(tmp_path, runs, capsys):
+def test_analyze_gan_refuses_an_unfinished_or_foreign_run(tmp_path, runs):
     _, low, _ = runs
-    code, err = _main(capsys, "analyze-gan", str(tmp_path))
-    assert code == 2 and "not a run directory" in err
+    done = run_main("analyze-gan", str(tmp_path))
+    assert done.returncode == 2 and "not a run directory" in done.stderr
     store.write_json(store.released(str(tmp_path), store.CONFIG), {"lm": {}})
     with pytest.raises(ValueError, match="not a GAN run"):
         load_generator(str(tmp_path))
     store.write_json(store.released(str(tmp_path), store.CONFIG), json.load(open(store.released(low, store.CONFIG))))
     # A run stopped after its config and charges, before its first round (a crash, a kill): no status yet.
     for command in (("analyze-gan", str(tmp_path)), ("diagnose", low, str(tmp_path))):
-        code, err = _main(capsys, *command)
-        assert code == 2 and "training has not started; re-run train-gan" in err, err
+        done = run_main(*command)
+        assert done.returncode == 2 and "training has not started; re-run train-gan" in done.stderr, done.stderr
     store.write_json(store.released(str(tmp_path), store.STATUS), {"state": "running", "rounds_completed": 1, "rounds": 2})
     with pytest.raises(ValueError, match=r"has not finished \(1/2 rounds\); re-run train-gan"):
         load_generator(str(tmp_path))

@@ -8,7 +8,7 @@ import numpy as np
 
 import pytest
 
-from conftest import provision_secret, run_cli
+from conftest import provision_secret, run_cli, run_main
 from fedgen_debug.runs import store
 from fedgen_debug.training.lm_run import LMRun
 from fedgen_debug.experiments.lm import train_lm
@@ -77,25 +77,18 @@ def test_verdict_flags_the_bug_against_the_baseline_and_not_without_it(char_runs
     assert char_bars(clean)[1].keys() == {"current"}
 
 
-def test_analyze_lm_cli_prints_the_verdict(char_runs, capsys):
+def test_analyze_lm_cli_prints_the_verdict(char_runs):
     result = run_cli("analyze-lm", char_runs[0.3], "--baseline", char_runs[0.0], "--samples", "500", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["tokenization_bug_suspected"] is True
-    # The refusals through the CLI's own main() in this process: the same parser, handler and exit code as the
-    # console script, without a TensorFlow start-up (~10 s on 2 cores) per refusal. An exception other than
-    # the one-line refusal (the former ZeroDivisionError) propagates here and fails the test.
-    from fedgen_debug.cli.main import main
-
-    def refused(*argv):
-        code = main(list(argv))
-        return code, capsys.readouterr().err
-
-    code, err = refused("train-lm", "--kind", "char", "--data", "synthetic-text:users=5", "--bug", "invert:0.1",
-                        "--out", os.path.join(char_runs[0.0], "x"))
-    assert code == 2 and "--bug: invert is a bug of image data; for text use concat" in err
+    # The refusals through the CLI's main() in this process (`run_main`): an exception other than the one-line
+    # refusal (the former ZeroDivisionError) propagates here and fails the test.
+    done = run_main("train-lm", "--kind", "char", "--data", "synthetic-text:users=5", "--bug", "invert:0.1",
+                    "--out", os.path.join(char_runs[0.0], "x"))
+    assert done.returncode == 2 and "--bug: invert is a bug of image data; for text use concat" in done.stderr
     for flag, value in (("--samples", "0"), ("--samples", "-3"), ("--top-k", "-1")):   # was a ZeroDivisionError
-        code, err = refused("analyze-lm", char_runs[0.3], flag, value)
-        assert code == 2 and "must be >= 1" in err and "Traceback" not in err
+        done = run_main("analyze-lm", char_runs[0.3], flag, value)
+        assert done.returncode == 2 and "must be >= 1" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_word_lm_position_one_oov_rate_rises_with_the_bug(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ledger_with_unlimited_budget, run_cli
+from conftest import ledger_with_unlimited_budget, run_cli, run_main
 from fedgen_debug.analysis import calibration_store
 from fedgen_debug.data import client_data as cd
 from fedgen_debug.data import spec as data_spec
@@ -261,17 +261,8 @@ def test_a_model_without_a_graph_outside_the_contract_is_refused_with_the_reason
         load_model_file(str(tmp_path / "subclassed.keras"), PrimaryContract())
 
 
-def _main(capsys, *argv) -> tuple[int, str, str]:
-    """The CLI's main() in this process: the console script's parser, handler and exit code, without a
-    TensorFlow start-up per call. An exception other than a one-line refusal propagates and fails the test."""
-    from fedgen_debug.cli.main import main
 
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path, black_paper_model, capsys):
+def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path, black_paper_model):
     out = str(tmp_path / "run")
     result = run_cli("train-gan", "--data", DATA, "--select", "by-user-accuracy:low", "--preset", "test",
                      "--rounds", "2", "--primary", black_paper_model, "--primary-background", "black",
@@ -290,27 +281,27 @@ def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path,
     assert set(store.read_json(store.released(out, store.THRESHOLD))) == {"0.25"}
     # analyze-gan and the second train-gan through the CLI's main() in this process (the first train-gan
     # above ran the console script): one TensorFlow start-up instead of three.
-    code, printed, err = _main(capsys, "analyze-gan", out, "--samples", "200", "--json")
-    assert code == 0, err
-    assert "frechet_distance" in json.dumps(json.loads(printed))
+    done = run_main("analyze-gan", out, "--samples", "200", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "frechet_distance" in json.dumps(json.loads(done.stdout))
     # README step 3: the second GAN takes the first's primary (`--primary RUN/released/primary_cnn.npz`), which
     # holds the modeler's model file and no CNN weights; both runs then read, and are calibrated as, one model.
     high = str(tmp_path / "high")
-    code, _, err = _main(capsys, "train-gan", "--data", DATA, "--select", "by-user-accuracy:high", "--preset",
-                         "test", "--rounds", "1", "--primary", store.released(out, store.PRIMARY), "--out", high)
-    assert code == 0, err
+    done = run_main("train-gan", "--data", DATA, "--select", "by-user-accuracy:high", "--preset", "test",
+                    "--rounds", "1", "--primary", store.released(out, store.PRIMARY), "--out", high)
+    assert done.returncode == 0, done.stderr
     copied, (pixels, _) = primary_cnn.load_primary_cnn(store.released(high, store.PRIMARY)), _digits(DATA)
     np.testing.assert_allclose(cnn.logits(copied, pixels[:20]), cnn.logits(released, pixels[:20]), atol=1e-6)
     assert calibration_store.primary_identity(high) == calibration_store.primary_identity(out) == "digits.keras"
 
 
-def test_train_gan_refuses_a_model_outside_the_contract_before_training(tmp_path, monkeypatch, capsys):
+def test_train_gan_refuses_a_model_outside_the_contract_before_training(tmp_path, monkeypatch):
     path = str(tmp_path / "rgb.keras")
     tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)]).save(path)
     ledger = ledger_with_unlimited_budget(tmp_path / "ledger")   # only the model can stop the run
     monkeypatch.setenv(LEDGER_ENV, ledger)
-    code, _, err = _main(capsys, "train-gan", "--data", DATA, "--select", "random", "--preset", "test", "--rounds",
-                         "1", "--primary", path, "--out", str(tmp_path / "run"))
-    assert code == 2, err
-    assert "28×28 grayscale" in err and "Traceback" not in err
+    done = run_main("train-gan", "--data", DATA, "--select", "random", "--preset", "test", "--rounds", "1",
+                    "--primary", path, "--out", str(tmp_path / "run"))
+    assert done.returncode == 2, done.stderr
+    assert "28×28 grayscale" in done.stderr and "Traceback" not in done.stderr
     assert Ledger(ledger).records() == []   # refused before anything was charged
