@@ -77,18 +77,30 @@ def run_cli(*args, timeout=300, **kwargs) -> subprocess.CompletedProcess:
                           env=env, **kwargs)
 
 
-def run_main(*args) -> subprocess.CompletedProcess:
+class CallTimedOut(BaseException):
+    """A `run_main` call past its timeout: a BaseException, so that no `except Exception` in the CLI turns a
+    hang into an ordinary refusal."""
+
+
+def run_main(*args, timeout: int = 300) -> subprocess.CompletedProcess:
     """`fedgen-debug ARGS` in this process: `cli.main.main`, which the console script calls, with its exit
-    code and output. For a test's further calls after one through `run_cli`: each CLI process spends its
-    first seconds importing TensorFlow, which this process has done once."""
+    code and output, stopped after `timeout` seconds as `run_cli` is. For CLI calls beyond the console-script
+    calls the suite keeps (`run_cli`): each CLI process spends its first seconds importing TensorFlow, which
+    this process has done once. Log records go to pytest's handlers, not to the returned stderr."""
     import contextlib
     import io
     import logging
+    import signal
 
     from fedgen_debug.cli.main import main
 
+    def timed_out(signum, frame):
+        raise CallTimedOut(f"fedgen-debug {' '.join(map(str, args))} still running after {timeout} s")
+
     out, err, root = io.StringIO(), io.StringIO(), logging.getLogger()
     levels = root.level, logging.getLogger("tensorflow").level   # main() configures logging
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm(timeout)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -96,6 +108,8 @@ def run_main(*args) -> subprocess.CompletedProcess:
             except SystemExit as e:   # argparse's usage errors
                 code = e.code if isinstance(e.code, int) else 1
     finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
         root.setLevel(levels[0])
         logging.getLogger("tensorflow").setLevel(levels[1])
     return subprocess.CompletedProcess(["fedgen-debug", *args], code, out.getvalue(), err.getvalue())

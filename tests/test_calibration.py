@@ -515,7 +515,6 @@ def char_calibration(char_runs, tmp_path_factory):
     return path, run_cli("calibrate", *char_runs, "--out", path, "--samples", "100")
 
 
-
 def test_calibrate_cli_then_diagnose_uses_it_and_none_switches_it_off(char_runs, char_calibration):
     path, result = char_calibration
     assert result.returncode == 0, result.stderr

@@ -188,7 +188,6 @@ def test_the_schema_names_the_families_and_refuses_a_broken_report():
     assert any("'differences'" in e for e in _schema_errors({k: v for k, v in report.items() if k != "differences"}))
 
 
-
 def test_diagnose_cli_on_a_char_lm_pair_writes_the_report_into_b(lm_pair):
     result = run_cli("diagnose", lm_pair["before"], lm_pair["after"], "--samples", "200", "--json")
     assert result.returncode == 0, result.stderr

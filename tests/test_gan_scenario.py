@@ -351,7 +351,6 @@ def test_a_bilinear_generator_is_opt_in_trains_and_reloads_as_bilinear(tmp_path,
     assert generate(generator, 3, seed=0).shape == (3, 28, 28, 1)
 
 
-
 @pytest.mark.parametrize("args, message", [
     (["--bug", "concat:0.1"], "--bug: concat is a bug of text data; for images use invert"),
     (["--bug", "invert:1.5"], "fraction"),

@@ -70,7 +70,6 @@ def test_an_inversion_bug_still_reaches_the_model(black_paper_model):
     assert _accuracy(model, 1.0 - pixels, labels) < _accuracy(model, pixels, labels) - 0.3
 
 
-
 def test_a_flat_input_model_reads_the_image_row_by_row(tmp_path, black_paper_model):
     """An MLP on [n, 784] (MNIST's classic input) with the same weights as one on [n, 28, 28] answers the
     same: the adapter flattens row by row, as Keras' Flatten and numpy's reshape do."""
@@ -259,7 +258,6 @@ def test_a_model_without_a_graph_outside_the_contract_is_refused_with_the_reason
     subclassed.save(str(tmp_path / "subclassed.keras"))
     with pytest.raises(ValueError, match=r"not a Keras model.*loads as a SavedModel directory"):
         load_model_file(str(tmp_path / "subclassed.keras"), PrimaryContract())
-
 
 
 def test_train_gan_runs_t4_on_the_modelers_model_and_releases_its_copy(tmp_path, black_paper_model):
