@@ -237,14 +237,21 @@ def ledger_with_unlimited_budget(path) -> str:
     return str(path)
 
 
-def monitor(tmp, name, plan=MONITOR_PLAN, ledger=None, extra=(), wait=True, verbose=False):
-    """Starts `fedgen-debug monitor` on `plan` with the monitor secret pinned by `name`."""
+def monitor(tmp, name, plan=MONITOR_PLAN, ledger=None, extra=(), wait=True, verbose=False, in_process=False):
+    """Starts `fedgen-debug monitor` on `plan` with the monitor secret pinned by `name`; `in_process`: through
+    `run_main` (no TensorFlow start-up of its own), the ledger set for the call only."""
     plan_path = tmp / f"{name}.plan.json"
     plan_path.write_text(json.dumps(plan))
     out = tmp / name
     provision_secret(str(out), "monitor")   # one monitor secret: the same noise for every copy of the plan
     env = {**os.environ, LEDGER_ENV: ledger or ledger_with_unlimited_budget(tmp / f"{name}-ledger")}
-    command = [fedgen_cli(), *(["-v"] if verbose else []), "monitor", "--plan", str(plan_path), "--out", str(out), *extra]
+    args = [*(["-v"] if verbose else []), "monitor", "--plan", str(plan_path), "--out", str(out), *extra]
+    if in_process:
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, {LEDGER_ENV: env[LEDGER_ENV]}):
+            return out, env, run_main(*args, timeout=900)
+    command = [fedgen_cli(), *args]
     if not wait:
         return out, env, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)

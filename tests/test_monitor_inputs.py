@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import GAN_MONITOR_PLAN, MONITOR_PLAN, fedgen_cli, ledger_with_unlimited_budget, provision_secret, \
-    run_main
+from conftest import GAN_MONITOR_PLAN, MONITOR_PLAN, fedgen_cli, monitor as _monitor, run_main
 from fedgen_debug.device import lm_data
 from fedgen_debug.monitor import inputs, runner
 from fedgen_debug.monitor.plan import plan_from_dict
@@ -26,15 +25,6 @@ def _words_file(tmp_path, count=150) -> str:
     path.write_text("\n".join(words) + "\n")
     return str(path)
 
-
-def _monitor(tmp_path, monkeypatch, name, plan):
-    """`fedgen-debug monitor` on `plan` through the console script's main() in this process (no TensorFlow
-    start-up of its own), with the suite's monitor secret and a ledger of its own (as `conftest.monitor`)."""
-    plan_path, out = tmp_path / f"{name}.plan.json", tmp_path / name
-    plan_path.write_text(json.dumps(plan))
-    provision_secret(str(out), "monitor")
-    monkeypatch.setenv(LEDGER_ENV, ledger_with_unlimited_budget(tmp_path / f"{name}-ledger"))
-    return out, run_main("monitor", "--plan", plan_path, "--out", out)
 
 
 def _keras_primary(tmp_path, input_shape=(28, 28)) -> str:
@@ -94,12 +84,12 @@ def test_a_bad_vocabulary_or_primary_is_refused_before_the_ledger_is_touched(tmp
     assert not ledger.exists() and not out.exists()   # no population key, no secret, nothing charged
 
 
-def test_a_char_lm_monitor_reads_the_modelers_vocabulary_from_its_own_copy(tmp_path, monkeypatch):
+def test_a_char_lm_monitor_reads_the_modelers_vocabulary_from_its_own_copy(tmp_path):
     vocab = _words_file(tmp_path)
     plan = {**MONITOR_PLAN, "periods": 3, "rounds_per_period": 4, "rollout": None,
             "auxiliaries": [{"kind": "char-lm", "preset": "test", "vocab": f"file:{vocab}"}]}
     plan = {k: v for k, v in plan.items() if v is not None}
-    out, done = _monitor(tmp_path, monkeypatch, "vocab-monitor", plan)
+    out, _, done = _monitor(tmp_path, "vocab-monitor", plan=plan, in_process=True)
     assert done.returncode == 0, done.stderr[-3000:]
     copy = inputs.vocabulary_copy(str(out), plan_from_dict(plan).auxiliaries[0])
     assert open(copy).read() == open(vocab).read()
@@ -112,11 +102,11 @@ def test_a_char_lm_monitor_reads_the_modelers_vocabulary_from_its_own_copy(tmp_p
     assert len(store.period_records(str(out))) == 3
 
 
-def test_a_gan_monitor_runs_the_users_keras_model_as_its_primary(tmp_path, monkeypatch):
+def test_a_gan_monitor_runs_the_users_keras_model_as_its_primary(tmp_path):
     model = _keras_primary(tmp_path)
     plan = {**GAN_MONITOR_PLAN, "periods": 3, "rollout": None, "primary": model, "primary_output": "probabilities"}
     plan = {k: v for k, v in plan.items() if v is not None}
-    out, done = _monitor(tmp_path, monkeypatch, "keras-primary-monitor", plan)
+    out, _, done = _monitor(tmp_path, "keras-primary-monitor", plan=plan, in_process=True)
     assert done.returncode == 0, done.stderr[-3000:]
     probe = np.random.default_rng(0).uniform(size=(5, 28, 28, 1)).astype(np.float32)
     expected = np.log(tf.keras.models.load_model(model)(probe[..., 0]).numpy())

@@ -207,7 +207,7 @@ def file_runs(tmp_path_factory):
     train_gan(GANRun(f"npz:{images}", "by-user-accuracy:low", 0.5, "test", rounds=2, primary_classes=10), runs["gan"])
     # The monitor on the images (a text monitor on 40 users' file data has a DP vocabulary of ~0 words).
     # Three periods (two calibrate the alerts, the third rolls the fault out and is tested), each of 1 round
-    # and 32 samples: the same files are released as at 2 rounds and 64 samples, in half the training.
+    # and 32 samples: the same kinds of file are released as at 2 rounds and 64 samples, in half the training.
     plan = {**GAN_MONITOR_PLAN, "data": f"npz:{images}", "periods": 3, "rollout": "invert:3=0.5",
             "rounds_per_period": 1, "samples": 32}
     out, env, done = monitor(root, "monitor", plan=plan)
