@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.cli import preflight
 from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, found_its_bug, suspect_words
 
 
@@ -172,6 +173,7 @@ def _summary(value) -> str:
 
 
 def run(args) -> int:
+    preflight.check_runs(args.run_a, args.run_b)
     from fedgen_debug.analysis.diagnose import diagnose
 
     report = diagnose(args.run_a, args.run_b, samples=args.samples, seed=args.seed, calibration=args.calibration)
@@ -213,14 +215,15 @@ def _alarm_count(alarms: dict) -> str:
 def run_calibrate(args) -> int:
     import os
 
-    from fedgen_debug.analysis import calibrate, calibration_store
-    from fedgen_debug.analysis import calibration as calibration_module
-
     if args.pairs:
         runs, pairs = _parse_pairs(args.runs)
         pair_type = "selection"
     else:
         runs, pairs, pair_type = args.runs, None, "replicate"
+    preflight.check_runs(*runs)
+    from fedgen_debug.analysis import calibrate, calibration_store
+    from fedgen_debug.analysis import calibration as calibration_module
+
     name = args.name or os.path.splitext(os.path.basename(args.out))[0]
     base = None if args.supplement is None else calibration_store.named(args.supplement)
     calibration = calibrate.build(runs, pairs, pair_type, name, samples=args.samples, seed=args.seed,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.cli import preflight
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
 from fedgen_debug.training.presets import DEFAULT_PRESET, PRESET_NAMES
 
@@ -89,6 +90,8 @@ def sample_quality_settings(args) -> dict:
 
 
 def run_train(args) -> int:
+    preflight.check_data(args.data, "images", "train-gan")
+    preflight.check_selector(args.select)
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.gan_run import GANRun
@@ -111,6 +114,7 @@ def run_train(args) -> int:
 
 
 def run_analyze(args) -> int:
+    preflight.check_runs(args.run_dir, args.compare)
     from fedgen_debug.analysis.gan_report import analyze_gan
 
     report = analyze_gan(args.run_dir, args.compare, samples=args.samples)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.cli import preflight
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
 from fedgen_debug.training.presets import DEFAULT_PRESET, LM_KINDS, PRESET_NAMES
 
@@ -52,6 +53,7 @@ def register(sub) -> None:
 
 
 def run_train(args) -> int:
+    preflight.check_data(args.data, "text", "train-lm")
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.lm_run import LMRun
@@ -68,6 +70,7 @@ def run_train(args) -> int:
 
 
 def run_analyze(args) -> int:
+    preflight.check_runs(args.run_dir, args.baseline)
     from fedgen_debug.analysis.lm_analysis import analyze_lm
 
     report = analyze_lm(args.run_dir, args.baseline, samples=args.samples, top_k=args.top_k)

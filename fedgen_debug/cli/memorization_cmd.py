@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from fedgen_debug.cli import preflight
+
 
 def register(sub) -> None:
     from fedgen_debug.memorization.check import DEFAULT_MAX_EXPOSURE_BITS, DEFAULT_REFERENCES
@@ -39,6 +41,7 @@ def register(sub) -> None:
 
 
 def run_check(args) -> int:
+    preflight.check_runs(args.run_dir)
     from fedgen_debug.memorization.check import CheckConfig, check_lm_run
     from fedgen_debug.memorization.report import plot_exposure
 

@@ -23,7 +23,7 @@ _SOURCES = {
     "tff-emnist": (IMAGES, "CACHE_DIR", {}),
     "tff-stackoverflow": (TEXT, "CACHE_DIR", {}),
 }
-_REQUIRED_PATH = {"npz", "jsonl", "play"}
+FILE_SOURCES = frozenset({"npz", "jsonl", "play"})   # the sources that name a file
 SPEC_HELP = """\
   synthetic-images[:writers=N,seed=S]  FEMNIST-like handwriting (default 3,400 writers, as the paper)
   synthetic-text[:users=N,seed=S,rich=R] Stack-Overflow-like sentences (default 1,000 users); R: the share of
@@ -88,7 +88,7 @@ def parse_data_spec(text: str) -> DataSpec:
         except ValueError:
             kind = "a number" if allowed[key][0] is float else "an integer"
             raise ValueError(f"{source}: option {key} must be {kind}. Found {value!r}.") from None
-    if source in _REQUIRED_PATH and not path:
+    if source in FILE_SOURCES and not path:
         raise ValueError(f"{source} needs a path, e.g. {source}:data/file.{source}.")
     for key in ("writers", "users", "min_sentences"):
         if key in options and options[key] < 1:

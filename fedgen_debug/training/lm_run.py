@@ -53,7 +53,8 @@ class LMRun(PrivacySettings):
         presets.check_lm_kind(self.kind)
         presets.check_preset(self.preset)
         self.check_privacy_settings()
-        data_spec.parse_data_spec(self.data)
+        if data_spec.parse_data_spec(self.data).modality != data_spec.TEXT:   # else refused by the ledger, or worse
+            raise ValueError(f"train-lm needs text data. Found {self.data!r}.")
         check_fraction(self.bug_fraction, "bug_fraction")
         self.device_fault()
         check_at_least("vocab_size", self.vocab_size, 1)
