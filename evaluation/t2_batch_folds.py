@@ -33,10 +33,11 @@ WATCHED = ("stroke_width", "line_darkness", "extent", "edge_width", "vertical_st
 
 
 def batch_runs(pattern: str) -> tuple[dict[int, str], dict[int, str]]:
-    """({seed: correct run}, {seed: misclassified run}) of a batch, by the seed S of run 2S and 2S + 1."""
+    """({seed: correct run}, {seed: misclassified run}) of a batch's clean runs, by the seed S of run 2S and
+    2S + 1 (a fault's runs, `images-FAULT-FRACTION-seed...`, are no clean pair and are skipped)."""
     correct, misclassified = {}, {}
     for run_dir in sorted(glob.glob(pattern)):
-        found = re.search(r"seed(\d+)-(correct|misclassified)$", run_dir.rstrip("/"))
+        found = re.search(r"images-clean-seed(\d+)-(correct|misclassified)$", run_dir.rstrip("/"))
         if found:
             (correct if found.group(2) == "correct" else misclassified)[int(found.group(1)) // 2] = run_dir
     return correct, misclassified

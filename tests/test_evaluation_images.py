@@ -298,3 +298,19 @@ def test_keras_primary_trains_a_model_train_gan_takes_holding_out_a_fifth_of_the
     np.testing.assert_array_equal(script.writers_of(np.load(path)), writers)
     model = primary.load_model_file(str(out), primary.PrimaryContract())   # what train-gan --primary does with it
     assert tuple(model(np.ones((2, 28, 28), np.float32)).shape) == (2, 3)
+
+
+def test_t2_batch_folds_reads_each_seeds_two_runs_of_a_batch(tmp_path, monkeypatch):
+    """`evaluation/t2_batch_folds.py`: seed S trains run 2S (correct) and 2S + 1 (misclassified); a batch's pure
+    pairs are those two, a run whose partner is missing (a stopped seed) pairs with nobody, and a fault's runs
+    are no clean runs."""
+    monkeypatch.syspath_prepend(_EVALUATION)
+    script = _load("t2_batch_folds")
+    for name in ("images-clean-seed60-correct", "images-clean-seed61-misclassified", "images-clean-seed62-correct",
+                 "images-clean-seed65-misclassified", "images-rotate-0.5-seed84-correct", "summary.json"):
+        (tmp_path / name).mkdir()
+    correct, misclassified = script.batch_runs(str(tmp_path / "*"))
+    assert {s: os.path.basename(d) for s, d in correct.items()} == {30: "images-clean-seed60-correct",
+                                                                     31: "images-clean-seed62-correct"}
+    assert {s: os.path.basename(d) for s, d in misclassified.items()} == {30: "images-clean-seed61-misclassified",
+                                                                          32: "images-clean-seed65-misclassified"}
