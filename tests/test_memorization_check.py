@@ -154,6 +154,9 @@ def test_check_memorization_refuses_a_run_without_canaries(tmp_path):
     run_dir = tmp_path / "plain"
     (run_dir / "released").mkdir(parents=True)
     result = run_cli("check-memorization", str(run_dir), timeout=120)
+    assert result.returncode == 2 and "not a run directory" in result.stderr   # no released config: no run at all
+    (run_dir / "released" / "config.json").write_text(json.dumps({"lm": {"kind": "char"}}))
+    result = run_cli("check-memorization", str(run_dir), timeout=120)
     assert result.returncode == 2 and "train it with --canaries" in result.stderr
 
 
