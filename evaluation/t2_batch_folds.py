@@ -47,9 +47,9 @@ def fitted(rows_by_pair: dict) -> C.Calibration:
     """The calibration `calibrate --pairs` fits on these pairs: the noise, and the threshold raised to the
     pairs' own left-out bound where their tails are heavier than normal."""
     noise = C.left_out(rows_by_pair, set(), "selection", "gan")
-    alarms = C.false_alarms_left_out(rows_by_pair, "selection", "gan")
+    each_left_out = C.false_alarms_left_out(rows_by_pair, "selection", "gan")
     properties = len(next(iter(rows_by_pair.values())))
-    return dataclasses.replace(noise, z_threshold=C.threshold_with_clean_pairs(properties, alarms))
+    return dataclasses.replace(noise, z_threshold=C.threshold_with_clean_pairs(properties, each_left_out))
 
 
 def alarms(rows_by_pair: dict, calibration: C.Calibration) -> list[tuple]:

@@ -11,6 +11,7 @@ import os
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.errors import DataError
 from fedgen_debug.runs import store
+from fedgen_debug.selectors import registry
 
 _WHAT = {data_spec.IMAGES: "image", data_spec.TEXT: "text"}
 
@@ -25,8 +26,6 @@ def check_data(text: str, modality: str, command: str) -> None:
 
 
 def check_selector(text: str) -> None:
-    from fedgen_debug.selectors import registry   # parsing imports no TensorFlow
-
     registry.parse_selector(text)
 
 
