@@ -314,3 +314,16 @@ def test_t2_batch_folds_reads_each_seeds_two_runs_of_a_batch(tmp_path, monkeypat
                                                                      31: "images-clean-seed62-correct"}
     assert {s: os.path.basename(d) for s, d in misclassified.items()} == {30: "images-clean-seed61-misclassified",
                                                                           32: "images-clean-seed65-misclassified"}
+
+
+def test_t2_pure_pairs_pairs_each_seeds_finished_runs_only(tmp_path, monkeypatch):
+    """`evaluation/t2_pure_pairs.py`: run 2S against run 2S + 1, both finished; a seed still training is no pair."""
+    from fedgen_debug.runs import store
+
+    monkeypatch.syspath_prepend(_EVALUATION)
+    script = _load("t2_pure_pairs")
+    for name, state in (("images-clean-seed200-correct", "finished"), ("images-clean-seed201-misclassified", "finished"),
+                        ("images-clean-seed202-correct", "finished"), ("images-clean-seed203-misclassified", "running")):
+        store.write_json(store.released(str(tmp_path / name), store.STATUS), {"state": state})
+    assert [tuple(os.path.basename(r) for r in pair) for pair in script.pure_pairs(str(tmp_path / "*"))] == [
+        ("images-clean-seed200-correct", "images-clean-seed201-misclassified")]
