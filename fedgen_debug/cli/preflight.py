@@ -11,7 +11,6 @@ import os
 from fedgen_debug.data import spec as data_spec
 from fedgen_debug.data.errors import DataError
 from fedgen_debug.runs import store
-from fedgen_debug.selectors import registry
 
 _WHAT = {data_spec.IMAGES: "image", data_spec.TEXT: "text"}
 
@@ -26,6 +25,10 @@ def check_data(text: str, modality: str, command: str) -> None:
 
 
 def check_selector(text: str) -> None:
+    # Imported here, as the other commands do: `fedgen_debug.selectors` is the installed package's mapping of
+    # selectors/ (setup.cfg), and the parser is built from the source tree too (test_presets).
+    from fedgen_debug.selectors import registry
+
     registry.parse_selector(text)
 
 
