@@ -13,30 +13,29 @@ property values are `any_bug_table`'s cached ones (1,000 samples, seed 0). Measu
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
 from any_bug_table import values_of  # noqa: E402
+from t2_batch_folds import batch_runs  # noqa: E402
 from fedgen_debug.analysis import calibration as C  # noqa: E402
 from fedgen_debug.analysis import calibration_store, diagnose  # noqa: E402
 from fedgen_debug.runs import store  # noqa: E402
 
 
 def pure_pairs(pattern: str) -> list[tuple[str, str]]:
-    """(correct run, misclassified run) of each seed whose two clean runs both finished."""
-    runs = {}
-    for run_dir in glob.glob(pattern):
-        found = re.search(r"images-clean-seed(\d+)-(correct|misclassified)$", run_dir.rstrip("/"))
+    """(correct run, misclassified run) of each seed whose two clean runs both finished (`t2_batch_folds`' naming)."""
+    def finished(run_dir):
         status = store.released(run_dir, store.STATUS)
-        if found and os.path.exists(status) and store.read_json(status).get("state") == "finished":
-            runs[int(found.group(1))] = run_dir
-    return [(runs[s], runs[s + 1]) for s in sorted(runs) if s % 2 == 0 and s + 1 in runs]
+        return os.path.exists(status) and store.read_json(status).get("state") == "finished"
+
+    correct, misclassified = batch_runs(pattern)
+    return [(correct[s], misclassified[s]) for s in sorted(correct)
+            if s in misclassified and finished(correct[s]) and finished(misclassified[s])]
 
 
 def distances(pairs: list[tuple[str, str]], calibration: C.Calibration) -> dict:
