@@ -51,6 +51,11 @@ def test_run_dirs_finds_runs_by_their_released_config(tmp_path):
         store.write_json(store.released(str(tmp_path / name), store.CONFIG), {"x": 1})
     os.makedirs(tmp_path / "d" / "released")  # not a run: no config
     assert store.run_dirs(str(tmp_path)) == [str(tmp_path / "a"), str(tmp_path / "b" / "c")]
+    assert store.released_config(str(tmp_path / "a")) == {"x": 1}
+    # One refusal, worded once, for every command that reads a run (preflight, diagnose, calibrate, load_*).
+    for not_a_run in (tmp_path / "d", tmp_path / "missing"):
+        with pytest.raises(ValueError, match=f"^{not_a_run}: not a run directory \\(no released config\\)\\.$"):
+            store.released_config(str(not_a_run))
 
 
 def test_secrets_are_fresh_streams_are_independent_and_nothing_prints_them(tmp_path):

@@ -39,9 +39,7 @@ MODEL_OPTIONS = {"cycle_client_data": False, "gen_ema": 0.0, "gen_upsample": "tr
 def training_settings(run_dir: str) -> dict:
     """The settings a run's training noise depends on, from its released config (`MODEL_OPTIONS` under
     "options", when any is not at its default)."""
-    config = store.read_config(run_dir)
-    if config is None:
-        raise ValueError(f"{run_dir}: not a run directory (no released config).")
+    config = store.released_config(run_dir)
     run = config.get("gan") or config.get("lm")
     training, dp = config["training"], config["training"]["dp"]
 

@@ -53,9 +53,7 @@ UNHEALTHY_SHARE = gan_analysis.INCONCLUSIVE_SHARE
 
 def run_kind(run_dir: str) -> str:
     """"gan", "char" or "word": what the run trained (from its released config)."""
-    config = store.read_config(run_dir)
-    if config is None:
-        raise ValueError(f"{run_dir}: not a run directory (no released config).")
+    config = store.released_config(run_dir)
     if "gan" in config:
         return "gan"
     if "lm" in config:

@@ -91,6 +91,7 @@ def sample_quality_settings(args) -> dict:
 
 def run_train(args) -> int:
     preflight.check_data(args.data, "images", "train-gan")
+    preflight.check_bug(args.bug, "images")
     preflight.check_selector(args.select)
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings

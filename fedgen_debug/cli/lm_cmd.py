@@ -54,6 +54,7 @@ def register(sub) -> None:
 
 def run_train(args) -> int:
     preflight.check_data(args.data, "text", "train-lm")
+    preflight.check_bug(args.bug, "text")
     from fedgen_debug.cli.bug_arg import bug_settings
     from fedgen_debug.cli.privacy_flags import privacy_lines, privacy_settings
     from fedgen_debug.training.lm_run import LMRun

@@ -1,6 +1,6 @@
 """Argument checks that need no TensorFlow, run before a command imports it.
 
-Importing TensorFlow and TFF takes 5-6 s on two cores, and a mistyped path, data spec or selector used to be
+Importing TensorFlow and TFF takes 5-6 s on two cores, and a mistyped path, data spec, selector or `--bug` used to be
 refused only after it. These checks refuse the same mistakes with the same words in well under a second; the
 full checks still run where the work starts (`GANRun`, `LMRun`, the analyses)."""
 
@@ -32,8 +32,16 @@ def check_selector(text: str) -> None:
     registry.parse_selector(text)
 
 
+def check_bug(text: str | None, modality: str) -> None:
+    """A `--bug` the catalog parses for `modality` (`bug_arg.bug_settings`: the fault classes need no TensorFlow
+    until they touch data)."""
+    from fedgen_debug.cli.bug_arg import bug_settings
+
+    bug_settings(text, modality)
+
+
 def check_runs(*run_dirs: str | None) -> None:
     """Each given directory holds a released run config (the first thing every run writes)."""
     for run_dir in run_dirs:
-        if run_dir is not None and store.read_config(run_dir) is None:
-            raise ValueError(f"{run_dir}: not a run directory (no released config).")
+        if run_dir is not None:
+            store.released_config(run_dir)

@@ -15,14 +15,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import tensorflow_federated as tff
 
-from fedgen_debug.data import client_data as cd
 from fedgen_debug.device.transform import device_draw, per_device
 from fedgen_debug.validation import check_fraction
+
+if TYPE_CHECKING:
+    import tensorflow_federated as tff
 
 # Fields every fault has; the others are the fault's public settings (`settings`).
 COMMON_FIELDS = ("fraction", "seed", "fixed")
@@ -77,6 +78,8 @@ class DeviceFault:
 
     def affected_devices(self, client_data: tff.simulation.datasets.ClientData) -> frozenset[str]:
         """Ground truth: the hit devices whose data changed (evaluation only)."""
+        from fedgen_debug.data import client_data as cd   # TensorFlow where used (device.transform)
+
         changed = set()
         for client_id in self.hit_devices(client_data.client_ids):
             before = cd.client_numpy(client_data, client_id)

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import ClassVar
-
-import tensorflow as tf
-import tensorflow_federated as tff
+from typing import TYPE_CHECKING, ClassVar
 
 from fedgen_debug import rng_streams
-from fedgen_debug.data import client_data as cd
 from fedgen_debug.device.transform import exact_share
 from fedgen_debug.validation import check_fraction
 
+if TYPE_CHECKING:
+    import tensorflow_federated as tff
 
 
 def invert_pixels(examples) -> collections.OrderedDict:
@@ -31,6 +29,10 @@ def invert_pixels(examples) -> collections.OrderedDict:
 def inverted_on(client_data: tff.simulation.datasets.ClientData,
                 devices: frozenset[str]) -> tff.simulation.datasets.ClientData:
     """`client_data` with the images of `devices` inverted (a tf.data map for datasets: no copy)."""
+    import tensorflow as tf   # where used, as in device.transform
+
+    from fedgen_debug.data import client_data as cd
+
     source = client_data
 
     def dataset_fn(client_id) -> tf.data.Dataset:

@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterable
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_federated as tff
 
-from fedgen_debug.data import client_data as cd
 from fedgen_debug.seeding import client_rng
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+    import tensorflow_federated as tff
+
+# TensorFlow and the data layer are imported inside the functions that build datasets: the catalog of bugs
+# (`catalog.parse_bug`) then parses and validates `--bug` before TensorFlow loads (`cli.preflight`).
 
 ArraysFn = Callable[[str, collections.OrderedDict], collections.OrderedDict]
 
@@ -68,6 +72,10 @@ def per_device(source: tff.simulation.datasets.ClientData, transform_arrays: Arr
             return arrays
         return transform_arrays(client_id, collections.OrderedDict(arrays))
 
+    import tensorflow as tf
+
+    from fedgen_debug.data import client_data as cd
+
     def dataset_fn(client_id) -> tf.data.Dataset:
         if tf.is_tensor(client_id):
             client_id = client_id.numpy().decode()
@@ -82,6 +90,8 @@ def per_device(source: tff.simulation.datasets.ClientData, transform_arrays: Arr
 def changed_devices(before: tff.simulation.datasets.ClientData,
                     after: tff.simulation.datasets.ClientData) -> frozenset[str]:
     """The devices whose arrays differ between two views of the same clients (ground truth)."""
+    from fedgen_debug.data import client_data as cd
+
     changed = set()
     for client_id in before.client_ids:
         a, b = cd.client_numpy(before, client_id), cd.client_numpy(after, client_id)
@@ -95,6 +105,8 @@ def text_of(arrays) -> list[str]:
 
 
 def with_text(arrays, sentences: list[str]) -> collections.OrderedDict:
+    from fedgen_debug.data import client_data as cd
+
     out = collections.OrderedDict(arrays)
     out["text"] = cd.text_examples(sentences)["text"]
     return out

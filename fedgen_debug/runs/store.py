@@ -358,6 +358,14 @@ def read_config(run_dir: str) -> dict | None:
     return read_json(path) if os.path.exists(path) else None
 
 
+def released_config(run_dir: str) -> dict:
+    """A run's released config; a directory without one is refused as no run (the first thing a run writes)."""
+    config = read_config(run_dir)
+    if config is None:
+        raise ValueError(f"{run_dir}: not a run directory (no released config).")
+    return config
+
+
 def is_run(run_dir: str) -> bool:
     return os.path.exists(released(run_dir, CONFIG))
 
@@ -400,9 +408,7 @@ def run_dirs(root: str) -> list[str]:
 def finished_run_config(run_dir: str, kind: str, command: str) -> dict:
     """The released config of a finished run of `kind` (its extra-config key, e.g. "lm" or "gan");
     clear errors for a missing, foreign or unfinished run."""
-    saved = read_config(run_dir)
-    if saved is None:
-        raise FileNotFoundError(f"{run_dir}: not a run directory (no {RELEASED}/{CONFIG}).")
+    saved = released_config(run_dir)
     if kind not in saved:
         raise ValueError(f"{run_dir}: not a {kind.upper()} run.")
     status_path = released(run_dir, STATUS)
