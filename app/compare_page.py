@@ -16,6 +16,7 @@ from fedgen_debug.app.catalog import MODEL_KINDS, catalog
 from fedgen_debug.privacy import deployment
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.evidence import explain
+from fedgen_debug.analysis.visible_text import CAPTION, visible
 from fedgen_debug.runs import store
 
 FINAL = "final"
@@ -160,12 +161,13 @@ def _lm_column(part: dict | None) -> None:
         st.info("Not analyzed yet: run `fedgen-debug analyze-lm` on this run (with `--baseline`).")
         return
     if part.get("top_k"):
-        words = [{"word": w["word"], "space": "␣" if " " in w["word"] else "", "probability": w["probability"]}
-                 for w in part["top_k"]]
+        words = [{"word": visible(w["word"]), "space": "␣" if " " in w["word"] else "",
+                  "probability": w["probability"]} for w in part["top_k"]]
         st.dataframe(words, hide_index=True)
-        st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space")
+        st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space"
+                   + (f"; {CAPTION}" if any("⟨U+" in w["word"] for w in words) else ""))
     if part.get("space_top_k"):  # analyses from before it have none
-        st.dataframe([{"word with a space": w["word"].replace(" ", "␣"), "probability": w["probability"]}
+        st.dataframe([{"word with a space": visible(w["word"], space="␣"), "probability": w["probability"]}
                       for w in part["space_top_k"]], hide_index=True)
         st.caption("the most probable sampled words with a space: glued-token candidates (on varied text the "
                    "table above is names and rare words even when many devices glue)")

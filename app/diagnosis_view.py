@@ -21,6 +21,7 @@ import shlex
 import streamlit as st
 
 from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, suspect_words
+from fedgen_debug.analysis.visible_text import CAPTION, visible
 from fedgen_debug.app import analyses
 from fedgen_debug.runs import store
 
@@ -162,7 +163,7 @@ def _picture(run_dir: str, name: str, caption: str) -> None:
 
 
 def _terms_table(rows: list[dict]) -> list[dict]:
-    return [{"term": row["term"].replace(" ", "␣"), "P(A)": row.get("probability_a"),
+    return [{"term": visible(row["term"], space="␣"), "P(A)": row.get("probability_a"),
              "P(B)": row.get("probability_b"), "count A": row.get("count_a"), "count B": row.get("count_b"),
              "z": None if row.get("z") is None else round(row["z"], 2)} for row in rows]
 
@@ -172,7 +173,7 @@ def _text_evidence(report: dict, sides: dict[str, str]) -> None:
     for column, side, other in zip(st.columns(2), ("a", "b"), ("B", "A")):
         with column:
             st.markdown(f"**{side.upper()}'s samples most unlike {other}** (`{sides[side]}`)")
-            st.dataframe([{"sample": sample} for sample in evidence.get(side, [])], hide_index=True)
+            st.dataframe([{"sample": visible(sample)} for sample in evidence.get(side, [])], hide_index=True)
             for kind, label in (("tokens", "tokens"), ("ngrams", "character n-grams")):
                 rows = (terms.get(kind) or {}).get(side) or []
                 if rows:
@@ -181,6 +182,8 @@ def _text_evidence(report: dict, sides: dict[str, str]) -> None:
     if terms:
         st.caption("distinctive: log-odds of a term between the two sides with an informative prior (z); "
                    "P(A), P(B): its probability among each side's terms; ␣ marks a space")
+    if any("⟨U+" in visible(text) for side in ("a", "b") for text in evidence.get(side, [])):
+        st.caption(CAPTION)
 
 
 def _gan_evidence(run_dir: str, sides: dict[str, str]) -> None:

@@ -8,7 +8,12 @@ Faults, on every line of a `fraction` of the users (drawn with `--seed`):
 - signature: " -- Sent from my phone" appended (ordinary words, every line longer);
 - html: the line left in the markup it was scraped from, "<p>TEXT</p>" (symbols: < / >);
 - form_encoded: spaces written as "+", as a query string or a form post logs them (a symbol between words);
-- emoji: " 🙂" appended to every line (a character outside ASCII, its own token).
+- emoji: " 🙂" appended to every line (a character outside ASCII, its own token);
+- bom: a byte order mark (U+FEFF) before every line, as a file read with the wrong encoding keeps it;
+- zwsp: a zero-width space (U+200B) after every word, as text copied from a web page can hold;
+- homoglyph: Latin a, e, o written as the Cyrillic а, е, о (a keyboard layout, a spoofing filter);
+- soft_hyphen: a soft hyphen (U+00AD) after the third letter of words longer than six (hyphenation hints).
+The last four print as nothing or as the letters they replace (`analysis.visible_text`).
 
 `play_to_jsonl` writes a play script (`play:` format) as the `.jsonl` contract, one speaker a user, one
 sentence a line, so the faults can be written into Tiny Shakespeare as a modeler's file would hold it.
@@ -21,9 +26,18 @@ import json
 import random
 
 _LEET = str.maketrans({"e": "3", "o": "0", "a": "4", "i": "1"})
-FAULTS = {"leet": lambda text: text.translate(_LEET), "signature": lambda text: text + " -- Sent from my phone",
-          "html": lambda text: f"<p>{text}</p>", "form_encoded": lambda text: "+".join(text.split(" ")),
-          "emoji": lambda text: text + " \U0001F642"}
+_HOMOGLYPHS = str.maketrans({"a": "\u0430", "e": "\u0435", "o": "\u043e"})
+FAULTS = {
+    "leet": lambda text: text.translate(_LEET),
+    "signature": lambda text: text + " -- Sent from my phone",
+    "html": lambda text: f"<p>{text}</p>",
+    "form_encoded": lambda text: "+".join(text.split(" ")),
+    "emoji": lambda text: text + " \U0001F642",
+    "bom": lambda text: "\ufeff" + text,
+    "zwsp": lambda text: "\u200b ".join(text.split(" ")) + "\u200b",
+    "homoglyph": lambda text: text.translate(_HOMOGLYPHS),
+    "soft_hyphen": lambda text: " ".join(w[:3] + "\u00ad" + w[3:] if len(w) > 6 else w for w in text.split(" ")),
+}
 
 
 def corrupt(rows: list[dict], fault: str, fraction: float, seed: int) -> tuple[list[dict], set]:

@@ -241,3 +241,25 @@ def test_a_check_that_read_a_as_the_suspect_says_so():
     assert check_line(check).startswith("- check `pixel_inversion_suspected` (polarity): **no**")
     assert check_line({**check, "suspect": "a"}).startswith(
         "- check `pixel_inversion_suspected` of A (the side where the primary model fails) (polarity): **no**")
+
+
+def test_compare_writes_out_characters_that_print_as_nothing_or_as_another_letter(store):
+    """A zero-width space or a byte order mark would show as a blank row, a Cyrillic о as the word itself."""
+    path = os.path.join(store, "lm/word-after/released/diagnosis.json")
+    with open(path) as f:
+        original = f.read()
+    report = _word_report("runs/lm/word-before", "runs/lm/word-after")
+    report["evidence"]["b"] = ["\u200b", "\ufeffthe king .", "l\u043eve"]
+    report["distinctive_terms"]["tokens"]["b"] = [_term("\u200b", 9.0, 0.0, 0.2)]
+    try:
+        with open(path, "w") as f:
+            json.dump(report, f)
+        at = _compare(store, "lm/word-before", "lm/word-after")
+    finally:
+        with open(path, "w") as f:
+            f.write(original)
+    samples = [list(d.value["sample"]) for d in at.dataframe if list(d.value.columns) == ["sample"]]
+    assert samples == [["i have .", "struct maven ."], ["⟨U+200B⟩", "⟨U+FEFF⟩the king .", "l⟨U+043E⟩ve"]]
+    terms = [list(d.value["term"]) for d in at.dataframe if "P(A)" in d.value.columns]
+    assert terms[2] == ["⟨U+200B⟩"]
+    assert any(c.value.startswith("⟨U+XXXX⟩: a character that prints as nothing") for c in at.caption)

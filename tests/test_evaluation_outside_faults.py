@@ -42,6 +42,14 @@ def test_markup_form_encoding_and_emoji_write_what_a_pipeline_would(outside):
     assert written == {"html": "<p>to be or not.</p>", "form_encoded": "to+be+or+not.", "emoji": "to be or not. \U0001F642"}
 
 
+def test_invisible_and_look_alike_characters_are_written_where_a_pipeline_would_leave_them(outside):
+    rows = [{"client_id": "a", "text": "a noble kingdom."}]
+    written = {fault: outside.corrupt(rows, fault, 1.0, seed=0)[0][0]["text"]
+               for fault in ("bom", "zwsp", "homoglyph", "soft_hyphen")}
+    assert written == {"bom": "\ufeffa noble kingdom.", "zwsp": "a\u200b noble\u200b kingdom.\u200b",
+                       "homoglyph": "\u0430 n\u043ebl\u0435 kingd\u043em.", "soft_hyphen": "a noble kin\u00adgdom."}
+
+
 def test_a_play_becomes_one_user_per_speaker_one_line_per_sentence(outside, tmp_path):
     play = tmp_path / "play.txt"
     play.write_text("First Citizen:\nBefore we proceed. Hear me\nspeak!\n\nAll:\nSpeak, speak.\n", encoding="utf-8")
@@ -158,3 +166,25 @@ def test_an_outside_ceiling_row_says_what_was_found_and_what_the_named_check_sai
         "families": ["artefact", "scale"],
         "top": [("line_darkness", "artefact", 30.54), ("extent", "scale", 15.47), ("blockiness", "resolution", 2.0)],
         "inversion_suspected": False, "inversion_inconclusive": True, "inversion_z": 0.0}
+
+
+def test_the_text_ceiling_finds_a_byte_order_mark_as_characters_and_no_clean_difference(tmp_path, monkeypatch):
+    """`evaluation/outside_text_ceiling.py` end to end on 40 synthetic users (seconds, no training)."""
+    import json
+    import sys
+
+    from fedgen_debug.data import spec as data_spec
+    from fedgen_debug.data.jsonl import write_jsonl
+
+    source, out = tmp_path / "text.jsonl", tmp_path / "rows.jsonl"
+    write_jsonl(data_spec.load_client_data("synthetic-text:users=40,seed=0"), str(source))
+    ceiling = _script("outside_text_ceiling")
+    monkeypatch.setattr(sys, "argv", ["outside_text_ceiling.py", str(source), "--kinds", "char", "--faults", "bom",
+                                      "--seeds", "0", "--samples", "300", "--vocab-size", "100",
+                                      "--out", str(out)])
+    ceiling.main()
+    rows = {r["fault"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+    assert set(rows) == {"clean", "bom"}
+    assert not rows["clean"]["detected"]
+    assert rows["bom"]["detected"] and rows["bom"]["families"][0] == "characters"
+    assert rows["bom"]["top"][0][0] == "non_ascii_share"

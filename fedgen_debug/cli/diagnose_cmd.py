@@ -6,6 +6,7 @@ import json
 
 from fedgen_debug.cli import preflight
 from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, found_its_bug, suspect_words
+from fedgen_debug.analysis.visible_text import visible
 
 
 def register(sub) -> None:
@@ -68,9 +69,9 @@ def format_report(report: dict, top: int = 8) -> list[str]:
         a, b = _summary(c["a"]), _summary(c["b"])
         mark = "*" if c["significant"] else " "
         z = c.get("calibrated_z", c["z"]) if calibration["calibrated"] else c["z"]
-        shown = "-" if z is None else f"{z:.1f}"
+        z_text = "-" if z is None else f"{z:.1f}"
         lines.append(f"{mark} {c['property']:<20} {c['family']:<12} {a:>9} {b:>9} "
-                     f"{c['effect']:>+6.2f} ± {1.96 * c['standard_error']:.2f}  {shown:>8}  {c['direction']}")
+                     f"{c['effect']:>+6.2f} ± {1.96 * c['standard_error']:.2f}  {z_text:>8}  {c['direction']}")
     for check in report["checks"]:
         verdict = "YES" if check["suspected"] else "no"
         extra = " (INCONCLUSIVE)" if check.get("inconclusive") else ""
@@ -79,15 +80,15 @@ def format_report(report: dict, top: int = 8) -> list[str]:
     terms = report.get("distinctive_terms")
     if terms:
         for side in ("a", "b"):
-            words = ", ".join(repr(t["term"]) for t in terms["tokens"][side][:6])
+            words = ", ".join(repr(visible(t["term"])) for t in terms["tokens"][side][:6])
             lines.append(f"  most distinctive of {side.upper()}: {words or '-'}")
     evidence = report["evidence"]
     if "a_png" in evidence:
         lines.append(f"  evidence: {evidence['a_png']} (A's samples most unlike B), {evidence['b_png']} (B's most "
                      f"unlike A), {evidence['chart_png']}")
     else:
-        lines.append(f"  B's samples most unlike A: {', '.join(repr(s) for s in evidence['b'][:8])}")
-        lines.append(f"  A's samples most unlike B: {', '.join(repr(s) for s in evidence['a'][:8])}")
+        lines.append(f"  B's samples most unlike A: {', '.join(repr(visible(s)) for s in evidence['b'][:8])}")
+        lines.append(f"  A's samples most unlike B: {', '.join(repr(visible(s)) for s in evidence['a'][:8])}")
         lines.append(f"  chart: {evidence['chart_png']}")
     return lines
 
