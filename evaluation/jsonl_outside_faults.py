@@ -60,6 +60,14 @@ def play_to_jsonl(path: str) -> list[dict]:
             for line in play.client_arrays(speaker)["text"]]
 
 
+def read_rows(source: str, play: bool) -> list[dict]:
+    """The rows of a `.jsonl` file, or of a play script (`play_to_jsonl`) with `play`."""
+    if play:
+        return play_to_jsonl(source)
+    with open(source, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", help="a .jsonl file ({\"client_id\", \"text\"} a line), or a play script with --play")
@@ -69,11 +77,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    if args.play:
-        rows = play_to_jsonl(args.source)
-    else:
-        with open(args.source, encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+    rows = read_rows(args.source, args.play)
     changed, hit = corrupt(rows, args.fault, args.fraction, args.seed)
     with open(args.out, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in changed)

@@ -29,7 +29,7 @@ from fedgen_debug.data import spec as data_spec  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_ceiling import ceiling, lm_texts, vocabulary_for  # noqa: E402
-from jsonl_outside_faults import FAULTS, corrupt, play_to_jsonl  # noqa: E402
+from jsonl_outside_faults import FAULTS, corrupt, read_rows  # noqa: E402
 
 
 def row(kind: str, fault: str, seed: int, ranked: list[dict]) -> dict:
@@ -58,11 +58,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--out", help="write the rows here (.jsonl)")
     args = parser.parse_args()
-    if args.play:
-        rows = play_to_jsonl(args.source)
-    else:
-        with open(args.source, encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+    rows = read_rows(args.source, args.play)
     out = []
     with tempfile.TemporaryDirectory() as directory:
         clean_spec = _as_data(rows, directory, "clean")
