@@ -16,7 +16,7 @@ from fedgen_debug.app.catalog import MODEL_KINDS, catalog
 from fedgen_debug.privacy import deployment
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.evidence import explain
-from fedgen_debug.analysis.visible_text import CAPTION, visible
+from fedgen_debug.analysis.visible_text import CAPTION, visible_all
 from fedgen_debug.runs import store
 
 FINAL = "final"
@@ -160,15 +160,18 @@ def _lm_column(part: dict | None) -> None:
     if not part:
         st.info("Not analyzed yet: run `fedgen-debug analyze-lm` on this run (with `--baseline`).")
         return
+    listed = [w["word"] for w in part.get("top_k", []) + part.get("space_top_k", [])]   # read in one script
     if part.get("top_k"):
-        words = [{"word": visible(w["word"]), "space": "␣" if " " in w["word"] else "",
-                  "probability": w["probability"]} for w in part["top_k"]]
+        written = visible_all([w["word"] for w in part["top_k"]], among=listed)
+        words = [{"word": word, "space": "␣" if " " in w["word"] else "", "probability": w["probability"]}
+                 for word, w in zip(written, part["top_k"])]
         st.dataframe(words, hide_index=True)
         st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space"
                    + (f"; {CAPTION}" if any("⟨U+" in w["word"] for w in words) else ""))
     if part.get("space_top_k"):  # analyses from before it have none
-        st.dataframe([{"word with a space": visible(w["word"], space="␣"), "probability": w["probability"]}
-                      for w in part["space_top_k"]], hide_index=True)
+        spaced = visible_all([w["word"] for w in part["space_top_k"]], space="␣", among=listed)
+        st.dataframe([{"word with a space": word, "probability": w["probability"]}
+                      for word, w in zip(spaced, part["space_top_k"])], hide_index=True)
         st.caption("the most probable sampled words with a space: glued-token candidates (on varied text the "
                    "table above is names and rare words even when many devices glue)")
     if part.get("oov_by_position"):

@@ -21,7 +21,7 @@ import shlex
 import streamlit as st
 
 from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, suspect_words
-from fedgen_debug.analysis.visible_text import CAPTION, visible
+from fedgen_debug.analysis.visible_text import CAPTION, report_script, visible
 from fedgen_debug.app import analyses
 from fedgen_debug.runs import store
 
@@ -162,27 +162,33 @@ def _picture(run_dir: str, name: str, caption: str) -> None:
         st.info(f"{caption}: `{name}` is missing from the run's released/ part")
 
 
-def _terms_table(rows: list[dict]) -> list[dict]:
-    return [{"term": visible(row["term"], space="␣"), "P(A)": row.get("probability_a"),
+def _terms_table(rows: list[dict], script: str | None) -> list[dict]:
+    return [{"term": visible(row["term"], space="␣", context=script), "P(A)": row.get("probability_a"),
              "P(B)": row.get("probability_b"), "count A": row.get("count_a"), "count B": row.get("count_b"),
              "z": None if row.get("z") is None else round(row["z"], 2)} for row in rows]
 
 
 def _text_evidence(report: dict, sides: dict[str, str]) -> None:
     evidence, terms = report["evidence"], report.get("distinctive_terms") or {}
+    script = report_script(report)   # both sides' text read in one script: "а" alone among English words
+    written_out = False
     for column, side, other in zip(st.columns(2), ("a", "b"), ("B", "A")):
         with column:
             st.markdown(f"**{side.upper()}'s samples most unlike {other}** (`{sides[side]}`)")
-            st.dataframe([{"sample": visible(sample)} for sample in evidence.get(side, [])], hide_index=True)
+            samples = [visible(sample, context=script) for sample in evidence.get(side, [])]
+            st.dataframe([{"sample": sample} for sample in samples], hide_index=True)
             for kind, label in (("tokens", "tokens"), ("ngrams", "character n-grams")):
                 rows = (terms.get(kind) or {}).get(side) or []
                 if rows:
                     st.markdown(f"distinctive {label} of {side.upper()}")
-                    st.dataframe(_terms_table(rows), hide_index=True)
+                    table = _terms_table(rows, script)
+                    st.dataframe(table, hide_index=True)
+                    written_out |= any("⟨U+" in row["term"] for row in table)
+            written_out |= any("⟨U+" in sample for sample in samples)
     if terms:
         st.caption("distinctive: log-odds of a term between the two sides with an informative prior (z); "
                    "P(A), P(B): its probability among each side's terms; ␣ marks a space")
-    if any("⟨U+" in visible(text) for side in ("a", "b") for text in evidence.get(side, [])):
+    if written_out:
         st.caption(CAPTION)
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from fedgen_debug.analysis import diagnosis_summary
-from fedgen_debug.analysis.visible_text import visible
+from fedgen_debug.analysis.visible_text import visible_all
 from fedgen_debug.app import images
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.monitors import monitors
@@ -185,10 +185,12 @@ def _thumbnails(root: str, view) -> None:
                 if samples is not None:
                     st.image(images.grid(samples), width="stretch")
             elif "top_oov_words" in thumbnail:
-                st.dataframe([{"word": visible(w["word"], space="␣"), "p": round(w["probability"], 4)}
-                              for w in thumbnail["top_oov_words"][:8]], hide_index=True)
+                top = thumbnail["top_oov_words"][:8]
+                st.dataframe([{"word": word, "p": round(w["probability"], 4)}
+                              for word, w in zip(visible_all([w["word"] for w in top], space="␣"), top)],
+                             hide_index=True)
             elif "phrases_with_unk" in thumbnail:
-                for phrase in thumbnail["phrases_with_unk"][:3]:
+                for phrase in visible_all(thumbnail["phrases_with_unk"][:3]):
                     st.caption(phrase)
 
 

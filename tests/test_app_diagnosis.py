@@ -249,7 +249,7 @@ def test_compare_writes_out_characters_that_print_as_nothing_or_as_another_lette
     with open(path) as f:
         original = f.read()
     report = _word_report("runs/lm/word-before", "runs/lm/word-after")
-    report["evidence"]["b"] = ["\u200b", "\ufeffthe king .", "l\u043eve"]
+    report["evidence"]["b"] = ["\u200b", "\ufeffthe king .", "l\u043eve", "\u0430"]
     report["distinctive_terms"]["tokens"]["b"] = [_term("\u200b", 9.0, 0.0, 0.2)]
     try:
         with open(path, "w") as f:
@@ -259,7 +259,7 @@ def test_compare_writes_out_characters_that_print_as_nothing_or_as_another_lette
         with open(path, "w") as f:
             f.write(original)
     samples = [list(d.value["sample"]) for d in at.dataframe if list(d.value.columns) == ["sample"]]
-    assert samples == [["i have .", "struct maven ."], ["⟨U+200B⟩", "⟨U+FEFF⟩the king .", "l⟨U+043E⟩ve"]]
+    assert samples == [["i have .", "struct maven ."], ["⟨U+200B⟩", "⟨U+FEFF⟩the king .", "l⟨U+043E⟩ve", "⟨U+0430⟩"]]
     terms = [list(d.value["term"]) for d in at.dataframe if "P(A)" in d.value.columns]
     assert terms[2] == ["⟨U+200B⟩"]
     assert any(c.value.startswith("⟨U+XXXX⟩: a character that prints as nothing") for c in at.caption)

@@ -155,10 +155,10 @@ def test_the_printed_report_says_what_differs_and_how_sure():
 
 def test_the_printed_report_writes_out_characters_that_print_as_nothing_or_as_another_letter():
     report = _report()
-    report["evidence"]["b"] = ["\u200b", "l\u043eve"]
+    report["evidence"]["b"] = ["\u200b", "l\u043eve", "\u0430"]   # the last a Cyrillic а among A's English
     report["distinctive_terms"]["tokens"]["b"] = [{"term": "\ufeff"}]
     text = "\n".join(format_report(report))
-    assert "B's samples most unlike A: '⟨U+200B⟩', 'l⟨U+043E⟩ve'" in text
+    assert "B's samples most unlike A: '⟨U+200B⟩', 'l⟨U+043E⟩ve', '⟨U+0430⟩'" in text
     assert "most distinctive of B: '⟨U+FEFF⟩'" in text
 
 

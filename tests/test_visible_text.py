@@ -36,13 +36,37 @@ def test_spaces_are_marked_only_when_asked_and_each_word_is_read_on_its_own():
 def test_analyze_lm_prints_the_top_words_written_out():
     from fedgen_debug.cli.lm_cmd import format_report
 
-    words = [{"word": "\u200b", "probability": 0.02}, {"word": "l\u043eve", "probability": 0.01}]
+    words = [{"word": w, "probability": 0.02} for w in ("\u200b", "l\u043eve", "\u0430", "grumio")]
     current = {"kind": "char", "device_reported_oov_rate": 0.1, "device_reported_oov_rate_stddev": 0.01,
                "privacy": {"run": {"epsilon": 5.0, "above_warning": False}}, "top_k": words,
                "space_top_k": [{"word": "i\u00a0have x", "probability": 0.001}], "space_mass": 0.0,
                "top_k_with_space": 0}
     report = {"current": current, "tokenization_bug_suspected": False,
               "evidence": {"test": "space mass", "z": 0.0}}
-    lines = format_report(report, "RUN", top_k=2)
-    assert lines[2].startswith("'⟨U+200B⟩'") and lines[3].startswith("'l⟨U+043E⟩ve'")
-    assert "most probable sampled words with a space: 'i⟨U+00A0⟩have x' 1.00e-3" in lines[4]
+    lines = format_report(report, "RUN", top_k=4)
+    assert [line.split()[0] for line in lines[2:6]] == ["'⟨U+200B⟩'", "'l⟨U+043E⟩ve'", "'⟨U+0430⟩'", "'grumio'"]
+    assert "most probable sampled words with a space: 'i⟨U+00A0⟩have x' 1.00e-3" in lines[6]
+
+
+def test_a_word_of_look_alike_letters_alone_is_written_out_among_words_of_another_script():
+    """A Cyrillic "а" sampled alone looks like the English article; read among English words it is written out,
+    and an English "a" among Russian words likewise. A word of the view's own script never is."""
+    from fedgen_debug.analysis.visible_text import dominant_script, visible_all
+
+    english = ["the", "king", "grumio"]
+    assert visible_all(["\u0430", "\u0430", "a", "\u0441\u043e\u0440"], among=english + ["\u0430"]) == [
+        "⟨U+0430⟩", "⟨U+0430⟩", "a", "⟨U+0441⟩⟨U+043E⟩⟨U+0440⟩"]
+    assert visible_all(["хорошо"], among=english) == ["хорошо"]   # ш has no Latin twin: plainly Russian
+    russian = ["спасибо", "хорошо", "\u0430"]
+    assert visible_all(["\u0430", "a", "с"], among=russian) == ["\u0430", "⟨U+0061⟩", "с"]
+    assert dominant_script(english) == "LATIN" and dominant_script(russian) == "CYRILLIC"
+    assert dominant_script(["\u200b", "12"]) is None and visible("\u0430") == "\u0430"   # its own view: Cyrillic
+
+
+def test_a_diagnosis_is_read_in_the_script_of_both_sides_together():
+    from fedgen_debug.analysis.visible_text import report_script
+
+    report = {"evidence": {"a": ["grumio", "bear"], "b": ["\u0430", "\u0430"]},
+              "distinctive_terms": {"tokens": {"a": [{"term": "grumio"}], "b": [{"term": "\u0430"}]}, "ngrams": None}}
+    assert report_script(report) == "LATIN"
+    assert report_script({"evidence": {"chart_png": "x.png"}}) is None   # a GAN's report: no text

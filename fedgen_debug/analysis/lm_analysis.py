@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from fedgen_debug.data.atomic import atomic_path
-from fedgen_debug.analysis.visible_text import visible
+from fedgen_debug.analysis.visible_text import visible_all
 from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
 from fedgen_debug.models.char_lm import joint_log_prob, sample_words
 from fedgen_debug.models.word_lm import sample_sentences
@@ -206,7 +206,7 @@ def _plot(report: dict, path: str) -> None:
         for offset, (name, probabilities) in enumerate(bars.items()):
             ax.barh([i + 0.4 * offset for i in range(len(words))], probabilities, height=0.4,
                     label=f"{name} model")
-        ax.set_yticks(range(len(words)), [visible(w, space="␣") for w in words])
+        ax.set_yticks(range(len(words)), visible_all(words, space="␣"))
         ax.invert_yaxis()
         ax.set_xscale("symlog", linthresh=1e-6)
         ax.set_xlabel("joint probability (Eq. 1) of the current run's top words, under each model")

@@ -4,7 +4,8 @@ written out as their code points.
 A char-LM's samples are out-of-vocabulary words, so a pipeline fault that puts a zero-width space, a byte
 order mark or a soft hyphen into the text (copied web text, a file read with the wrong encoding) shows up
 as words that look empty or ordinary. Letters of another script inside a word (a Cyrillic о among Latin
-letters: a keyboard layout, a spoofing filter) look like the word itself. The properties count all of these
+letters: a keyboard layout, a spoofing filter) look like the word itself, and so does a word of such letters
+alone ("а") among Latin ones. The properties count all of these
 (`non_ascii_share`, family characters); the evidence lists, the distinctive terms and the top words must
 show them too, or the modeler reads a "yes" next to blank rows. Measured on Tiny Shakespeare with such
 faults on half the speakers, 2026-12-07 (docs/analysis.md).
@@ -16,7 +17,7 @@ import collections
 import unicodedata
 
 CAPTION = "⟨U+XXXX⟩: a character that prints as nothing (e.g. U+200B, a zero-width space) or as a letter of " \
-          "another script inside a word (e.g. U+043E, a Cyrillic о among Latin letters)"
+          "another script (e.g. U+043E, a Cyrillic о among Latin letters)"
 
 
 def code_point(character: str) -> str:
@@ -33,21 +34,54 @@ def _script(character: str) -> str:
     return "CJK" if script in _EAST_ASIAN else script
 
 
-def _visible_word(word: str) -> str:
+# Letters that print as a letter of another script (the common pairs of Unicode's confusables): Cyrillic and
+# Greek twins of Latin letters, and the Latin letters themselves (twins of the others in Cyrillic or Greek text).
+LOOK_ALIKES = frozenset("аеорсухіјѕһԁԛԝАВЕКМНОРСТУХІЈЅ" "οΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "aeopcyxijshdqwABEKMHOPCTYXIJSZN")
+
+
+def dominant_script(texts) -> str | None:
+    """The script of most letters among `texts` (the view they are shown in), None without letters."""
+    scripts = collections.Counter(_script(c) for text in texts for c in text if c.isalpha())
+    return scripts.most_common(1)[0][0] if scripts else None
+
+
+def _visible_word(word: str, context: str | None) -> str:
     letters = [c for c in word if c.isalpha()]
     scripts = collections.Counter(_script(c) for c in letters)
     # The word's own script: the most common among its letters; a tie keeps the first letter's.
     own = max(scripts, key=lambda s: (scripts[s], s == _script(letters[0]))) if letters else None
+    # A word wholly of another script than the text around it, every letter a twin of one of that text's: "а"
+    # (Cyrillic) among English words. Russian "хорошо" among English words is not (х, р, о are twins, ш is not).
+    disguised = (context is not None and len(scripts) == 1 and own != context
+                 and all(c in LOOK_ALIKES for c in letters))
     out = []
     for i, c in enumerate(word):
         invisible = not c.isprintable()                                # Cc, Cf, Zs other than " ", Zl, Zp, Co, Cn
         stray_mark = unicodedata.category(c).startswith("M") and i == 0  # a combining mark with nothing under it
-        other_script = c.isalpha() and len(scripts) > 1 and _script(c) != own
+        other_script = c.isalpha() and (disguised or len(scripts) > 1 and _script(c) != own)
         out.append(code_point(c) if invisible or stray_mark or other_script else c)
     return "".join(out)
 
 
-def visible(text: str, space: str = " ") -> str:
+def visible(text: str, space: str = " ", context: str | None = None) -> str:
     """`text` with each character a reader cannot see for what it is written as ⟨U+XXXX⟩ (see the module), and
-    each plain space as `space` ("␣" where spaces are what a table is about)."""
-    return space.join(_visible_word(word) for word in text.split(" "))
+    each plain space as `space` ("␣" where spaces are what a table is about). `context`: the script of the
+    view the text is shown in (`dominant_script` of all its texts; None: the text's own)."""
+    context = dominant_script([text]) if context is None else context
+    return space.join(_visible_word(word, context) for word in text.split(" "))
+
+
+def visible_all(texts, space: str = " ", among=None) -> list[str]:
+    """`visible` for each of `texts`, read in the script of `among` (all the texts of the view; default `texts`)."""
+    texts = list(texts)
+    context = dominant_script(texts if among is None else list(among))
+    return [visible(text, space, context) for text in texts]
+
+
+def report_script(report: dict) -> str | None:
+    """The script of a text diagnosis's view: of both sides' evidence lists and distinctive terms together (a side
+    whose samples are all "а" is read among the other side's English words)."""
+    texts = [t for side in ("a", "b") for t in report.get("evidence", {}).get(side, [])]
+    for rows in (report.get("distinctive_terms") or {}).values():
+        texts += [row["term"] for side in ("a", "b") for row in (rows or {}).get(side, [])]
+    return dominant_script(texts)

@@ -6,7 +6,7 @@ import json
 
 from fedgen_debug.cli import preflight
 from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, found_its_bug, suspect_words
-from fedgen_debug.analysis.visible_text import visible
+from fedgen_debug.analysis.visible_text import report_script, visible
 
 
 def register(sub) -> None:
@@ -78,17 +78,19 @@ def format_report(report: dict, top: int = 8) -> list[str]:
         lines.append(f"  check {check['name']}{suspect_words(check)}: {verdict}{extra} (z = {check['z']:.1f}, "
                      f"threshold {check['z_threshold']:g})")
     terms = report.get("distinctive_terms")
+    script = report_script(report)   # text is written out in the script of everything the report shows
     if terms:
         for side in ("a", "b"):
-            words = ", ".join(repr(visible(t["term"])) for t in terms["tokens"][side][:6])
+            words = ", ".join(repr(visible(t["term"], context=script)) for t in terms["tokens"][side][:6])
             lines.append(f"  most distinctive of {side.upper()}: {words or '-'}")
     evidence = report["evidence"]
     if "a_png" in evidence:
         lines.append(f"  evidence: {evidence['a_png']} (A's samples most unlike B), {evidence['b_png']} (B's most "
                      f"unlike A), {evidence['chart_png']}")
     else:
-        lines.append(f"  B's samples most unlike A: {', '.join(repr(visible(s)) for s in evidence['b'][:8])}")
-        lines.append(f"  A's samples most unlike B: {', '.join(repr(visible(s)) for s in evidence['a'][:8])}")
+        for side, other in (("b", "A"), ("a", "B")):
+            shown = ", ".join(repr(visible(s, context=script)) for s in evidence[side][:8])
+            lines.append(f"  {side.upper()}'s samples most unlike {other}: {shown}")
         lines.append(f"  chart: {evidence['chart_png']}")
     return lines
 

@@ -85,7 +85,7 @@ def run_analyze(args) -> int:
 
 def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
     """The analysis as text: top-k tables side by side (char) or OOV rate by position (word), and the verdict."""
-    from fedgen_debug.analysis.visible_text import visible
+    from fedgen_debug.analysis.visible_text import dominant_script, visible, visible_all
     from fedgen_debug.privacy.accounting import format_epsilon
     from fedgen_debug.stats import Z_THRESHOLD
 
@@ -97,16 +97,19 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
     if current["kind"] == "char":
         columns = [("current", current)] + ([("baseline", report["baseline"])] if "baseline" in report else [])
         lines.append("  ".join(f"{name + ' top ' + str(top_k):<34}" for name, _ in columns))
+        script = dominant_script([t["word"] for _, r in columns for t in r["top_k"] + r.get("space_top_k", [])])
         for i in range(top_k):
             cells = []
             for _, r in columns:
                 row = r["top_k"][i] if i < len(r["top_k"]) else None
-                cells.append(f"{visible(row['word'])!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
+                word = visible(row["word"], context=script) if row else ""
+                cells.append(f"{word!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
             lines.append("  ".join(cells).rstrip())
         spaced = [(name, r["space_top_k"][:5]) for name, r in columns if r.get("space_top_k")]
         for name, rows in spaced:  # analyses from before the glued-candidates table have none
             lines.append(f"{name}: most probable sampled words with a space: "
-                         + ", ".join(f"{visible(t['word'])!r} {t['probability'] * 1e3:.2f}e-3" for t in rows))
+                         + ", ".join(f"{visible(t['word'], context=script)!r} {t['probability'] * 1e3:.2f}e-3"
+                                     for t in rows))
         for name, r in columns:
             in_vocabulary = (f"{r['in_vocabulary_mass']:.2%} are vocabulary words (not OOV, not listed); "
                              if "in_vocabulary_mass" in r else "")  # analyses from before the table's filter
@@ -119,7 +122,7 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
                 lines.append(f"{name} OOV rate by position 1-8: {' '.join(rates)}")
         if current["phrases_with_unk"]:
             lines.append("sampled phrases with UNK (paper Table 7):")
-            lines.extend(f"  {visible(p)}" for p in current["phrases_with_unk"][:5])
+            lines.extend(f"  {p}" for p in visible_all(current["phrases_with_unk"][:5]))
     e = report["evidence"]
     lines.append(f"tokenization bug suspected: {'YES' if report['tokenization_bug_suspected'] else 'no'}"
                  f"{' (INCONCLUSIVE: ' + e['why'] + ')' if report.get('inconclusive') else ''} "
