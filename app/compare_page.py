@@ -166,14 +166,15 @@ def _lm_column(part: dict | None) -> None:
         words = [{"word": word, "space": "␣" if " " in w["word"] else "", "probability": w["probability"]}
                  for word, w in zip(written, part["top_k"])]
         st.dataframe(words, hide_index=True)
-        st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space"
-                   + (f"; {CAPTION}" if any("⟨U+" in w["word"] for w in words) else ""))
+        st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space")
     if part.get("space_top_k"):  # analyses from before it have none
         spaced = visible_all([w["word"] for w in part["space_top_k"]], space="␣", among=listed)
         st.dataframe([{"word with a space": word, "probability": w["probability"]}
                       for word, w in zip(spaced, part["space_top_k"])], hide_index=True)
         st.caption("the most probable sampled words with a space: glued-token candidates (on varied text the "
                    "table above is names and rare words even when many devices glue)")
+    if any("⟨U+" in word for word in visible_all(listed)):
+        st.caption(CAPTION)
     if part.get("oov_by_position"):
         st.line_chart({"position": [p["position"] for p in part["oov_by_position"]],
                        "OOV rate": [p["oov"] / max(p["tokens"], 1) for p in part["oov_by_position"]]},

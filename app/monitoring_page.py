@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from fedgen_debug.analysis import diagnosis_summary
-from fedgen_debug.analysis.visible_text import visible_all
+from fedgen_debug.analysis.visible_text import CAPTION, visible_all
 from fedgen_debug.app import images
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.monitors import monitors
@@ -92,10 +92,13 @@ def _diagnosis(root: str, view, alert: dict) -> None:
                     st.image(path, caption=what)
                 else:
                     st.caption(f"{what}: `{evidence[key]}` (not found)")
+        both = evidence.get("a", []) + evidence.get("b", [])   # read in one script (`visible_text`)
         for side, other in (("b", "a"), ("a", "b")):
             if evidence.get(side):
                 st.markdown(f"**{sides[side]}'s samples most unlike {sides[other]}**")
-                st.code("\n".join(evidence[side]), language=None)
+                st.code("\n".join(visible_all(evidence[side], among=both)), language=None)
+        if any("⟨U+" in text for text in visible_all(both)):
+            st.caption(CAPTION)
         if summary.get("report"):
             st.caption(f"full report: `{os.path.join(view.path, summary['report'])}` (`fedgen-debug diagnose` "
                        "prints the same for any two runs)")
@@ -186,9 +189,11 @@ def _thumbnails(root: str, view) -> None:
                     st.image(images.grid(samples), width="stretch")
             elif "top_oov_words" in thumbnail:
                 top = thumbnail["top_oov_words"][:8]
-                st.dataframe([{"word": word, "p": round(w["probability"], 4)}
-                              for word, w in zip(visible_all([w["word"] for w in top], space="␣"), top)],
+                words = visible_all([w["word"] for w in top], space="␣")
+                st.dataframe([{"word": word, "p": round(w["probability"], 4)} for word, w in zip(words, top)],
                              hide_index=True)
+                if any("⟨U+" in word for word in words):
+                    st.caption(CAPTION)
             elif "phrases_with_unk" in thumbnail:
                 for phrase in visible_all(thumbnail["phrases_with_unk"][:3]):
                     st.caption(phrase)

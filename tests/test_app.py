@@ -416,11 +416,8 @@ def test_compare_char_and_word_lm_pairs_from_the_demo_store(demo_test_store):
             assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 2
 
 
-def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
-    """Hand-built analysis (a trained test-size char-LM rarely samples a glued word): the space column,
-    the count under the table, and the verdict sentence with its numbers."""
-    root = str(tmp_path)
-    top = {"after": [("i have", 0.02), ("ing", 0.01)], "before": [("ing", 0.015)]}
+def _char_pair(root: str, top: dict) -> None:
+    """Two finished char-LM runs, before and after, and after's hand-built analysis with `top` words."""
     for name in ("before", "after"):
         _run(root, name, {"lm": {"kind": "char", "data": "synthetic-text:users=30",
                                  "bug_fraction": 0.1 if name == "after" else 0.0}},
@@ -432,6 +429,12 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
                 "evidence": {"statistic": "space_mass", "test": "space mass vs baseline", "z": 7.5, "z_threshold": 3.0}}
     with open(os.path.join(root, "after", "released", "analysis.json"), "w") as f:
         json.dump(analysis, f)
+
+
+def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
+    """Hand-built analysis (a trained test-size char-LM rarely samples a glued word): the space column,
+    the count under the table, and the verdict sentence with its numbers."""
+    _char_pair(str(tmp_path), {"after": [("i have", 0.02), ("ing", 0.01)], "before": [("ing", 0.015)]})
     at = _app(tmp_path, "Compare")
     tables = {len(d.value): d.value for d in at.dataframe if "word" in d.value.columns}
     assert list(tables[2]["word"]) == ["i have", "ing"] and list(tables[2]["space"]) == ["␣", ""]
@@ -443,6 +446,19 @@ def test_compare_marks_words_with_spaces_and_explains_the_verdict(tmp_path):
     (verdict,) = at.error
     assert verdict.value.startswith(
         "`after`: 12.0% of sampled words contain a space; `before`: 1.0%. z = 7.50 > 3.")
+    assert not any(c.value.startswith("⟨U+XXXX⟩") for c in at.caption)
+
+
+def test_compare_writes_out_top_words_that_print_as_nothing_or_as_other_letters(tmp_path):
+    _char_pair(str(tmp_path), {"after": [("\ufeff", 0.03), ("\u0430", 0.02), ("i\u00a0have x", 0.01)],
+                               "before": [("ing", 0.015), ("king", 0.01)]})
+    at = _app(tmp_path, "Compare")
+    tables = {len(d.value): d.value for d in at.dataframe if list(d.value.columns) == ["word", "space", "probability"]}
+    assert list(tables[3]["word"]) == ["⟨U+FEFF⟩", "⟨U+0430⟩", "i⟨U+00A0⟩have x"]
+    assert list(tables[2]["word"]) == ["ing", "king"]
+    (spaced,) = [d.value for d in at.dataframe if "word with a space" in d.value.columns]
+    assert list(spaced["word with a space"]) == ["i⟨U+00A0⟩have␣x"]
+    assert len([c for c in at.caption if c.value.startswith("⟨U+XXXX⟩")]) == 1   # after's column, not before's
 
 
 def test_suggested_pairs_put_the_pair_with_a_finding_first():

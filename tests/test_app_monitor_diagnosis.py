@@ -24,7 +24,7 @@ _restore_env = test_app._restore_env  # autouse: puts $FEDGEN_DEBUG_RUNS back af
 def _summary(kind: str, period: int, **fields) -> dict:
     run = f"period_{period:03d}/{GAN if kind == 'gan' else LM}/released"
     evidence = ({"a_png": f"{run}/diagnosis_a.png", "b_png": f"{run}/diagnosis_b.png"} if kind == "gan" else
-                {"a": ["pawi", "romatitaow"], "b": ["ta  t a7u", "s t pun"]})
+                {"a": ["pawi", "romatitaow"], "b": ["ta  t a7u", "s t pun\u200b"]})
     return {"kind": kind, "differ": True, "families": ["polarity", "orientation"], "calibrated": False,
             "against": "sampling noise of the two sample sets", "unhealthy": {}, "report": f"{run}/diagnosis.json",
             "evidence": {**evidence, "chart_png": f"{run}/diagnosis.png"}, "reference_period": 2, "period": period,
@@ -43,7 +43,7 @@ def _alert(signal: str, period: int, message_tail: str, diagnosis: dict) -> dict
             "diagnosis": diagnosis}
 
 
-def _monitor(root, periods: int, alerting: tuple[int, ...]) -> dict:
+def _monitor(root, periods: int, alerting: tuple[int, ...], lm_thumbnail: dict | None = None) -> dict:
     """A monitor's released state as `monitor.runner` writes it: a GAN alert from a monitor older than
     its message's summary (the page says it), and a char-LM alert whose auxiliary was unhealthy (its
     message says so, as the runner writes it)."""
@@ -65,7 +65,8 @@ def _monitor(root, periods: int, alerting: tuple[int, ...]) -> dict:
     for period in range(1, periods + 1):
         record = {"period": period, "rollout": {"bug": None, "fraction": 0.0}, "population_epsilon": float(period),
                   "auxiliaries": {name: {"signals": {signal.split("/")[1]: 0.5 if period in alerting else 0.05},
-                                         "run": f"period_{period:03d}/{name}", "thumbnail": {}, "start": "warm"}
+                                         "run": f"period_{period:03d}/{name}", "start": "warm",
+                                         "thumbnail": (lm_thumbnail or {}) if name == LM else {}}
                                   for name, signal in zip((GAN, LM), signals)},
                   "alerts": alerts if period in alerting else []}
         if period in alerting:
@@ -119,7 +120,8 @@ def test_each_alert_shows_what_changed_and_its_evidence(tmp_path):
     assert any("fleet/period_003/gan-random/released/diagnosis.json" in c.value for c in gan.caption)
     assert any("period 3: mostly empty samples: an unhealthy auxiliary" in w.value for w in lm.warning)
     codes = [c.value for c in lm.code]
-    assert codes == ["ta  t a7u\ns t pun", "pawi\nromatitaow"]   # period 3's samples first
+    assert codes == ["ta  t a7u\ns t pun⟨U+200B⟩", "pawi\nromatitaow"]   # period 3's first; the invisible written out
+    assert any(c.value.startswith("⟨U+XXXX⟩: a character that prints as nothing") for c in lm.caption)
     assert any("period 3's samples most unlike period 2" in m.value for m in lm.markdown)
     # A missing evidence file is named, not an error.
     os.remove(tmp_path / "fleet" / "period_003" / GAN / "released" / "diagnosis_b.png")
@@ -136,3 +138,15 @@ def test_the_last_cleared_alert_keeps_its_diagnosis(tmp_path):
     assert "cleared in period 4" in info
     assert [e.label for e in at.expander] == ["Diagnosis of period 3 against period 2 (the last calibration period): "
                                               "evidence"]
+
+
+def test_a_thumbnails_top_words_write_out_a_look_alike_word_and_say_so(tmp_path):
+    words = [{"word": "\u0430", "probability": 0.1}, {"word": "king", "probability": 0.05},
+             {"word": "th\u0435", "probability": 0.01}]
+    _monitor(str(tmp_path), periods=3, alerting=(3,), lm_thumbnail={"top_oov_words": words})
+    at = _page(tmp_path)
+    tables = [list(d.value["word"]) for d in at.dataframe if "word" in d.value.columns]
+    assert tables and all(t == ["⟨U+0430⟩", "king", "th⟨U+0435⟩"] for t in tables)
+    said = [c.value for c in at.caption if c.value.startswith("⟨U+XXXX⟩")]
+    said_in_evidence = [c.value for e in at.expander for c in e.caption if c.value.startswith("⟨U+XXXX⟩")]
+    assert len(said) > len(said_in_evidence)   # the thumbnails' own caption, besides the evidence's

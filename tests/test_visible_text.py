@@ -16,13 +16,15 @@ from fedgen_debug.analysis.visible_text import visible
     ("l\u043eve", "l⟨U+043E⟩ve"),                # a Cyrillic о among Latin letters
     ("c\u043e\u043el", "c⟨U+043E⟩⟨U+043E⟩l"),
     ("\u0440a", "\u0440⟨U+0061⟩"),               # a tie: the first letter's script is the word's
+    ("l\u043e\u0301ve", "l⟨U+043E⟩⟨U+0301⟩ve"),    # an accent on a written-out letter would sit on its ⟩
 ])
 def test_what_prints_as_nothing_or_as_another_letter_is_written_as_its_code_point(text, expected):
     assert visible(text) == expected
 
 
 @pytest.mark.parametrize("text", ["i have", "naïve café", "Straße", "хорошо", "東京タワー", "ひらがなカタカナ漢字",
-                                  "don't", "a1b2", "", "x & y"])
+                                  "時々", "NHKのニュース", "東京tokyo", "lшve", "don\u02bct", "don't", "a1b2", "", "  ",
+                                  "x & y"])
 def test_ordinary_text_in_any_script_is_unchanged(text):
     assert visible(text) == text
 
@@ -57,6 +59,8 @@ def test_a_word_of_look_alike_letters_alone_is_written_out_among_words_of_anothe
     assert visible_all(["\u0430", "\u0430", "a", "\u0441\u043e\u0440"], among=english + ["\u0430"]) == [
         "⟨U+0430⟩", "⟨U+0430⟩", "a", "⟨U+0441⟩⟨U+043E⟩⟨U+0440⟩"]
     assert visible_all(["хорошо"], among=english) == ["хорошо"]   # ш has no Latin twin: plainly Russian
+    japanese = ["東京", "大阪", "OK"]
+    assert visible_all(["OK", "exo"], among=japanese) == ["OK", "exo"]   # no Latin letter looks like a kana
     russian = ["спасибо", "хорошо", "\u0430"]
     assert visible_all(["\u0430", "a", "с"], among=russian) == ["\u0430", "⟨U+0061⟩", "с"]
     assert dominant_script(english) == "LATIN" and dominant_script(russian) == "CYRILLIC"

@@ -17,15 +17,15 @@ import collections
 import unicodedata
 
 CAPTION = "⟨U+XXXX⟩: a character that prints as nothing (e.g. U+200B, a zero-width space) or as a letter of " \
-          "another script (e.g. U+043E, a Cyrillic о among Latin letters)"
+          "another script it looks like (e.g. U+043E, a Cyrillic о among Latin letters)"
 
 
 def code_point(character: str) -> str:
     return f"⟨U+{ord(character):04X}⟩"
 
 
-# Scripts one word mixes by design (Japanese writes 東京タワー): read as one.
-_EAST_ASIAN = {"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "HALFWIDTH"}
+# Scripts one word mixes by design (Japanese writes 東京タワー, 時々): read as one.
+_EAST_ASIAN = {"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "HALFWIDTH", "IDEOGRAPHIC", "BOPOMOFO"}
 
 
 def _script(character: str) -> str:
@@ -34,9 +34,13 @@ def _script(character: str) -> str:
     return "CJK" if script in _EAST_ASIAN else script
 
 
-# Letters that print as a letter of another script (the common pairs of Unicode's confusables): Cyrillic and
-# Greek twins of Latin letters, and the Latin letters themselves (twins of the others in Cyrillic or Greek text).
-LOOK_ALIKES = frozenset("аеорсухіјѕһԁԛԝАВЕКМНОРСТУХІЈЅ" "οΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "aeopcyxijshdqwABEKMHOPCTYXIJSZN")
+# The letters of other scripts that print as a letter of this one (the common pairs of Unicode's confusables).
+# Only these are written out: a Latin acronym inside Japanese (NHKのニュース) or a Cyrillic ш is plainly what it is.
+TWINS = {
+    "LATIN": frozenset("аеорсухіјѕһԁԛԝАВЕКМНОРСТУХІЈЅ" "οΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"),   # Cyrillic, Greek
+    "CYRILLIC": frozenset("aeopcyxijshABEKMHOPCTYXIJS" "οΑΒΕΚΜΗΟΡΤΥΧ"),      # Latin, Greek
+    "GREEK": frozenset("oABEZHIKMNOPTYX" "оАВЕКМНОРТХ"),                   # Latin, Cyrillic
+}
 
 
 def dominant_script(texts) -> str | None:
@@ -51,15 +55,18 @@ def _visible_word(word: str, context: str | None) -> str:
     # The word's own script: the most common among its letters; a tie keeps the first letter's.
     own = max(scripts, key=lambda s: (scripts[s], s == _script(letters[0]))) if letters else None
     # A word wholly of another script than the text around it, every letter a twin of one of that text's: "а"
-    # (Cyrillic) among English words. Russian "хорошо" among English words is not (х, р, о are twins, ш is not).
-    disguised = (context is not None and len(scripts) == 1 and own != context
-                 and all(c in LOOK_ALIKES for c in letters))
-    out = []
+    # (Cyrillic) among English words. Russian "хорошо" among English words is not (ш has no Latin twin).
+    twins_of_view = TWINS.get(context, frozenset())
+    disguised = len(scripts) == 1 and own != context and all(c in twins_of_view for c in letters)
+    twins_of_word = TWINS.get(own, frozenset())
+    out, previous_written = [], False
     for i, c in enumerate(word):
         invisible = not c.isprintable()                                # Cc, Cf, Zs other than " ", Zl, Zp, Co, Cn
-        stray_mark = unicodedata.category(c).startswith("M") and i == 0  # a combining mark with nothing under it
-        other_script = c.isalpha() and (disguised or len(scripts) > 1 and _script(c) != own)
-        out.append(code_point(c) if invisible or stray_mark or other_script else c)
+        # A combining mark with nothing under it, or under a character written out (it would sit on the ⟩).
+        stray_mark = unicodedata.category(c).startswith("M") and (i == 0 or previous_written)
+        look_alike = c.isalpha() and (disguised or _script(c) != own and c in twins_of_word)
+        previous_written = invisible or stray_mark or look_alike
+        out.append(code_point(c) if previous_written else c)
     return "".join(out)
 
 
