@@ -16,7 +16,7 @@ from fedgen_debug.app.catalog import MODEL_KINDS, catalog
 from fedgen_debug.privacy import deployment
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.evidence import explain
-from fedgen_debug.analysis.visible_text import CAPTION, visible_all
+from fedgen_debug.analysis.visible_text import CAPTION, any_written_out, visible_all
 from fedgen_debug.runs import store
 
 FINAL = "final"
@@ -173,7 +173,7 @@ def _lm_column(part: dict | None) -> None:
                       for word, w in zip(spaced, part["space_top_k"])], hide_index=True)
         st.caption("the most probable sampled words with a space: glued-token candidates (on varied text the "
                    "table above is names and rare words even when many devices glue)")
-    if any("⟨U+" in word for word in visible_all(listed)):
+    if any_written_out(visible_all(listed)):
         st.caption(CAPTION)
     if part.get("oov_by_position"):
         st.line_chart({"position": [p["position"] for p in part["oov_by_position"]],

@@ -21,7 +21,7 @@ import shlex
 import streamlit as st
 
 from fedgen_debug.analysis.diagnosis_summary import ANSWER_WORDS, answer_of, suspect_words
-from fedgen_debug.analysis.visible_text import CAPTION, report_script, visible
+from fedgen_debug.analysis.visible_text import CAPTION, any_written_out, report_script, visible
 from fedgen_debug.app import analyses
 from fedgen_debug.runs import store
 
@@ -183,8 +183,8 @@ def _text_evidence(report: dict, sides: dict[str, str]) -> None:
                     st.markdown(f"distinctive {label} of {side.upper()}")
                     table = _terms_table(rows, script)
                     st.dataframe(table, hide_index=True)
-                    written_out |= any("⟨U+" in row["term"] for row in table)
-            written_out |= any("⟨U+" in sample for sample in samples)
+                    written_out |= any_written_out(row["term"] for row in table)
+            written_out |= any_written_out(samples)
     if terms:
         st.caption("distinctive: log-odds of a term between the two sides with an informative prior (z); "
                    "P(A), P(B): its probability among each side's terms; ␣ marks a space")

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from fedgen_debug.analysis import diagnosis_summary
-from fedgen_debug.analysis.visible_text import CAPTION, visible_all
+from fedgen_debug.analysis.visible_text import CAPTION, any_written_out, visible_all
 from fedgen_debug.app import images
 from fedgen_debug.privacy.accounting import format_epsilon
 from fedgen_debug.app.monitors import monitors
@@ -97,7 +97,7 @@ def _diagnosis(root: str, view, alert: dict) -> None:
             if evidence.get(side):
                 st.markdown(f"**{sides[side]}'s samples most unlike {sides[other]}**")
                 st.code("\n".join(visible_all(evidence[side], among=both)), language=None)
-        if any("⟨U+" in text for text in visible_all(both)):
+        if any_written_out(visible_all(both)):
             st.caption(CAPTION)
         if summary.get("report"):
             st.caption(f"full report: `{os.path.join(view.path, summary['report'])}` (`fedgen-debug diagnose` "
@@ -192,7 +192,7 @@ def _thumbnails(root: str, view) -> None:
                 words = visible_all([w["word"] for w in top], space="␣")
                 st.dataframe([{"word": word, "p": round(w["probability"], 4)} for word, w in zip(words, top)],
                              hide_index=True)
-                if any("⟨U+" in word for word in words):
+                if any_written_out(words):
                     st.caption(CAPTION)
             elif "phrases_with_unk" in thumbnail:
                 for phrase in visible_all(thumbnail["phrases_with_unk"][:3]):

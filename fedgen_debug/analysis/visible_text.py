@@ -24,6 +24,11 @@ def code_point(character: str) -> str:
     return f"⟨U+{ord(character):04X}⟩"
 
 
+def any_written_out(shown) -> bool:
+    """Whether any of these texts, as `visible` wrote them, holds a code point (the view then shows `CAPTION`)."""
+    return any("⟨U+" in text for text in shown)
+
+
 # Scripts one word mixes by design (Japanese writes 東京タワー, 時々): read as one.
 _EAST_ASIAN = {"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "HALFWIDTH", "IDEOGRAPHIC", "BOPOMOFO"}
 
