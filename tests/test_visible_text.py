@@ -47,6 +47,13 @@ def test_analyze_lm_prints_the_top_words_written_out():
               "evidence": {"test": "space mass", "z": 0.0}}
     lines = format_report(report, "RUN", top_k=4)
     assert [line.split()[0] for line in lines[2:6]] == ["'⟨U+200B⟩'", "'l⟨U+043E⟩ve'", "'⟨U+0430⟩'", "'grumio'"]
+    assert len({line.index("e-3") for line in lines[2:6]}) == 1   # the probabilities stay in one column
+    # A written-out word longer than the column's 24 characters widens its column; the next still lines up.
+    report["current"] = {**current, "top_k": [{"word": "\u200b" * 4, "probability": 0.02}] + words[1:]}
+    report["baseline"] = {**current, "top_k": [{"word": "ing", "probability": 0.5}]}
+    both = format_report(report, "RUN", top_k=4)
+    assert both[1].index("baseline top 4") == both[2].index("'ing'") > len("'⟨U+200B⟩'" * 4)
+    assert both[2].endswith("500.00e-3") and len({line.index("e-3") for line in both[2:6]}) == 1
     assert "most probable sampled words with a space: 'i⟨U+00A0⟩have x' 1.00e-3" in lines[6]
 
 

@@ -96,14 +96,16 @@ def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
              + (" [WARNING: weak privacy]" if current['privacy']['run']['above_warning'] else "")]
     if current["kind"] == "char":
         columns = [("current", current)] + ([("baseline", report["baseline"])] if "baseline" in report else [])
-        lines.append("  ".join(f"{name + ' top ' + str(top_k):<34}" for name, _ in columns))
         script = dominant_script([t["word"] for _, r in columns for t in r["top_k"] + r.get("space_top_k", [])])
+        words = [[repr(visible(t["word"], context=script)) for t in r["top_k"][:top_k]] for _, r in columns]
+        widths = [max([24] + [len(w) + 1 for w in column]) for column in words]   # a written-out word is longer
+        lines.append("  ".join(f"{name + ' top ' + str(top_k):<{width + 11}}"
+                               for (name, _), width in zip(columns, widths)).rstrip())
         for i in range(top_k):
             cells = []
-            for _, r in columns:
-                row = r["top_k"][i] if i < len(r["top_k"]) else None
-                word = visible(row["word"], context=script) if row else ""
-                cells.append(f"{word!r:<24}{row['probability'] * 1e3:8.2f}e-3" if row else " " * 34)
+            for (_, r), column, width in zip(columns, words, widths):
+                cells.append(f"{column[i]:<{width}}{r['top_k'][i]['probability'] * 1e3:8.2f}e-3" if i < len(column)
+                             else " " * (width + 11))
             lines.append("  ".join(cells).rstrip())
         spaced = [(name, r["space_top_k"][:5]) for name, r in columns if r.get("space_top_k")]
         for name, rows in spaced:  # analyses from before the glued-candidates table have none
