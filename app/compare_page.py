@@ -160,20 +160,21 @@ def _lm_column(part: dict | None) -> None:
     if not part:
         st.info("Not analyzed yet: run `fedgen-debug analyze-lm` on this run (with `--baseline`).")
         return
-    listed = [w["word"] for w in part.get("top_k", []) + part.get("space_top_k", [])]   # read in one script
-    if part.get("top_k"):
-        written = visible_all([w["word"] for w in part["top_k"]], among=listed)
+    top, spaced_top = part.get("top_k") or [], part.get("space_top_k") or []   # analyses from before it: none
+    listed = [w["word"] for w in top + spaced_top]   # both tables read in one script
+    written = visible_all([w["word"] for w in top], among=listed)
+    spaced = visible_all([w["word"] for w in spaced_top], space="␣", among=listed)
+    if top:
         words = [{"word": word, "space": "␣" if " " in w["word"] else "", "probability": w["probability"]}
-                 for word, w in zip(written, part["top_k"])]
+                 for word, w in zip(written, top)]
         st.dataframe(words, hide_index=True)
         st.caption(f"{sum(bool(w['space']) for w in words)} of the top {len(words)} contain a space")
-    if part.get("space_top_k"):  # analyses from before it have none
-        spaced = visible_all([w["word"] for w in part["space_top_k"]], space="␣", among=listed)
+    if spaced_top:
         st.dataframe([{"word with a space": word, "probability": w["probability"]}
-                      for word, w in zip(spaced, part["space_top_k"])], hide_index=True)
+                      for word, w in zip(spaced, spaced_top)], hide_index=True)
         st.caption("the most probable sampled words with a space: glued-token candidates (on varied text the "
                    "table above is names and rare words even when many devices glue)")
-    if any_written_out(visible_all(listed)):
+    if any_written_out(written + spaced):
         st.caption(CAPTION)
     if part.get("oov_by_position"):
         st.line_chart({"position": [p["position"] for p in part["oov_by_position"]],

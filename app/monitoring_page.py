@@ -93,11 +93,12 @@ def _diagnosis(root: str, view, alert: dict) -> None:
                 else:
                     st.caption(f"{what}: `{evidence[key]}` (not found)")
         both = evidence.get("a", []) + evidence.get("b", [])   # read in one script (`visible_text`)
+        shown = {side: visible_all(evidence.get(side, []), among=both) for side in ("a", "b")}
         for side, other in (("b", "a"), ("a", "b")):
-            if evidence.get(side):
+            if shown[side]:
                 st.markdown(f"**{sides[side]}'s samples most unlike {sides[other]}**")
-                st.code("\n".join(visible_all(evidence[side], among=both)), language=None)
-        if any_written_out(visible_all(both)):
+                st.code("\n".join(shown[side]), language=None)
+        if any_written_out(shown["a"] + shown["b"]):
             st.caption(CAPTION)
         if summary.get("report"):
             st.caption(f"full report: `{os.path.join(view.path, summary['report'])}` (`fedgen-debug diagnose` "

@@ -94,7 +94,7 @@ def main() -> None:
     def arm(name: str, select: str, fraction: float) -> Arm:
         run_dir = os.path.join(args.out, f"{select.replace(':', '-').replace('&', '+').replace(',', '-').replace('=', '')}-{fraction:g}"
                                + (f"-seed{args.seed}" if args.seed else "") + (f"-{args.tag}" if args.tag else ""))
-        if args.reuse_finished and _finished(run_dir):
+        if args.reuse_finished and store.is_finished(run_dir):
             logging.getLogger(__name__).warning("%s: finished, analysed as it is (--reuse-finished)", run_dir)
             return Arm(name, run_dir)
         return Arm(name, run_dir, GANRun(args.data, select, fraction, "demo", rounds=args.rounds, seed=args.seed,
@@ -142,11 +142,6 @@ def main() -> None:
         return row
 
     sweep.collect(analyze)
-
-
-def _finished(run_dir: str) -> bool:
-    status = store.released(run_dir, store.STATUS)
-    return os.path.exists(status) and read_json(status)["state"] == "finished"
 
 
 def path_columns(report: dict) -> dict:

@@ -23,7 +23,6 @@ import argparse
 import dataclasses
 import glob
 import itertools
-import json
 import math
 import os
 
@@ -34,6 +33,7 @@ import numpy as np  # noqa: E402
 from any_bug_table import values_of  # noqa: E402
 from fedgen_debug.analysis import calibration as C  # noqa: E402
 from fedgen_debug.analysis import calibration_store, diagnose, gan_report, image_properties  # noqa: E402
+from fedgen_debug.runs import store  # noqa: E402
 
 _wanders: dict[str, dict[str, float]] = {}
 
@@ -54,11 +54,7 @@ def pair_wander(a: str, b: str, last: int) -> dict[str, float]:
 
 
 def finished(pattern: str) -> list[str]:
-    def done(run: str) -> bool:
-        status = os.path.join(run, "released", "status.json")
-        return os.path.exists(status) and json.load(open(status)).get("state") == "finished"
-
-    return sorted(d for d in glob.glob(pattern) if done(d))
+    return sorted(d for d in glob.glob(pattern) if store.is_finished(d))
 
 
 def main() -> None:

@@ -29,13 +29,9 @@ from fedgen_debug.runs import store  # noqa: E402
 
 def pure_pairs(pattern: str) -> list[tuple[str, str]]:
     """(correct run, misclassified run) of each seed whose two clean runs both finished (`t2_batch_folds`' naming)."""
-    def finished(run_dir):
-        status = store.released(run_dir, store.STATUS)
-        return os.path.exists(status) and store.read_json(status).get("state") == "finished"
-
     correct, misclassified = batch_runs(pattern)
     return [(correct[s], misclassified[s]) for s in sorted(correct)
-            if s in misclassified and finished(correct[s]) and finished(misclassified[s])]
+            if s in misclassified and store.is_finished(correct[s]) and store.is_finished(misclassified[s])]
 
 
 def distances(pairs: list[tuple[str, str]], calibration: C.Calibration) -> dict:

@@ -52,6 +52,9 @@ def test_run_dirs_finds_runs_by_their_released_config(tmp_path):
     os.makedirs(tmp_path / "d" / "released")  # not a run: no config
     assert store.run_dirs(str(tmp_path)) == [str(tmp_path / "a"), str(tmp_path / "b" / "c")]
     assert store.released_config(str(tmp_path / "a")) == {"x": 1}
+    store.write_json(store.released(str(tmp_path / "a"), store.STATUS), {"state": "running"})
+    store.write_json(store.released(str(tmp_path / "b" / "c"), store.STATUS), {"state": "finished"})
+    assert [store.is_finished(str(tmp_path / d)) for d in ("a", "b/c", "d")] == [False, True, False]
     # One refusal, worded once, for every command that reads a run (preflight, diagnose, calibrate, load_*).
     for not_a_run in (tmp_path / "d", tmp_path / "missing"):
         with pytest.raises(ValueError, match=f"^{not_a_run}: not a run directory \\(no released config\\)\\.$"):

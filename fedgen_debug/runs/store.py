@@ -366,6 +366,12 @@ def released_config(run_dir: str) -> dict:
     return config
 
 
+def is_finished(run_dir: str) -> bool:
+    """Whether a run's released status says its training finished."""
+    path = released(run_dir, STATUS)
+    return os.path.exists(path) and read_json(path).get("state") == "finished"
+
+
 def is_run(run_dir: str) -> bool:
     return os.path.exists(released(run_dir, CONFIG))
 
