@@ -111,3 +111,23 @@ def test_the_word_verdict_is_inconclusive_when_a_model_samples_too_few_oov_token
     enough = _word_body([20, 1, 1, 1, 1, 1, 0, 0])   # 25 tokens: judged
     judged = lm_analysis.verdict("word", enough, baseline)
     assert "inconclusive" not in judged and judged["suspected"] is True
+
+
+def test_the_chart_writes_out_what_its_font_cannot_draw_and_matplotlib_then_misses_no_glyph(tmp_path):
+    """A char-LM samples bytes of any script; DejaVu Sans (matplotlib's font) has no CJK, so 東京 and 大阪 would be
+    two rows of the same empty boxes. They are written out as code points, as invisible characters are."""
+    import warnings
+
+    has_glyph = lm_analysis.chart_glyphs()
+    assert has_glyph("a") and has_glyph("ф") and has_glyph("⟨") and has_glyph("␣") and not has_glyph("東")
+    words = ["東京", "大阪", "i have", "the\u200b", "naïve"]
+    assert lm_analysis.chart_labels(words, has_glyph) == [
+        "⟨U+6771⟩⟨U+4EAC⟩", "⟨U+5927⟩⟨U+962A⟩", "i␣have", "the⟨U+200B⟩", "naïve"]
+    assert lm_analysis.chart_labels(words, lambda c: True)[:2] == ["東京", "大阪"]
+    report = {"current": {"kind": "char", "top_k": [{"word": w, "probability": 1e-3} for w in words]},
+              "tokenization_bug_suspected": False}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lm_analysis._plot(report, str(tmp_path / "chart.png"))
+    assert not [w for w in caught if "missing from" in str(w.message)], [str(w.message) for w in caught]
+    assert (tmp_path / "chart.png").stat().st_size > 0

@@ -81,3 +81,10 @@ def test_a_diagnosis_is_read_in_the_script_of_both_sides_together():
               "distinctive_terms": {"tokens": {"a": [{"term": "grumio"}], "b": [{"term": "\u0430"}]}, "ngrams": None}}
     assert report_script(report) == "LATIN"
     assert report_script({"evidence": {"chart_png": "x.png"}}) is None   # a GAN's report: no text
+
+
+def test_drawable_writes_out_only_what_the_font_lacks_and_keeps_spaces():
+    from fedgen_debug.analysis.visible_text import drawable
+
+    assert drawable("東京 tokyo", lambda c: c.isascii()) == "⟨U+6771⟩⟨U+4EAC⟩ tokyo"
+    assert drawable("a b", lambda c: c != " ") == "a b"

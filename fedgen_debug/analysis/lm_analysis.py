@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from fedgen_debug.data.atomic import atomic_path
-from fedgen_debug.analysis.visible_text import visible_all
+from fedgen_debug.analysis.visible_text import any_written_out, drawable, visible_all
 from fedgen_debug.stats import Z_THRESHOLD, z_one_proportion, z_two_proportions
 from fedgen_debug.models.char_lm import joint_log_prob, sample_words
 from fedgen_debug.models.word_lm import sample_sentences
@@ -191,6 +191,26 @@ def char_bars(report: dict) -> tuple[list[str], dict[str, list[float]]]:
     return words, bars
 
 
+def chart_glyphs():
+    """Whether matplotlib's fonts for text (the default family and its fallbacks) hold a character's glyph."""
+    from matplotlib import font_manager, ft2font, rcParams
+
+    codes = set()
+    for family in rcParams["font.family"]:
+        for name in rcParams.get(f"font.{family}", [family]):   # a generic family ("sans-serif") lists its fonts
+            try:
+                path = font_manager.findfont(font_manager.FontProperties(family=name), fallback_to_default=False)
+            except ValueError:
+                continue
+            codes.update(ft2font.FT2Font(path).get_charmap())
+    return lambda character: ord(character) in codes
+
+
+def chart_labels(words, has_glyph) -> list[str]:
+    """The char-LM chart's labels: `visible` with spaces as "␣", and characters its fonts cannot draw written out."""
+    return [drawable(word, has_glyph) for word in visible_all(words, space="␣")]
+
+
 def _plot(report: dict, path: str) -> None:
     """char: the current top-k words' joint probabilities under each model; word: OOV rate by position
     (paper Fig. 4)."""
@@ -206,10 +226,13 @@ def _plot(report: dict, path: str) -> None:
         for offset, (name, probabilities) in enumerate(bars.items()):
             ax.barh([i + 0.4 * offset for i in range(len(words))], probabilities, height=0.4,
                     label=f"{name} model")
-        ax.set_yticks(range(len(words)), visible_all(words, space="␣"))
+        labels = chart_labels(words, chart_glyphs())
+        ax.set_yticks(range(len(words)), labels)
         ax.invert_yaxis()
         ax.set_xscale("symlog", linthresh=1e-6)
-        ax.set_xlabel("joint probability (Eq. 1) of the current run's top words, under each model")
+        ax.set_xlabel("joint probability (Eq. 1) of the current run's top words, under each model"
+                      + ("\n⟨U+XXXX⟩: a character that prints as nothing, as a letter it is not, or not in this "
+                         "chart's font" if any_written_out(labels) else ""))
     else:
         for name, r in runs:
             positions = r["oov_by_position"]

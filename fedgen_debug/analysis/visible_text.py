@@ -90,6 +90,12 @@ def visible_all(texts, space: str = " ", among=None) -> list[str]:
     return [visible(text, space, context) for text in texts]
 
 
+def drawable(text: str, has_glyph) -> str:
+    """`text` (as `visible` wrote it) with each character `has_glyph` says the chart's fonts lack written out too: a
+    chart draws it as an empty box, so two different sampled words (東京, 大阪) would look alike."""
+    return "".join(c if c == " " or has_glyph(c) else code_point(c) for c in text)
+
+
 def report_script(report: dict) -> str | None:
     """The script of a text diagnosis's view: of both sides' evidence lists and distinctive terms together (a side
     whose samples are all "а" is read among the other side's English words)."""
