@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import provision_secret, run_cli
+from conftest import provision_secret, run_cli, run_main
 from fedgen_debug.cli.memorization_cmd import format_report
 from fedgen_debug.memorization.check import CheckConfig, ramaswamy_table, thakkar_table, verdict
 from fedgen_debug.runs import store
@@ -97,7 +97,7 @@ def test_check_memorization_exposes_the_repeated_canary_of_a_model_without_dp(ca
     assert repeated["exposure_extrapolated"] <= report["log2_space"]
     assert os.path.exists(store.released(canary_run, store.MEMORIZATION_PNG))
     # The same report under the default 12-bit threshold passes (exit status 0).
-    assert run_cli("check-memorization", canary_run, "--references", "20000", timeout=600).returncode == 0
+    assert run_main("check-memorization", canary_run, "--references", "20000", timeout=600).returncode == 0
 
 
 def test_report_text_has_both_tables_and_the_verdict(canary_run):
@@ -128,7 +128,7 @@ def test_the_canary_run_releases_canaries_but_not_who_shared_them(canary_run):
 
 def test_cross_client_ratios_are_a_charged_dp_release_with_no_per_client_value(canary_run):
     args = ("check-memorization", canary_run, "--references", "2000", "--cross-client", "--prefixes-per-client", "5")
-    result = run_cli(*args, "--json", timeout=600)
+    result = run_main(*args, "--json", timeout=600)
     report = json.loads(result.stdout)
     cross = report["cross_client"]
     assert cross["users"] == 20 and cross["dp"] and 0 < cross["epsilon"] < 10
@@ -156,7 +156,7 @@ def test_check_memorization_refuses_a_run_without_canaries(tmp_path):
     result = run_cli("check-memorization", str(run_dir), timeout=120)
     assert result.returncode == 2 and "not a run directory" in result.stderr   # no released config: no run at all
     (run_dir / "released" / "config.json").write_text(json.dumps({"lm": {"kind": "char"}}))
-    result = run_cli("check-memorization", str(run_dir), timeout=120)
+    result = run_main("check-memorization", str(run_dir), timeout=120)
     assert result.returncode == 2 and "train it with --canaries" in result.stderr
 
 
