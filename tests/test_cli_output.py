@@ -61,3 +61,24 @@ def test_third_party_noise_is_quiet_by_default_here_and_on_workers(capfd):
     finally:
         root.setLevel(saved[0])
         logging.getLogger("tensorflow").setLevel(saved[1])
+
+
+def test_every_report_marks_weak_privacy_in_the_same_words():
+    """The README quotes one mark; analyze-lm, analyze-gan's header, a monitor's period line and each release
+    print that mark, not one wording each."""
+    from fedgen_debug.cli.lm_cmd import format_report
+    from fedgen_debug.cli.monitor_cmd import format_period
+    from fedgen_debug.cli.privacy_flags import weak_privacy_mark
+    from fedgen_debug.privacy.accounting import weak_privacy
+
+    mark = "WARNING: ε > 10, weak privacy"
+    assert weak_privacy() == mark and weak_privacy_mark({"above_warning": True}) == "  " + mark
+    current = {"kind": "word", "device_reported_oov_rate": 0.1, "device_reported_oov_rate_stddev": 0.01,
+               "privacy": {"run": {"epsilon": 50.0, "above_warning": True}}, "oov_by_position": [],
+               "phrases_with_unk": []}
+    lines = format_report({"current": current, "tokenization_bug_suspected": False,
+                           "evidence": {"test": "position 1", "z": 0.0}}, "RUN", top_k=20)
+    assert lines[0].endswith(f"ε = 50 [{mark}]"), lines[0]
+    period = format_period({"period": 3, "auxiliaries": {"char": {"epsilon": 12.0, "signals": {}}},
+                            "rollout": {"bug": None}, "population_epsilon": 30.0})
+    assert period.count(f"({mark})") == 2, period

@@ -137,7 +137,7 @@ def test_the_report_warns_about_a_gan_drawing_blanks():
     assert [line for line in lines if line.startswith("WARNING")] == [
         "WARNING: the compare GAN draws blank images (100% of samples): it did not learn its data, so its "
         "dark-background share is no evidence; train longer, with more clients per round or less noise"]
-    assert "≈6 ± 3 of 9 users, ≈30 ± 1448 images, DP counts; ε = 344 WARNING: weak privacy" in lines[0]
+    assert "≈6 ± 3 of 9 users, ≈30 ± 1448 images, DP counts; ε = 344 WARNING: ε > 10, weak privacy" in lines[0]
     assert lines[-1].startswith("pixel inversion suspected: YES (INCONCLUSIVE) (")
     healthy = format_report({**ga.inversion_verdict(_samples(10, 0.0), _samples(10, 0.0)),
                              "current": gan("low", _samples(10, 0.0)), "compare": gan("high", _samples(10, 0.0))})

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from dp_accounting import rdp
 
-from conftest import run_cli
+from conftest import run_cli, run_main
 from fedgen_debug.privacy import accounting
 from fedgen_debug.privacy.accounting import (DPFedAvgPrivacy, dp_fedavg_epsilon, epsilon_of_events, format_guarantee,
                                              rdp_of_events, sum_sensitivity)
@@ -309,6 +309,13 @@ def test_privacy_cli_defaults_to_the_correct_accounting_and_labels_the_papers():
     assert result.returncode == 0, result.stderr
     assert "realistic scenario (×100): ε = 2.38 at δ = 4e-08" in result.stdout
     assert "WARNING: ε > 10" in result.stdout
+
+
+def test_privacy_cli_names_the_flags_it_misses_in_the_one_error_line_every_bad_input_gets():
+    result = run_main("privacy", "--population", "100")
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stderr == ("fedgen-debug: error: privacy: give --clients-per-round, --noise-multiplier, --rounds "
+                             "(or --deployment SPEC).\n")
 
 
 @pytest.mark.parametrize("args, message", [

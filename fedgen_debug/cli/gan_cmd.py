@@ -137,7 +137,7 @@ def asks_the_working_side(report: dict) -> bool:
 
 
 def format_report(report: dict) -> list[str]:
-    from fedgen_debug.privacy.accounting import format_epsilon
+    from fedgen_debug.privacy.accounting import format_epsilon, weak_privacy
     from fedgen_debug.stats import indistinguishable_from_empty
 
     lines = []
@@ -149,7 +149,7 @@ def format_report(report: dict) -> list[str]:
         eps = r["privacy"]["run"]
         lines.append(f"{name:8s} {r['run_dir']}  ({r['select']}: ≈{p['users']:.0f} ± {p['users_stddev']:.0f} of "
                      f"{p['users_total']} users, ≈{p['images']:.0f} ± {p['images_stddev']:.0f} images, DP counts; "
-                     f"ε = {format_epsilon(eps['epsilon'])}{' WARNING: weak privacy' if eps['above_warning'] else ''})")
+                     f"ε = {format_epsilon(eps['epsilon'])}{' ' + weak_privacy() if eps['above_warning'] else ''})")
         if r.get("d_step", {}).get("d_step") == "selected":
             step = r["d_step"]
             capped = step.get("count_scale", step["scale"]) > step["scale"]

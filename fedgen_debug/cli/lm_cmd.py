@@ -86,14 +86,14 @@ def run_analyze(args) -> int:
 def format_report(report: dict, run_dir: str, top_k: int) -> list[str]:
     """The analysis as text: top-k tables side by side (char) or OOV rate by position (word), and the verdict."""
     from fedgen_debug.analysis.visible_text import dominant_script, visible, visible_all
-    from fedgen_debug.privacy.accounting import format_epsilon
+    from fedgen_debug.privacy.accounting import format_epsilon, weak_privacy
     from fedgen_debug.stats import Z_THRESHOLD
 
     current = report["current"]
     lines = [f"{current['kind']}-LM {run_dir}: mean device OOV rate (DP) {current['device_reported_oov_rate']:.2%} "
              f"± {current['device_reported_oov_rate_stddev']:.2%}; this model ε = "
              f"{format_epsilon(current['privacy']['run']['epsilon'])}"
-             + (" [WARNING: weak privacy]" if current['privacy']['run']['above_warning'] else "")]
+             + (f" [{weak_privacy()}]" if current['privacy']['run']['above_warning'] else "")]
     if current["kind"] == "char":
         columns = [("current", current)] + ([("baseline", report["baseline"])] if "baseline" in report else [])
         script = dominant_script([t["word"] for _, r in columns for t in r["top_k"] + r.get("space_top_k", [])])

@@ -54,9 +54,9 @@ def run_monitor(args) -> int:
 
 
 def format_period(record: dict) -> str:
-    from fedgen_debug.privacy.accounting import EPSILON_WARNING, format_epsilon
+    from fedgen_debug.privacy.accounting import EPSILON_WARNING, format_epsilon, weak_privacy
 
-    values, weak = [], " (WARNING: weak privacy)"
+    values, weak = [], f" ({weak_privacy()})"
     for name, measured in record["auxiliaries"].items():
         # Each auxiliary's ε, marked: the report is where it is said (the ledger charge only logs it).
         values.append(f"{name} ε {format_epsilon(measured['epsilon'])}{weak if measured['epsilon'] > EPSILON_WARNING else ''}")

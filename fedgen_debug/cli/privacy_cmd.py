@@ -63,7 +63,7 @@ def run(args) -> int:
                                         ("--noise-multiplier", args.noise_multiplier), ("--rounds", args.rounds))
                if value is None]
     if missing:
-        raise SystemExit(f"fedgen-debug privacy: give {', '.join(missing)} (or --deployment SPEC).")
+        raise ValueError(f"privacy: give {', '.join(missing)} (or --deployment SPEC).")
     accounting_name = args.accounting or accounting.default_accounting(args.sampling)
     params = accounting.DPFedAvgPrivacy(args.clients_per_round, args.population, args.noise_multiplier,
                                         args.rounds, args.sampling, accounting_name)

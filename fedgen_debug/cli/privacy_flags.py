@@ -64,9 +64,9 @@ def release_line(release: dict) -> str:
 
 
 def weak_privacy_mark(guarantee: dict) -> str:
-    from fedgen_debug.privacy.accounting import EPSILON_WARNING, format_epsilon
+    from fedgen_debug.privacy.accounting import weak_privacy
 
-    return f"  WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy" if guarantee["above_warning"] else ""
+    return f"  {weak_privacy()}" if guarantee["above_warning"] else ""
 
 
 def run_total_lines(releases, training: dict) -> list[str]:

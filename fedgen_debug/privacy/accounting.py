@@ -262,11 +262,16 @@ def format_epsilon(epsilon: float | None) -> str:
     return f"{epsilon:.{EPSILON_DIGITS}g}"
 
 
+def weak_privacy() -> str:
+    """How every report marks an ε above `EPSILON_WARNING`."""
+    return f"WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy"
+
+
 def format_guarantee(guarantee: PrivacyGuarantee) -> str:
     """'ε = 4.2 at δ = 1e-05' (`format_epsilon`) with a loud mark above the warning threshold."""
     text = f"ε = {format_epsilon(guarantee.epsilon)} at δ = {guarantee.delta:.3g}"
     if guarantee.accounting == PAPER_CONVENTION:
         text += " (paper convention: sensitivity S under replace-one, under-reports ε)"
     if guarantee.above_warning:
-        text += f"  [WARNING: ε > {format_epsilon(EPSILON_WARNING)}, weak privacy]"
+        text += f"  [{weak_privacy()}]"
     return text
