@@ -3,7 +3,7 @@
 Each entry is a `DeviceTransform` class (`device.transform`) built as `cls(fraction, seed=seed, **settings)`,
 and the modality of the data it applies to: the paper's two bugs, then the pipeline faults of
 `image_faults` and `text_faults` (issue 55), whose public settings the spec may set (`rotate:0.5,degrees=180`).
-Runs (train-gan, train-lm) simulate only the paper's two today; the faults are for evaluation scripts.
+`train-gan`/`train-lm --bug` simulate any of them on the devices (`cli.bug_arg`); a monitor's rollout, the paper's two.
 """
 
 from __future__ import annotations
