@@ -962,3 +962,26 @@ def test_a_selection_pair_given_b_first_gets_its_calibration_with_the_offsets_ne
         sign = 1.0 if c["property"] == "predicted_class" else -1.0
         assert z_backward[c["property"]] == pytest.approx(sign * c["calibrated_z"], abs=1e-9), c["property"]
     assert [c["property"] for c in forward if c["significant"]] == [c["property"] for c in backward if c["significant"]]
+
+
+def test_noise_estimates_by_hand_for_the_class_mix_and_the_degrees_of_freedom_of_two_sources():
+    """The categories branch of `estimate_noise`, the per-source degrees of freedom, the sign of a difference
+    against no noise and the alarm rate's bound, each a value worked out by hand."""
+    rows = [[{"property": "c", "kind": "categories", "difference": e, "difference_standard_error": 0.0}]
+            for e in (0.1, 0.2, 0.3)]
+    noise = C.estimate_noise(rows, "replicate")[0]["c"]
+    assert math.isclose(noise.offset, 0.2) and math.isclose(noise.training_noise, 0.1)
+    # The 95% upper bound of τ on n − 1 = 2 degrees of freedom: sqrt(Σ(e − ē)² / χ²₂(0.05)).
+    assert math.isclose(noise.training_noise_upper, math.sqrt(0.02 / stats.chi2.ppf(0.05, 2)))
+    assert math.isclose(noise.offset_error, 0.1 / math.sqrt(3))
+    # Two sources of 3 and 4 replicate runs: the calibration claims the smaller source's 2 degrees of freedom.
+    sources = ["A"] * 3 + ["B"] * 4
+    by_pair = {pair: [{"property": "p", "kind": "mean", "difference": 0.1 * (k % 3) - 0.1,
+                       "difference_standard_error": 0.0}]
+               for k, pair in enumerate(C.all_pairs(7, sources))}
+    assert C.estimate_by_source(by_pair, "replicate", sources)[1] == 2
+    # A difference where the training noise and the sampling error are both zero keeps its sign.
+    row = {"property": "p", "kind": "mean", "difference": -0.5, "difference_standard_error": 0.0}
+    assert C.calibrated_z(row, C.PropertyNoise(0.0, 0.0, 0.0, 10)) == -1000.0
+    # No alarm in 10 pairs: the rate's 95% upper bound is 1 − 0.05^(1/10).
+    assert math.isclose(C._rate_upper(0, 10), 1 - 0.05 ** 0.1)

@@ -111,3 +111,25 @@ def test_property_needs_a_known_family_and_values_of_both_sides():
         df.Property("x", "colour", "a", "b", "x")
     with pytest.raises(ValueError, match="Missing: y"):
         df.compare_properties([df.Property("y", "scale", "a", "b", "y")], {"y": [1.0]}, {})
+
+
+def test_effect_sizes_and_their_errors_by_hand():
+    """Golden values the sign-and-order tests above cannot pin: each formula's constants."""
+    # DeLong's standard error of the AUC behind Cliff's delta (sample variances of the placements, n − 1).
+    assert df.compare([0, 1, 2, 3], [2, 3, 4, 5])["standard_error"] == pytest.approx(0.25, abs=1e-12)
+    # Cohen's d with the pooled population SD: (2.5 − 0.5) / sqrt((0.25 + 0.25) / 2).
+    assert df.compare([0, 1], [2, 3])["standardized_difference"] == 4.0
+    # Welch's error of the difference of means on unequal sizes: sqrt(s_a²/n_a + s_b²/n_b) = sqrt(2/2 + (20/3)/4).
+    assert df.compare([0, 2], [0, 2, 4, 6])["difference_standard_error"] == pytest.approx(math.sqrt(1 + 20 / 12))
+
+
+def test_class_mix_z_is_the_two_sided_z_of_the_chi_square_with_rare_classes_pooled_by_the_smaller_side():
+    from scipy import stats
+
+    # One degree of freedom: z = sqrt(χ²) = sqrt(25/3) for 50/50 against 70/30 on 100 each.
+    assert df.compare_categories([0] * 50 + [1] * 50, [0] * 70 + [1] * 30)["z"] == pytest.approx(math.sqrt(25 / 3))
+    # Classes 2 and 3 are rare for the 40-sample side (never seen there): pooled into one column.
+    a, b = [0] * 20 + [1] * 20, [0] * 480 + [1] * 480 + [2] * 20 + [3] * 20
+    chi2 = stats.chi2_contingency([[20, 20, 0], [480, 480, 40]], correction=False)[0]
+    assert df.compare_categories(a, b)["z"] == pytest.approx(df._two_sided_z(float(stats.chi2.logsf(chi2, 2))))
+    assert df.compare_categories(a, b)["z"] == pytest.approx(0.7804, abs=1e-4)

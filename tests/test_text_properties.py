@@ -307,3 +307,30 @@ def test_a_pipeline_with_typos_shows_in_a_char_lms_words_as_misspelt_words_chara
     assert ranked[0]["property"] == "misspelt_words" and ranked[0]["family"] == "characters" and ranked[0]["significant"]
     assert ranked[0]["a"] == 0.0 and 0.07 < ranked[0]["b"] < 0.13
     assert "spacing" not in {c["family"] for c in ranked if c["significant"]}
+
+
+@pytest.mark.parametrize("sample, name, expected", [
+    ("a-b", "punctuation_share", 1 / 3),          # a hyphen is punctuation ...
+    ("a-b", "symbol_share", 0.0),                 # ... and not a symbol too
+    ("a, b.", "symbol_share", 0.0),               # punctuation is never counted twice
+    ("he said 'yes'", "unterminated", 0.0),       # a closing quote ends a sentence
+    ("x &mu; y", "entities", 1.0),                # any named entity, not only the listed fragments
+    ("a &lt b", "entities", 1.0),                 # an entity whose ; was lost
+    ("Â£5", "mojibake", 1.0),                     # UTF-8's £ read as Latin-1
+    ("yes , no", "space_before_punctuation", 1.0),
+])
+def test_each_character_class_holds_what_its_description_says(sample, name, expected):
+    """One hand-built sample per rule of the module's docstring (mutations of these classes went unnoticed)."""
+    assert tp.text_properties([sample])[name][0] == pytest.approx(expected)
+
+
+def test_glued_and_misspelt_words_at_their_edges():
+    assert tp.glued_words(["ofa"], ["of", "a"]).tolist() == [1.0]            # a one-letter second word
+    assert tp.misspelt_words(["the"], ["thee", "the"]).tolist() == [0.0]     # a vocabulary word is no slip
+
+
+def test_distinctive_terms_list_a_term_seen_three_times_and_never_one_both_sides_share_equally():
+    b = tp.distinctive_terms(["y"] * 100, ["x"] * 3 + ["y"] * 97)["tokens"]["b"]
+    assert [row["term"] for row in b] == ["x"]
+    tokens = tp.distinctive_terms(["t u"] * 3, ["t v"] * 3)["tokens"]
+    assert [row["term"] for row in tokens["a"]] == ["u"] and [row["term"] for row in tokens["b"]] == ["v"]

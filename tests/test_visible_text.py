@@ -88,3 +88,13 @@ def test_drawable_writes_out_only_what_the_font_lacks_and_keeps_spaces():
 
     assert drawable("東京 tokyo", lambda c: c.isascii()) == "⟨U+6771⟩⟨U+4EAC⟩ tokyo"
     assert drawable("a b", lambda c: c != " ") == "a b"
+
+
+def test_the_edges_of_the_script_rules():
+    from fedgen_debug.analysis.visible_text import any_written_out, dominant_script, report_script
+
+    # Kana and kanji are one script: a Japanese view is no Latin one, so a Cyrillic а there stays as it is.
+    assert dominant_script(["ひらが漢字", "abcd"]) == "CJK" and visible("ひらが漢字 abcd а") == "ひらが漢字 abcd а"
+    assert visible("l\u03bfve") == "l⟨U+03BF⟩ve"                                   # a Greek ο among Latin letters
+    assert report_script({"evidence": {"a": [], "b": ["хорошо"]}}) == "CYRILLIC"   # side b is read too
+    assert any_written_out(["⟨U+200B⟩", "plain"]) and not any_written_out(["plain", "U+200B"])
