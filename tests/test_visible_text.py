@@ -98,3 +98,5 @@ def test_the_edges_of_the_script_rules():
     assert visible("l\u03bfve") == "l⟨U+03BF⟩ve"                                   # a Greek ο among Latin letters
     assert report_script({"evidence": {"a": [], "b": ["хорошо"]}}) == "CYRILLIC"   # side b is read too
     assert any_written_out(["⟨U+200B⟩", "plain"]) and not any_written_out(["plain", "U+200B"])
+    # Look-alikes of two other scripts together are as disguised as those of one: "οо" (Greek, Cyrillic) reads "oo".
+    assert visible("οо", context="LATIN") == "⟨U+03BF⟩⟨U+043E⟩" and visible("οо") == "ο⟨U+043E⟩"

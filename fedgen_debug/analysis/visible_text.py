@@ -59,10 +59,11 @@ def _visible_word(word: str, context: str | None) -> str:
     scripts = collections.Counter(_script(c) for c in letters)
     # The word's own script: the most common among its letters; a tie keeps the first letter's.
     own = max(scripts, key=lambda s: (scripts[s], s == _script(letters[0]))) if letters else None
-    # A word wholly of another script than the text around it, every letter a twin of one of that text's: "а"
-    # (Cyrillic) among English words. Russian "хорошо" among English words is not (ш has no Latin twin).
+    # A word every letter of which is a twin of a letter of the text around it (so none is of its script): "а"
+    # (Cyrillic) among English words, or Greek ο with Cyrillic о ("οо" reads "oo"). Russian "хорошо" among English
+    # words is not (ш has no Latin twin).
     twins_of_view = TWINS.get(context, frozenset())
-    disguised = len(scripts) == 1 and own != context and all(c in twins_of_view for c in letters)
+    disguised = all(c in twins_of_view for c in letters)
     twins_of_word = TWINS.get(own, frozenset())
     out, previous_written = [], False
     for i, c in enumerate(word):
