@@ -342,6 +342,57 @@ def test_a_property_between_bonferroni_and_the_clean_pairs_threshold_is_a_candid
     assert diagnose._within_tails([{"property": "p", "significant": False, "calibrated_z": 3.0}], None) == []
 
 
+def test_the_answer_at_its_edges_a_lower_b_one_yes_among_candidates_and_bonferroni_by_hand():
+    """Edges a mutation review found untested: a candidate where B is lower (z < 0) is "cannot tell" as for z > 0,
+    never "no"; one property beyond the clean pairs' threshold answers "yes" even with another in their tails;
+    Bonferroni's threshold over the calibration's 3 properties (Φ⁻¹(1 − 0.05/6) = 2.394, by hand)."""
+    import statistics
+
+    noise = {name: calibration_module.PropertyNoise(0.0, 1.0, 1.0, 20) for name in ("p", "q", "s")}
+    raised = calibration_module.Calibration("t4", "gan", "demo", "selection", noise, 19, 4.1, {})
+    not_found = [{"name": "pixel_inversion_suspected", "suspected": False, "inconclusive": False}]
+
+    def said(*zs):
+        ranked = [{"property": name, "family": "brightness", "significant": abs(z) > 4.1, "calibrated_z": z}
+                  for name, z in zip(("p", "q", "s"), zs)]
+        return diagnose.answer(not_found, ranked, True, True, within_tails=diagnose._within_tails(ranked, raised))
+
+    candidate = ("cannot tell", "1 properties beyond Bonferroni's threshold but within the largest differences "
+                                "clean pairs of this type reach (p)")
+    assert said(3.0, 0.1, 0.0) == candidate and said(-3.0, 0.1, 0.0) == candidate
+    assert said(5.0, 3.0, 0.1) == ("yes", "1 properties beyond the training noise of clean pairs")
+    bonferroni = statistics.NormalDist().inv_cdf(1 - 0.05 / 6)
+    assert bonferroni == pytest.approx(2.394, abs=1e-3)
+    assert said(2.3, 0.0, 0.0)[0] == "no" and said(2.45, 0.0, 0.0)[0] == "cannot tell"
+
+
+def test_half_empty_text_is_healthy_and_one_unhealthy_side_makes_any_pair_cannot_tell(tmp_path, monkeypatch):
+    """`text_health`'s "mostly empty" is more than half; and a pair whose B drew mostly nothing is "cannot tell"
+    even where the named check found its bug: every side must be healthy (the real answer and health, the run
+    reading stubbed)."""
+    assert diagnose.text_health(["", "ab"]) == {"healthy": True, "shares": {"empty": 0.5}, "reason": None}
+    assert diagnose.text_health(["", " ", "ab"])["healthy"] is False
+    from fedgen_debug.analysis import calibration_store
+
+    run_a, run_b = str(tmp_path / "A"), str(tmp_path / "B")
+    for run in (run_a, run_b):
+        os.makedirs(os.path.join(run, "released"))
+    texts = {run_a: ["the cat sat on the mat"] * 40, run_b: ["the cat sat"] * 8 + [""] * 32}
+    monkeypatch.setattr(diagnose, "check_comparable", lambda a, b: "char")
+    monkeypatch.setattr(calibration_store, "choose", lambda *args: (None, None))
+    monkeypatch.setattr(diagnose, "_named_check", lambda *args: {
+        "name": "tokenization_bug_suspected", "family": "spacing", "suspect": "b", "suspected": True,
+        "inconclusive": False, "z": 9.0, "z_threshold": 3.0, "statistic": "space_mass"})
+    monkeypatch.setattr(diagnose, "lm_samples", lambda run, samples, seed: texts[run])
+    monkeypatch.setattr(diagnose, "run_vocabulary", lambda kind, run: None)
+    monkeypatch.setattr(diagnose, "_chart", lambda ranked, path: None)
+    report = diagnose.diagnose(run_a, run_b, samples=40)
+    assert report["health"]["a"]["healthy"] and not report["health"]["b"]["healthy"]
+    assert (report["answer"], report["differ"]) == ("cannot tell", False)
+    assert report["answer_reason"] == "an auxiliary is unhealthy: its samples are no evidence about the data"
+    assert report["unhealthy"] == {"b": "mostly empty samples"}
+
+
 def test_an_uncalibrated_clean_looking_difference_prints_cannot_tell_everywhere():
     report = {**_report(differ=False), "answer": "cannot tell", "answer_reason": "1 properties beyond the samples' noise",
               "checks": [{"name": "tokenization_bug_suspected", "suspected": False, "z": 0.5, "z_threshold": 3.0}]}

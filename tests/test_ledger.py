@@ -229,3 +229,79 @@ def test_ledger_cli_shows_totals_and_sets_canonical_budgets(fresh_ledger):
     assert population["population"] == key and population["budget"]["epsilon"] == 50
     assert math.isfinite(population["epsilon"]) and population["releases"][0]["label"] == "run x"
     assert f"{key} (N=300)" in run_cli("ledger").stdout
+
+
+# The RDP orders of `privacy.accounting`, spelled out: the goldens below are dp_accounting's own accountant.
+RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512]
+
+
+def _accountant(relation, *events):
+    import dp_accounting
+    from dp_accounting import rdp
+
+    accountant = rdp.RdpAccountant(RDP_ORDERS, relation)
+    for event in events:
+        accountant.compose(event)
+    return accountant
+
+
+def test_a_population_charged_at_two_sizes_is_accounted_at_the_larger_and_its_delta(fresh_ledger):
+    """A monitor charges each period for the devices present. The total takes the largest N (δ = 0.01/100), never
+    the smaller N's looser δ = 0.01/50, which would lower the ε a data owner reads."""
+    import dp_accounting
+
+    fresh_ledger.set_budget("*", 1e6)
+    gaussian = dp_accounting.GaussianDpEvent(1.0)
+    fresh_ledger.spend([PrivacyRecord("p", 100, "replace-one", (gaussian,), "period 1", "r1"),
+                        PrivacyRecord("p", 50, "replace-one", (gaussian,), "period 2", "r2")])
+    total = fresh_ledger.total("p")
+    expected = _accountant(dp_accounting.NeighboringRelation.REPLACE_ONE, gaussian, gaussian).get_epsilon(1e-4)
+    assert (total.population_size, total.budget.delta) == (100, 1e-4)
+    assert total.guarantee.epsilon == pytest.approx(expected, rel=1e-9) and expected == pytest.approx(6.30724, abs=1e-5)
+
+
+def test_a_poisson_sampled_run_is_composed_under_add_remove_neighbours(fresh_ledger):
+    import dp_accounting
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0)), 100)
+    record = PrivacyRecord("p", 1000, "add-remove", (event,), "training", "t")
+    accountant = _accountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, event)
+    assert composed_guarantee([record], 1e-5).epsilon == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
+    fresh_ledger.set_budget("*", 1e6)
+    charged = fresh_ledger.spend(record)["p"].guarantee.epsilon
+    assert charged == pytest.approx(accountant.get_epsilon(0.01 / 1000), rel=1e-9)
+
+
+def test_a_release_whose_extra_delta_takes_all_of_delta_is_infinite_epsilon_and_refused_as_over_budget(fresh_ledger):
+    import dp_accounting
+    from fedgen_debug.privacy.ledger import composed_guarantee
+
+    record = PrivacyRecord("p", 100, "replace-one", (dp_accounting.GaussianDpEvent(1.0),), "heavy hitters", "hh",
+                           extra_delta=1e-4)
+    guarantee = composed_guarantee([record], 1e-4)
+    assert math.isinf(guarantee.epsilon) and guarantee.delta == 1e-4
+    with pytest.raises(PrivacyBudgetExceeded, match="ε = ∞"):   # what the CLI and the monitor catch
+        fresh_ledger.spend(record)
+    assert fresh_ledger.records() == []
+
+
+def test_records_of_a_population_are_its_own_and_delta_at_one_over_n_is_refused(fresh_ledger):
+    import dp_accounting
+    from fedgen_debug.privacy.accounting import check_delta
+
+    fresh_ledger.set_budget("*", 1e6)
+    gaussian = dp_accounting.GaussianDpEvent(5.0)
+    fresh_ledger.spend(PrivacyRecord("p", 100, "replace-one", (gaussian,), "a", "ra"))
+    fresh_ledger.spend(PrivacyRecord("q", 100, "replace-one", (gaussian,), "b", "rb"))
+    assert [r.release_id for r in fresh_ledger.records("p")] == ["ra"]
+    assert [r.release_id for r in fresh_ledger.records("q")] == ["rb"]
+    # δ = 1/N exactly is what publishing one random user's data meets: refused, at the function and in the ledger.
+    check_delta(math.nextafter(1 / 3400, 0.0), 3400)
+    with pytest.raises(ValueError, match="delta must be < 1/N"):
+        check_delta(1 / 3400, 3400)
+    fresh_ledger.set_budget("r", 1e6, delta=1 / 100)
+    with pytest.raises(ValueError, match="delta must be < 1/N"):
+        fresh_ledger.spend(PrivacyRecord("r", 100, "replace-one", (gaussian,), "c", "rc"))
+    assert [r.release_id for r in fresh_ledger.records()] == ["ra", "rb"]

@@ -329,3 +329,12 @@ def test_privacy_cli_refuses_a_meaningless_delta_and_bad_parameters(args, messag
     result = run_cli("privacy", *[x for kv in base.items() for x in kv])
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and "ε =" not in result.stdout
+
+
+def test_epsilon_at_the_warning_threshold_is_not_weak_and_the_next_float_above_is():
+    import math
+    from fedgen_debug.privacy.accounting import PrivacyGuarantee
+
+    at = PrivacyGuarantee(10.0, 1e-5, "tight", "replace-one", 2.0)
+    assert not at.above_warning and format_guarantee(at) == "ε = 10 at δ = 1e-05"
+    assert PrivacyGuarantee(math.nextafter(10.0, math.inf), 1e-5, "tight", "replace-one", 2.0).above_warning
