@@ -236,7 +236,6 @@ RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128,
 
 
 def _accountant(relation, *events):
-    import dp_accounting
     from dp_accounting import rdp
 
     accountant = rdp.RdpAccountant(RDP_ORDERS, relation)
