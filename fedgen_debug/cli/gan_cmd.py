@@ -8,7 +8,7 @@ from fedgen_debug.cli import preflight
 from fedgen_debug.cli.privacy_flags import add_privacy_flags
 from fedgen_debug.training.presets import DEFAULT_PRESET, PRESET_NAMES
 
-SELECT_CHOICES = ("by-user-accuracy:low", "by-user-accuracy:high", "by-example:correct", "by-example:misclassified",
+COMMON_SELECTORS = ("by-user-accuracy:low", "by-user-accuracy:high", "by-example:correct", "by-example:misclassified",
                   "random")
 
 
@@ -19,8 +19,8 @@ def register(sub) -> None:
                        help="an image fault of the catalog on FRACTION of the devices (docs/data.md), e.g. invert:0.5 "
                             "(the app update's pixel inversion), rotate:0.5, blur:0.1,sigma=2")
     train.add_argument("--select", required=True, metavar="SELECTOR",
-                       help=f"one of {', '.join(SELECT_CHOICES)}, optionally with settings "
-                            "(by-user-accuracy:low,threshold=0.8); see `fedgen-debug selectors`")
+                       help=f"e.g. {', '.join(COMMON_SELECTORS)}, with settings (by-user-accuracy:low,threshold=0.8), "
+                            "joined by & (all of) or | (any of); every selector: `fedgen-debug selectors`")
     train.add_argument("--preset", choices=PRESET_NAMES, default=DEFAULT_PRESET,
                        help="model and training sizes (training.presets.GAN_PRESETS); the privacy flags override them")
     train.add_argument("--primary", metavar="MODEL",
