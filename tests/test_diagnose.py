@@ -320,14 +320,20 @@ def test_the_word_lm_check_says_what_else_raises_unk_at_position_one():
     assert said_char[1] == "the named check tokenization_bug_suspected found its bug"
 
 
+# A calibration of 3 properties whose clean pairs' own threshold (4.1) is above Bonferroni's (2.39), and a named
+# check that found nothing: the two answer tests below read the answer off these alone.
+_RAISED_T4 = calibration_module.Calibration(
+    "t4", "gan", "demo", "selection",
+    {name: calibration_module.PropertyNoise(0.0, 1.0, 1.0, 20) for name in ("p", "q", "s")}, 19, 4.1, {})
+_INVERSION_NOT_FOUND = [{"name": "pixel_inversion_suspected", "suspected": False, "inconclusive": False}]
+
+
 def test_a_property_between_bonferroni_and_the_clean_pairs_threshold_is_a_candidate_not_a_no():
     """A calibration whose clean pairs have heavier tails than normal holds a raised threshold (4.1 here, over 3
     properties: Bonferroni 2.39). A pair at 3.0 is beyond Bonferroni but within what clean pairs reach: "cannot
     tell", naming it; at 5.0 "yes"; at 2.0 "no"."""
-    noise = {name: calibration_module.PropertyNoise(0.0, 1.0, 1.0, 20) for name in ("p", "q", "s")}
-    raised = calibration_module.Calibration("t4", "gan", "demo", "selection", noise, 19, 4.1, {})
+    raised, not_found = _RAISED_T4, _INVERSION_NOT_FOUND
     bonferroni = calibration_module.threshold_for(3)
-    not_found = [{"name": "pixel_inversion_suspected", "suspected": False, "inconclusive": False}]
 
     def said(z):
         rows = [{"property": "p", "family": "brightness", "kind": "mean", "difference": z,
@@ -348,9 +354,7 @@ def test_the_answer_at_its_edges_a_lower_b_one_yes_among_candidates_and_bonferro
     Bonferroni's threshold over the calibration's 3 properties (Φ⁻¹(1 − 0.05/6) = 2.394, by hand)."""
     import statistics
 
-    noise = {name: calibration_module.PropertyNoise(0.0, 1.0, 1.0, 20) for name in ("p", "q", "s")}
-    raised = calibration_module.Calibration("t4", "gan", "demo", "selection", noise, 19, 4.1, {})
-    not_found = [{"name": "pixel_inversion_suspected", "suspected": False, "inconclusive": False}]
+    raised, not_found = _RAISED_T4, _INVERSION_NOT_FOUND
 
     def said(*zs):
         ranked = [{"property": name, "family": "brightness", "significant": abs(z) > 4.1, "calibrated_z": z}
